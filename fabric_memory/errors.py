@@ -1,0 +1,146 @@
+"""One error tree for the whole engine.
+
+Every message is one line that names where the problem is (``file:line``, a JSON
+path, an address) and, when there is one, the fix. The library raises these; the
+CLI catches :class:`FabricMemoryError` once and exits non-zero.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class FabricMemoryError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+    code: str = "error"
+    exit_status: int = 1
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.code
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+class UsageError(FabricMemoryError):
+    """The caller asked for something malformed (bad option values, too many selectors)."""
+
+    code = "usage"
+    exit_status = 2
+
+
+# --- session files -------------------------------------------------------------------
+
+
+class SessionError(FabricMemoryError):
+    """A session file could not be read; the message starts with ``file:line``."""
+
+    code = "session_error"
+
+    def __init__(self, path: str, line: int | None, reason: str, *, code: str | None = None):
+        self.path = path
+        self.line = line
+        self.reason = reason
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {reason}", code=code)
+
+
+class NotASessionError(SessionError):
+    """The file is not a Pi session (empty, binary, wrong or missing header)."""
+
+    code = "not_a_session"
+
+
+class LineTooLongError(SessionError):
+    """A line exceeds the configured maximum line size; it was not read into memory."""
+
+    code = "line_too_long"
+
+
+class SessionChangedError(SessionError):
+    """The file changed between reading it and writing to it (append refused)."""
+
+    code = "session_changed"
+
+
+# --- compaction ----------------------------------------------------------------------
+
+
+class CompactionError(FabricMemoryError):
+    """A compaction event or preparation is malformed."""
+
+    code = "compaction_error"
+
+
+class HookInputError(CompactionError):
+    """The stdio hook received input it cannot use."""
+
+    code = "bad_event"
+    exit_status = 2
+
+
+# --- memory index --------------------------------------------------------------------
+
+
+class IndexError_(FabricMemoryError):
+    """The on-disk memory index is missing, unusable or could not be written."""
+
+    code = "index_error"
+
+
+class IndexLockedError(IndexError_):
+    """Another writer holds the index lock past the wait timeout."""
+
+    code = "index_locked"
+
+
+class QueryError(FabricMemoryError):
+    """A recall query is malformed or exceeds its bounds (regex length/time)."""
+
+    code = "bad_query"
+    exit_status = 2
+
+
+class ExpandError(FabricMemoryError):
+    """An expand request failed with one of the SPEC §5 codes."""
+
+    CODES = (
+        "stale_pointer",
+        "index_out_of_bounds",
+        "session_not_found",
+        "source_unavailable",
+        "address_not_found",
+        "ambiguous_address",
+        "ambiguous_session",
+        "text_offset_out_of_bounds",
+    )
+    # Distinct exit status per code so shell callers can branch without parsing JSON.
+    EXIT_STATUS: ClassVar[dict[str, int]] = {name: 10 + i for i, name in enumerate(CODES)}
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in self.CODES:
+            raise ValueError(f"unknown expand error code {code!r}")
+        super().__init__(message, code=code)
+        self.exit_status = self.EXIT_STATUS[code]
+
+
+# --- certification -------------------------------------------------------------------
+
+
+class CertificationError(FabricMemoryError):
+    """The certification harness could not run (not: a check failed)."""
+
+    code = "certify_error"
+
+
+class TaskPayloadError(CertificationError):
+    """A ``CERT_TASK_V1`` payload is missing, malformed, or cannot be applied exactly."""
+
+    code = "bad_task_payload"

@@ -1,0 +1,212 @@
+"""Session reader: ids, branches, hashes and located errors, against Pi's own truth."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_memory.errors import LineTooLongError, NotASessionError, SessionError
+from fabric_memory.session import iter_session_files, migrated_id, read_line, read_session
+
+from .conftest import CORPUS, FIXTURES
+
+SESSIONS = FIXTURES / "sessions"
+APP = SESSIONS / "--home-dev-fixture-app--"
+
+
+def _truth_files() -> list[dict[str, object]]:
+    index = json.loads((CORPUS / "truth" / "INDEX.json").read_text())
+    return [f for f in index["files"] if f["file"].endswith(".jsonl")]
+
+
+TRUTH = _truth_files()
+
+
+def _truth(item: dict[str, object]) -> dict[str, object]:
+    return json.loads((CORPUS / str(item["truth"])).read_text())
+
+
+@pytest.mark.parametrize("item", TRUTH, ids=[str(f["name"]) for f in TRUTH])
+def test_reader_agrees_with_pi(item: dict[str, object]) -> None:
+    """Entry ids, lines, byte spans, leaf, roots and active branch equal what Pi computed."""
+    truth = _truth(item)
+    path = CORPUS / str(item["file"])
+    if "lines" not in truth:
+        with pytest.raises(NotASessionError) as caught:
+            read_session(path)
+        assert caught.value.path == str(path)
+        return
+    session = read_session(path)
+    assert session.session_id == truth["header"]["id"]  # type: ignore[index]
+    got = [(e.id, e.parent_id, e.type, e.line, e.offset, e.length) for e in session.entries]
+    want = [
+        (e["id"], e["parentId"], e["type"], e["line"], e["byteOffset"], e["byteLength"])
+        for e in truth["entries"]  # type: ignore[attr-defined]
+    ]
+    assert got == want
+    assert session.leaf_id == truth["leafId"]
+    assert [e.id for e in session.active_branch()] == truth["activeBranch"]
+    assert session.roots() == truth["roots"]
+    active = session.active_ids()
+    assert [e.id for e in session.entries if e.id not in active] == truth["offBranchEntryIds"]
+    lines = truth["lines"]
+    tail = lines["truncatedTail"]  # type: ignore[index]
+    assert (session.truncated_tail.line if session.truncated_tail else None) == (
+        tail["line"] if tail else None
+    )
+    malformed = [m["line"] for m in lines["malformed"] if m["terminated"]]  # type: ignore[index]
+    assert [p.line for p in session.malformed] == malformed
+    assert session.source_hash == xxhash.xxh3_128(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("item", TRUTH[:12], ids=[str(f["name"]) for f in TRUTH[:12]])
+def test_read_line_is_verbatim(item: dict[str, object]) -> None:
+    """read_line returns exactly the bytes of the entry's line, as Pi located it."""
+    path = CORPUS / str(item["file"])
+    if "lines" not in _truth(item):
+        return
+    session = read_session(path)
+    raw_lines = path.read_bytes().split(b"\n")
+    for entry in session.entries:
+        assert read_line(str(path), entry) == raw_lines[entry.line - 1]
+        assert orjson.loads(read_line(str(path), entry)) == entry.raw
+
+
+def test_walk_skips_non_jsonl(corpus_dir: Path) -> None:
+    """Only *.jsonl files are walked, recursively, including nested subagent folders."""
+    files = list(iter_session_files(corpus_dir / "sessions"))
+    assert all(p.suffix == ".jsonl" for p in files)
+    assert any(p.parent.name == "subagents" for p in files)
+    assert not any(p.name == "ignored-not-jsonl.json" for p in files)
+    assert files == sorted(files)
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "reason"),
+    [
+        ("empty.jsonl", None, "empty file"),
+        ("garbage.jsonl", 1, "not JSON"),
+        ("not-a-session.jsonl", 1, "not a session header"),
+    ],
+    ids=["empty", "garbage", "not-a-session"],
+)
+def test_non_sessions_are_typed_located_errors(name: str, line: int | None, reason: str) -> None:
+    """A file that is not a session raises NotASessionError naming file:line and why."""
+    path = APP / name
+    with pytest.raises(NotASessionError) as caught:
+        read_session(path)
+    assert caught.value.line == line
+    assert reason in str(caught.value)
+    assert str(caught.value).startswith(f"{path}:{line}:" if line else f"{path}:")
+    assert "\n" not in str(caught.value)
+
+
+def test_truncated_tail_is_reported_not_fatal() -> None:
+    """A half-written last line is ignored and reported as truncated_tail with its line."""
+    session = read_session(APP / "2026-01-11T08-00-00-000Z_truncated-tail.jsonl")
+    assert session.truncated_tail is not None
+    assert session.truncated_tail.line == 4
+    assert [e.id for e in session.entries] == ["me010000", "me020000"]
+    assert session.leaf_id == "me020000"
+
+
+def test_malformed_middle_line_skipped_and_crlf_stripped() -> None:
+    """A malformed middle line is skipped with its line number; CRLF endings are stripped."""
+    path = APP / "2026-01-12T08-00-00-000Z_malformed-line-crlf.jsonl"
+    session = read_session(path)
+    assert [p.line for p in session.malformed] == [3]
+    assert session.malformed[0].located(str(path)).startswith(f"{path}:3: malformed JSON")
+    assert [e.line for e in session.entries] == [2, 4]
+    assert read_line(str(path), session.entries[0]).endswith(b"}")
+
+
+def test_v1_entries_get_deterministic_ids() -> None:
+    """A v1 file gets ids derived from each entry's line and a linear parent chain."""
+    session = read_session(APP / "2025-06-01T08-00-00-000Z_v1.jsonl")
+    assert session.version == 1
+    assert [e.id for e in session.entries] == [migrated_id(n) for n in (2, 3, 4, 5)]
+    assert [e.parent_id for e in session.entries] == [None, "L2", "L3", "L4"]
+    assert all(e.migrated for e in session.entries)
+    assert [e.id for e in session.active_branch()] == ["L2", "L3", "L4", "L5"]
+    assert read_session(APP / "2025-06-01T08-00-00-000Z_v1.jsonl") == session
+
+
+def test_omp_title_line_and_unknown_types() -> None:
+    """An oh-my-pi title line precedes the header; unknown entry types stay opaque entries."""
+    path = SESSIONS / "--home-dev-zürich--" / "2026-01-10T08-00-00-000Z_omp-title.jsonl"
+    session = read_session(path)
+    assert session.title is not None and session.title["title"] == "Refactor (omp)"
+    types = [e.type for e in session.entries]
+    assert {"session_init", "mode_change", "title_change", "compaction"} <= set(types)
+    assert session.entries[0].line == 3
+
+
+def test_branches_fixture_active_and_off_branch() -> None:
+    """The leaf's chain is the active branch; the abandoned branch stays addressable."""
+    session = read_session(APP / "2026-01-08T08-00-00-000Z_branches.jsonl")
+    active = session.active_ids()
+    off = [e for e in session.entries if e.id not in active]
+    assert len(off) == 3
+    assert all(e.id in session.by_id for e in off)
+    assert session.active_branch()[0].id == session.roots()[0]
+
+
+def test_line_too_long_is_rejected_without_reading_it(tmp_path: Path) -> None:
+    """A line over max_line_bytes raises LineTooLongError naming file:line."""
+    source = APP / "2026-01-05T08-00-00-000Z_fabric-valid.jsonl"
+    path = tmp_path / "long.jsonl"
+    data = source.read_bytes().split(b"\n")
+    data.insert(2, b'{"type":"custom","id":"x","parentId":null,"data":"' + b"a" * 5000 + b'"}')
+    path.write_bytes(b"\n".join(data))
+    with pytest.raises(LineTooLongError) as caught:
+        read_session(path, max_line_bytes=4096)
+    assert caught.value.line == 3
+    assert str(caught.value).startswith(f"{path}:3: line longer than 4096 bytes")
+    assert read_session(path, max_line_bytes=8192).entries[1].id == "x"
+
+
+def test_hash_and_fingerprint_track_changes(tmp_path: Path) -> None:
+    """Appending an entry changes sourceHash and the lineage fingerprint; addresses stay."""
+    path = tmp_path / "s.jsonl"
+    shutil.copy(APP / "2026-01-05T08-00-00-000Z_fabric-valid.jsonl", path)
+    before = read_session(path)
+    with open(path, "ab") as out:
+        out.write(b'{"type":"label","id":"zz000001","parentId":"me0a0000","label":"x"}\n')
+    after = read_session(path)
+    assert after.source_hash != before.source_hash
+    assert after.lineage_fingerprint() != before.lineage_fingerprint()
+    assert [(e.id, e.offset) for e in after.entries[:-1]] == [
+        (e.id, e.offset) for e in before.entries
+    ]
+    assert before.lineage_fingerprint("all") != before.lineage_fingerprint("active")
+
+
+def test_unreadable_path_is_a_session_error(tmp_path: Path) -> None:
+    """A missing file is a SessionError naming the path, not an OSError."""
+    with pytest.raises(SessionError) as caught:
+        read_session(tmp_path / "missing.jsonl")
+    assert "cannot read file" in str(caught.value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=600))
+def test_arbitrary_bytes_never_crash(data: bytes) -> None:
+    """Any bytes either read as a session or raise the project's typed SessionError."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
+        handle.write(b'{"type":"session","version":3,"id":"s"}\n' + data)
+        handle.flush()
+        try:
+            session = read_session(handle.name, max_line_bytes=256)
+        except SessionError as exc:
+            assert str(exc).startswith(handle.name)
+        else:
+            assert session.session_id == "s"
