@@ -1,0 +1,1 @@
+"""Benchmarks (pytest-benchmark, seeded data); run outside the default test suite."""
