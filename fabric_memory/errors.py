@@ -70,6 +70,15 @@ class SessionChangedError(SessionError):
     code = "session_changed"
 
 
+# --- traces --------------------------------------------------------------------------
+
+
+class TraceError(FabricMemoryError):
+    """A trace or envelope handed to the writer is malformed; the message names the JSON path."""
+
+    code = "invalid_trace"
+
+
 # --- compaction ----------------------------------------------------------------------
 
 
