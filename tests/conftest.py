@@ -11,6 +11,21 @@ FIXTURES = REPO / "fixtures"
 CORPUS = REPO.parent / "shared" / "corpus" / "pi-1.6.0"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden files under tests/golden/ instead of comparing against them",
+    )
+
+
+@pytest.fixture(scope="session")
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    """Whether golden files are rewritten (``pytest --update-golden``)."""
+    return bool(request.config.getoption("--update-golden"))
+
+
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
     """The real Pi 1.6.0 corpus with ground truth (read-only)."""
@@ -22,3 +37,11 @@ def corpus_dir() -> Path:
 def fixtures_dir() -> Path:
     """The bundled hand-built fixtures."""
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def memory_corpus(tmp_path_factory: pytest.TempPathFactory, corpus_dir: Path) -> object:
+    """The corpus plus planted sessions, copied and indexed once for the memory tests."""
+    from .memory_builder import build_memory_corpus
+
+    return build_memory_corpus(tmp_path_factory.mktemp("memory-corpus"), corpus_dir)

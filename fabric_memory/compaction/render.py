@@ -1,0 +1,432 @@
+"""The compaction summary (bounded, sectioned, addressed) and its versioned details.
+
+The summary never exceeds :data:`SUMMARY_MAX_BYTES` of UTF-8. Each section has a base
+byte budget; bytes a section does not need go to the sections that overflow, so a
+rich source fills the summary instead of throwing information away. A section that
+still overflows keeps its earliest and latest items, names the omitted middle with
+an explicit line (count, first and last address, how to expand it) and fills what
+is left with one item cut at a character boundary. Nothing here reads a clock:
+the same state gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, TypedDict
+
+from .project import (
+    LEDGERS,
+    CoverageJson,
+    CumulativeState,
+    Item,
+    Ledger,
+    StateJson,
+    clip,
+)
+
+COMPACTOR: Final = "fabric-memory"
+DETAILS_VERSION: Final = 1
+SUMMARY_MAX_BYTES: Final = 32 * 1024
+MIN_PARTIAL_BYTES: Final = 48
+"""A cut item is shown only when at least this many bytes are left for it."""
+HEAD_SHARE: Final = 4
+"""A sampled section gives its earliest items up to 1/HEAD_SHARE of its room."""
+UNKNOWN_SESSION: Final = "<session>"
+
+
+@dataclass(frozen=True, slots=True)
+class SectionSpec:
+    name: str
+    title: str
+    budget: int
+    counted: bool = False
+    """Whether the heading shows the section's total item count."""
+
+
+SECTIONS: Final = (
+    SectionSpec("goal", "Goal", 1536),
+    SectionSpec("constraints", "Constraints", 1536),
+    SectionSpec("facts", "Facts to keep", 2560),
+    SectionSpec("status", "Current status", 1536),
+    SectionSpec("errors", "Outstanding errors", 4096, counted=True),
+    SectionSpec("files", "Files", 4096, counted=True),
+    SectionSpec("activity", "Fabric activity", 8704, counted=True),
+    SectionSpec("turns", "Earlier turns", 6656, counted=True),
+)
+SPARE_ORDER: Final = (
+    "goal",
+    "constraints",
+    "facts",
+    "errors",
+    "status",
+    "files",
+    "turns",
+    "activity",
+)
+"""Who gets unused bytes first (and, read backwards, who gives them up first): what the
+user stated and what is still broken before the history."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRange:
+    """What this compaction itself added, and where the kept context starts."""
+
+    first: str | None
+    last: str | None
+    entries: int
+    first_kept_entry_id: str
+
+    def to_json(self) -> LiveJson:
+        return {
+            "first": self.first,
+            "last": self.last,
+            "entries": self.entries,
+            "firstKeptEntryId": self.first_kept_entry_id,
+        }
+
+
+class LiveJson(TypedDict):
+    first: str | None
+    last: str | None
+    entries: int
+    firstKeptEntryId: str
+
+
+class SectionJson(TypedDict):
+    name: str
+    title: str
+    budget: int
+    bytes: int
+    items: int
+    shown: int
+    omitted: int
+    truncated: bool
+    omittedFirst: str | None
+    omittedLast: str | None
+
+
+class CoverageDetailsJson(TypedDict):
+    source: CoverageJson
+    live: LiveJson
+
+
+class DetailsJson(TypedDict):
+    compactor: str
+    version: int
+    sessionId: str | None
+    summaryBytes: int
+    firstKeptAdjustedFrom: str | None
+    sections: list[SectionJson]
+    coverage: CoverageDetailsJson
+    counts: dict[str, int]
+    omitted: dict[str, int]
+    addresses: list[str]
+    state: StateJson
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One rendered section and what it left out."""
+
+    name: str
+    title: str
+    budget: int
+    text: str
+    items: int
+    head: int
+    """How many of the earliest items are shown."""
+    tail: int
+    """How many of the latest items are shown (the first of them possibly cut)."""
+    omitted: int
+    truncated: bool
+    omitted_first: str | None
+    omitted_last: str | None
+    addresses: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode())
+
+    def to_json(self) -> SectionJson:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "budget": self.budget,
+            "bytes": self.size,
+            "items": self.items,
+            "shown": self.head + self.tail,
+            "omitted": self.omitted,
+            "truncated": self.truncated,
+            "omittedFirst": self.omitted_first,
+            "omittedLast": self.omitted_last,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """The summary text and its sections."""
+
+    summary: str
+    sections: tuple[Section, ...]
+    addresses: tuple[str, ...]
+    """Every address the summary names, in order of first appearance."""
+
+
+# --- lines ---------------------------------------------------------------------------
+
+
+def _line(item: Item, text: str | None = None) -> str:
+    body = item.text if text is None else text
+    if item.tags:
+        body = f"{body} ({', '.join(item.tags)})"
+    if not item.first:
+        return f"- {body}\n"
+    where = item.first if item.last == item.first else f"{item.first} ... {item.last}"
+    return f"- [{where}] {body}\n"
+
+
+def _cut_line(item: Item, room: int) -> str | None:
+    """``item``'s line cut to ``room`` bytes (addresses kept whole), or None if too small."""
+    frame = len(_line(item, "").encode())
+    if room - frame < MIN_PARTIAL_BYTES // 2:
+        return None
+    text = item.text if not item.tags else f"{item.text} ({', '.join(item.tags)})"
+    return _line(Item(item.first, item.last, clip(text, room - frame)))
+
+
+def _omission(count: int, first: str, last: str, session: str) -> str:
+    where = first if first == last else f"{first} ... {last}"
+    return (
+        f"- ... {count} more omitted here [{where}]; "
+        f"expand: `fabric-memory expand {session} --address {first}`\n"
+    )
+
+
+def _size(text: str) -> int:
+    return len(text.encode())
+
+
+# --- sections ------------------------------------------------------------------------
+
+
+def _heading(spec: SectionSpec, total: int) -> str:
+    return f"## {spec.title} ({total})\n" if spec.counted else f"## {spec.title}\n"
+
+
+def _section_need(spec: SectionSpec, ledger: Ledger, session: str) -> int:
+    """Bytes ``ledger`` takes with nothing omitted (bar what the state already dropped)."""
+    if not ledger.total:
+        return 0
+    need = _size(_heading(spec, ledger.total)) + sum(_size(_line(i)) for i in ledger.items) + 1
+    if ledger.dropped:
+        bounds = (ledger.dropped_first or "", ledger.dropped_last or "")
+        need += _size(_omission(ledger.dropped, *bounds, session))
+    return need
+
+
+def _section(spec: SectionSpec, ledger: Ledger, budget: int, session: str) -> Section:
+    """``ledger`` laid out within ``budget`` bytes: earliest and latest items, one cut
+    item next to the gap, and a line naming what was omitted."""
+    items = ledger.items
+    n = len(items)
+    heading = _heading(spec, ledger.total)
+    lines = [_line(item) for item in items]
+    sizes = [_size(line) for line in lines]
+    if not ledger.dropped and _size(heading) + sum(sizes) + 1 <= budget:
+        return _finish(spec, ledger, budget, heading + "".join(lines), n, 0, False, None)
+    # Neither end may reach past the state's own gap: the omission line must cover it.
+    front_limit = len(ledger.head) if ledger.dropped else n
+    back_limit = len(ledger.tail) if ledger.dropped else n
+    widest = max(
+        [len(a) for item in items for a in item.addresses]
+        + [len(ledger.dropped_first or ""), len(ledger.dropped_last or "")]
+    )
+    reserve = _size(_omission(ledger.total, "x" * widest, "y" * widest, session))
+    room = budget - _size(heading) - 1 - reserve
+    head = tail = used = 0
+    while head < front_limit and used + sizes[head] <= room // HEAD_SHARE:
+        used += sizes[head]
+        head += 1
+    while tail < back_limit and head + tail < n and used + sizes[n - 1 - tail] <= room:
+        used += sizes[n - 1 - tail]
+        tail += 1
+    while head < front_limit and head + tail < n and used + sizes[head] <= room:
+        used += sizes[head]
+        head += 1
+    cut: str | None = None
+    if tail < back_limit and head + tail < n and room - used >= MIN_PARTIAL_BYTES:
+        cut = _cut_line(items[n - 1 - tail], room - used)
+    shown_tail = tail + (cut is not None)
+    gap = ledger.gap(head, shown_tail)
+    text = heading + "".join(lines[:head])
+    if gap is not None:
+        text += _omission(*gap, session)
+    if cut is not None:
+        text += cut
+    text += "".join(lines[n - tail :])
+    return _finish(spec, ledger, budget, text, head, shown_tail, cut is not None, gap)
+
+
+def _finish(
+    spec: SectionSpec,
+    ledger: Ledger,
+    budget: int,
+    text: str,
+    head: int,
+    tail: int,
+    truncated: bool,
+    gap: tuple[int, str, str] | None,
+) -> Section:
+    items = ledger.items
+    shown = (*items[:head], *items[len(items) - tail :])
+    addresses = [address for item in shown for address in item.addresses]
+    if gap is not None:
+        addresses.extend(gap[1:])
+    return Section(
+        spec.name,
+        spec.title,
+        budget,
+        text + "\n",
+        ledger.total,
+        head,
+        tail,
+        gap[0] if gap else 0,
+        truncated,
+        gap[1] if gap else None,
+        gap[2] if gap else None,
+        tuple(dict.fromkeys(address for address in addresses if address)),
+    )
+
+
+# --- the summary ---------------------------------------------------------------------
+
+
+def _status_ledger(state: CumulativeState, live: LiveRange) -> Ledger:
+    items: list[Item] = []
+    for item in state.status:
+        label = "last user request" if item.key == "user" else "last assistant reply"
+        items.append(Item(item.first, item.last, f'{label}: "{item.text}"'))
+    coverage, counts = state.coverage, state.counts
+    if coverage.first and coverage.last:
+        outstanding = state.ledgers["errors"].total
+        items.append(
+            Item(
+                coverage.first,
+                coverage.last,
+                f"summarized so far: {coverage.entries} entries, {counts.get('turns', 0)} turns, "
+                f"{counts.get('operations', 0)} Fabric operations "
+                f"({counts.get('failedOperations', 0)} not succeeded), "
+                f"{counts.get('resolvedErrors', 0)} errors resolved later, "
+                f"{outstanding} outstanding",
+            )
+        )
+    if live.first and live.last:
+        items.append(Item(live.first, live.last, f"this compaction added {live.entries} entries"))
+    if live.first_kept_entry_id:
+        kept = live.first_kept_entry_id
+        items.append(Item(kept, kept, "the live context continues verbatim from this entry"))
+    else:
+        items.append(Item("", "", "nothing before this compaction is kept verbatim"))
+    return Ledger(tuple(items))
+
+
+def _allocate(needs: dict[str, int], room: int) -> dict[str, int]:
+    budget = {spec.name: min(needs[spec.name], spec.budget) for spec in SECTIONS}
+    spare = room - sum(budget.values())
+    for name in reversed(SPARE_ORDER):
+        if spare >= 0:
+            break
+        give = min(budget[name], -spare)
+        budget[name] -= give
+        spare += give
+    for name in SPARE_ORDER:
+        extra = min(max(needs[name] - budget[name], 0), spare)
+        budget[name] += extra
+        spare -= extra
+    return budget
+
+
+def render_summary(state: CumulativeState, live: LiveRange, *, session_id: str | None) -> Rendered:
+    """The summary of ``state`` within :data:`SUMMARY_MAX_BYTES`."""
+    session = session_id or UNKNOWN_SESSION
+    title = "# Compacted session context (fabric-memory)\n\n"
+    footer = _footer(state, live, session)
+    ledgers: dict[str, Ledger] = {name: state.ledgers[name] for name in LEDGERS}
+    ledgers["status"] = _status_ledger(state, live)
+    needs = {spec.name: _section_need(spec, ledgers[spec.name], session) for spec in SECTIONS}
+    room = SUMMARY_MAX_BYTES - _size(title) - _size(footer)
+    budgets = _allocate(needs, room)
+    while True:
+        sections = tuple(
+            _section(spec, ledgers[spec.name], budgets[spec.name], session)
+            for spec in SECTIONS
+            if ledgers[spec.name].total
+        )
+        summary = title + "".join(section.text for section in sections) + footer
+        excess = _size(summary) - SUMMARY_MAX_BYTES
+        # Sections keep to their budgets; should one overshoot, the biggest one pays.
+        if excess <= 0 or max(budgets.values()) <= excess:
+            break
+        budgets[max(budgets, key=lambda name: budgets[name])] -= excess
+    summary = clip(summary, SUMMARY_MAX_BYTES)
+    addresses: dict[str, None] = {}
+    for section in sections:
+        addresses.update(dict.fromkeys(section.addresses))
+    for bound in (state.coverage.first, state.coverage.last, live.first, live.last):
+        if bound:
+            addresses[bound] = None
+    return Rendered(summary, sections, tuple(addresses))
+
+
+def _footer(state: CumulativeState, live: LiveRange, session: str) -> str:
+    coverage = state.coverage
+    if coverage.first and coverage.last:
+        source = (
+            f"Source: session {session}, entries [{coverage.first}] ... [{coverage.last}] "
+            f"({coverage.entries} entries, cumulative over every compaction)"
+        )
+    else:
+        source = f"Source: session {session}, no entries summarized"
+    if live.first and live.last:
+        source += f"; this compaction added [{live.first}] ... [{live.last}]"
+    return (
+        f"---\n{source}.\n"
+        f"Each [address] is exact: `fabric-memory expand {session} --address <address>` returns "
+        f"the verbatim entry or operation; search everything with "
+        f'`fabric-memory recall "<words>" --session {session}`.\n'
+    )
+
+
+def build_details(
+    state: CumulativeState,
+    rendered: Rendered,
+    live: LiveRange,
+    *,
+    session_id: str | None,
+    adjusted_from: str | None,
+) -> DetailsJson:
+    """The versioned details stored with the compaction (documented in README.md).
+
+    The state carried forward keeps, of each sampled list, the items the summary showed.
+    """
+    carried = state.sampled({s.name: (s.head, s.tail) for s in rendered.sections})
+    addresses = dict.fromkeys(rendered.addresses)
+    addresses.update(dict.fromkeys(carried.addresses()))
+    if live.first_kept_entry_id:
+        addresses[live.first_kept_entry_id] = None
+    counts = dict(state.counts)
+    counts["outstandingErrors"] = state.ledgers["errors"].total
+    counts["files"] = state.ledgers["files"].total
+    return {
+        "compactor": COMPACTOR,
+        "version": DETAILS_VERSION,
+        "sessionId": session_id,
+        "summaryBytes": _size(rendered.summary),
+        "firstKeptAdjustedFrom": adjusted_from,
+        "sections": [section.to_json() for section in rendered.sections],
+        "coverage": {"source": state.coverage.to_json(), "live": live.to_json()},
+        "counts": dict(sorted(counts.items())),
+        "omitted": {section.name: section.omitted for section in rendered.sections},
+        "addresses": list(addresses),
+        "state": carried.to_json(),
+    }

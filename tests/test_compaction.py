@@ -1,0 +1,855 @@
+"""The compactor and its hook: projection, bounded rendering, closure, append, endurance."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_memory.cli import main
+from fabric_memory.compaction.hook import (
+    Cancel,
+    Compaction,
+    append_compaction,
+    compact_branch,
+    compact_session,
+    compaction_entry,
+    compaction_hook,
+    run_hook,
+)
+from fabric_memory.compaction.prepare import (
+    CompactionSettings,
+    build_session_context,
+    estimate_tokens,
+    prepare_compaction,
+    should_compact,
+)
+from fabric_memory.compaction.project import Item, Ledger
+from fabric_memory.compaction.render import (
+    SECTIONS,
+    SUMMARY_MAX_BYTES,
+    _section,
+)
+from fabric_memory.errors import CompactionError, HookInputError, SessionChangedError
+from fabric_memory.session import Session, read_session
+from fabric_memory.trace import create_fabric_persisted_execution_details, read_fabric_result
+
+from .conftest import CORPUS, FIXTURES
+
+SMALL = CompactionSettings(True, 63, 1)
+GOLDEN = Path(__file__).parent / "golden"
+CLOSURE = FIXTURES / "closure"
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+@cache
+def _index() -> dict[str, dict[str, Any]]:
+    index = orjson.loads((CORPUS / "truth" / "INDEX.json").read_bytes())
+    return {item["name"]: item for item in index["files"] if item.get("entryCount")}
+
+
+def _corpus(name: str) -> Path:
+    return CORPUS / _index()[name]["file"]
+
+
+@cache
+def _truth(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = orjson.loads((CORPUS / _index()[name]["truth"]).read_bytes())
+    return loaded
+
+
+def _compactable() -> list[str]:
+    """Corpus sessions Pi can prepare a compaction for with the small settings."""
+    return [
+        name
+        for name in _index()
+        if _truth(name)["compaction"]["prepare"]["small"].get("result") is not None
+    ]
+
+
+def _writable(source: Path, tmp_path: Path) -> Path:
+    target = tmp_path / source.name
+    shutil.copyfile(source, target)
+    target.chmod(0o644)
+    return target
+
+
+class RecordingMapping(Mapping[str, Any]):
+    """A preparation that records every key read (iteration counts as reading all)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = dict(data)
+        self.reads: list[str] = []
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads.append(key)
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.reads.append("*")
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _event(session: Session, settings: CompactionSettings, **overrides: Any) -> dict[str, Any]:
+    branch = session.active_branch()
+    prepared = prepare_compaction(branch, settings)
+    assert prepared is not None
+    preparation: dict[str, Any] = dict(prepared.to_event())
+    preparation.update(overrides)
+    return {
+        "type": "session_before_compact",
+        "preparation": preparation,
+        "branchEntries": [entry.raw for entry in branch],
+        "signal": {"aborted": False},
+    }
+
+
+def _resolvable(session: Session, seen: dict[str, set[str]] | None = None) -> set[str]:
+    """Every entry id, operation address and phase address of ``session`` (``seen`` caches
+    the addresses of entries already looked at)."""
+    seen = {} if seen is None else seen
+    known = set(session.by_id)
+    for entry in session.entries:
+        if entry.id not in seen:
+            message = entry.message
+            fabric = read_fabric_result(entry.id, message) if message is not None else None
+            seen[entry.id] = set() if fabric is None else {
+                *(op.address for op in fabric.operations),
+                *(phase.address for phase in fabric.phases),
+            }
+        known |= seen[entry.id]
+    return known
+
+
+_LINE_ADDRESS = re.compile(r"^- \[([^\]]+)\]", re.MULTILINE)
+_OMITTED = re.compile(r"omitted here \[([^\]]+)\]")
+_FOOTER = re.compile(r"entries \[([^\]]+)\] \.\.\. \[([^\]]+)\]")
+
+
+def _summary_addresses(summary: str) -> set[str]:
+    found: set[str] = set()
+    for match in [*_LINE_ADDRESS.findall(summary), *_OMITTED.findall(summary)]:
+        found.update(match.split(" ... "))
+    for first, last in _FOOTER.findall(summary):
+        found.update((first, last))
+    return found
+
+
+def _context(session: Session) -> list[Mapping[str, Any]]:
+    return build_session_context(session.entries, session.leaf_id).message_dicts()
+
+
+def _closure_violations(
+    session: Session, messages: list[Mapping[str, Any]] | None = None
+) -> list[str]:
+    """Tool results in the built context without their call, and calls whose result is
+    on the branch but not in the context."""
+    branch_results = {
+        entry.message["toolCallId"]
+        for entry in session.active_branch()
+        if entry.role == "toolResult" and entry.message is not None
+    }
+    messages = _context(session) if messages is None else messages
+    calls: set[str] = set()
+    results: set[str] = set()
+    problems = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            calls |= {
+                block["id"]
+                for block in message.get("content") or []
+                if isinstance(block, dict) and block.get("type") == "toolCall"
+            }
+        elif message.get("role") == "toolResult":
+            results.add(message["toolCallId"])
+            if message["toolCallId"] not in calls:
+                problems.append(f"result without its call: {message['toolCallId']}")
+    problems += [f"call without its result: {c}" for c in sorted(calls & branch_results - results)]
+    return problems
+
+
+def _retained_context(session: Session) -> list[Mapping[str, Any]]:
+    """The context built from the retained entries alone: the latest compaction's first
+    kept entry onward, the compaction, and everything after it."""
+    branch = session.active_branch()
+    latest = max(i for i, entry in enumerate(branch) if entry.type == "compaction")
+    first_kept = branch[latest].raw["firstKeptEntryId"]
+    start = next((i for i in range(latest) if branch[i].id == first_kept), latest)
+    return build_session_context(branch[start:], session.leaf_id).message_dicts()
+
+
+def _slope(values: list[int]) -> float:
+    n = len(values)
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    numerator = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values))
+    return numerator / sum((x - mean_x) ** 2 for x in range(n))
+
+
+# --- corpus: addresses, decoys, errors, activity -------------------------------------
+
+
+@pytest.mark.parametrize("name", _compactable())
+def test_every_emitted_address_resolves(name: str) -> None:
+    """Every address in the summary and details names an entry, operation or phase of the file."""
+    result = compact_session(_corpus(name), SMALL)
+    outcome = result.outcome
+    assert isinstance(outcome, Compaction), outcome
+    emitted = set(outcome.details["addresses"])
+    assert _summary_addresses(outcome.summary) <= emitted
+    assert emitted <= _resolvable(result.session)
+    assert len(outcome.summary.encode()) <= SUMMARY_MAX_BYTES
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in _compactable() if (_truth(n).get("decoys") or {}).get("values")]
+)
+def test_decoys_never_surface(name: str) -> None:
+    """Strings planted in audits, outer output and fabric_exec code never reach the output."""
+    outcome = compact_session(_corpus(name), SMALL).outcome
+    assert isinstance(outcome, Compaction)
+    emitted = outcome.summary + orjson.dumps(outcome.details).decode()
+    decoys = [item["value"] for item in _truth(name)["decoys"]["values"]]
+    source = _corpus(name).read_text(encoding="utf-8")
+    assert any(decoy in source for decoy in decoys)  # planted in the file, so this can fail
+    assert [decoy for decoy in decoys if decoy in emitted] == []
+
+
+def _compact_all(name: str) -> Compaction:
+    session = read_session(_corpus(name))
+    outcome = compact_branch(session.active_branch(), "", 0, session_id=session.session_id)
+    assert isinstance(outcome, Compaction)
+    return outcome
+
+
+def _ledger_addresses(outcome: Compaction, name: str) -> list[str]:
+    ledger = outcome.details["state"]["ledgers"][name]
+    assert ledger["dropped"] == 0
+    return [item[0] for item in ledger["head"] + ledger["tail"]]  # [first, ...] per item
+
+
+@pytest.mark.parametrize("name", [n for n in _index() if _truth(n).get("derived")])
+def test_outstanding_errors_agree_with_truth(name: str) -> None:
+    """A failure stays outstanding until a later success on the same ref + target resolves it."""
+    expected = [f["address"] for f in _truth(name)["derived"]["unresolvedFailuresActiveBranch"]]
+    assert _ledger_addresses(_compact_all(name), "errors") == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["fabric-valid-1", "fabric-mixed-3", "legacy-1", "fabric-invalid-1"]
+)
+def test_fabric_activity_in_sequence_order(name: str) -> None:
+    """Phases then operations of every fabric_exec result, in order, each with its address."""
+    expected: list[str] = []
+    for result in _truth(name)["fabric"]:
+        if not result["onActiveBranch"]:
+            continue
+        if result["legacy"].get("status") == "accepted":
+            expected += [op["address"] for op in result["legacy"]["ops"]]
+        elif result["traceValid"]:
+            expected += [phase["address"] for phase in result["phases"]]
+            expected += [op["address"] for op in result["operations"]]
+        else:
+            expected.append(result["entryId"])
+    assert _ledger_addresses(_compact_all(name), "activity") == expected
+
+
+def test_goal_constraints_and_facts_are_pinned() -> None:
+    """The user's goal, constraints and every rare fact (with its Unicode) are in the summary."""
+    name = "fabric-valid-3"
+    summary = _compact_all(name).summary
+    truth = _truth(name)
+    for item in truth["goals"] + truth["constraints"]:
+        assert item["text"] in summary
+    for fact in truth["rareFacts"]:
+        assert fact["fact"] in summary and fact["unicode"] in summary
+
+
+# --- rich source, determinism, golden ------------------------------------------------
+
+
+def test_rich_source_fills_its_budget() -> None:
+    """The ~330 KiB rich session yields a 24–32 KiB summary that is strict UTF-8."""
+    path = _corpus("rich-330k")
+    assert path.stat().st_size > 300 * 1024
+    outcome = compact_session(path, SMALL).outcome
+    assert isinstance(outcome, Compaction)
+    data = outcome.summary.encode()
+    assert 24 * 1024 <= len(data) <= SUMMARY_MAX_BYTES
+    assert data.decode("utf-8", errors="strict") == outcome.summary
+    assert any(section["omitted"] for section in outcome.details["sections"])
+    assert "omitted here [" in outcome.summary
+
+
+def test_same_input_same_bytes(tmp_path: Path) -> None:
+    """Compacting the same file twice (or a copy of it) gives byte-identical output."""
+    source = _corpus("fabric-mixed-1")
+    first = compact_session(source, SMALL).outcome
+    second = compact_session(_writable(source, tmp_path), SMALL).outcome
+    assert isinstance(first, Compaction) and isinstance(second, Compaction)
+    assert first.summary == second.summary
+    assert orjson.dumps(first.details) == orjson.dumps(second.details)
+
+
+GOLDEN_CASES = [
+    "plain-chat-1", "fabric-valid-2", "legacy-2", "compaction-2-cumulative", "omp-flavoured"
+]
+
+
+@pytest.mark.parametrize("name", GOLDEN_CASES)
+def test_golden_summary(name: str, update_golden: bool) -> None:
+    """The summary of a corpus session matches its golden file (rewrite: --update-golden)."""
+    outcome = compact_session(_corpus(name), SMALL).outcome
+    assert isinstance(outcome, Compaction)
+    golden = GOLDEN / f"{name}.md"
+    if update_golden:
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(outcome.summary, encoding="utf-8")
+    assert golden.read_text(encoding="utf-8") == outcome.summary
+
+
+# --- sampling ------------------------------------------------------------------------
+
+
+def test_section_keeps_earliest_and_latest_and_names_the_gap() -> None:
+    """An overflowing section shows its first and last items and a line naming the omitted range."""
+    items = tuple(Item(f"e{n:03d}", f"e{n:03d}", f"operation {n} -> succeeded") for n in range(200))
+    spec = next(spec for spec in SECTIONS if spec.name == "activity")
+    section = _section(spec, Ledger(tail=items), 2048, "S1")
+    assert len(section.text.encode()) <= 2048
+    assert "- [e000]" in section.text and "- [e199]" in section.text
+    omission = re.search(r"- \.\.\. (\d+) more omitted here \[(e\d+) \.\.\. (e\d+)\]", section.text)
+    assert omission is not None
+    shown = len(_LINE_ADDRESS.findall(section.text))
+    assert int(omission.group(1)) + shown == 200
+    assert section.omitted == int(omission.group(1))
+
+
+def test_cut_item_is_utf8_safe() -> None:
+    """A section cut inside multibyte text stays valid UTF-8 and within budget."""
+    items = tuple(Item(f"e{n}", f"e{n}", "Zürich→東京 ✓ " * 20) for n in range(40))
+    spec = next(spec for spec in SECTIONS if spec.name == "turns")
+    for budget in range(700, 900, 7):
+        text = _section(spec, Ledger(tail=items), budget, "S").text
+        assert len(text.encode()) <= budget
+        text.encode().decode("utf-8", errors="strict")
+
+
+# --- previousSummary -----------------------------------------------------------------
+
+
+def test_previous_summary_is_never_read() -> None:
+    """The hook never reads preparation.previousSummary and no byte of it reaches the output."""
+    session = read_session(_corpus("compaction-2-cumulative"))
+    poison = "PRIOR_SUMMARY_POISON_991_424242 ✗ never copy"
+    event = _event(session, SMALL, previousSummary=poison)
+    recording = RecordingMapping(event["preparation"])
+    result = compaction_hook({**event, "preparation": recording})
+    assert "previousSummary" not in recording.reads and "*" not in recording.reads
+    emitted = orjson.dumps(result)
+    assert b"PRIOR_SUMMARY_POISON" not in emitted
+    assert result == compaction_hook({**event, "preparation": {**event["preparation"],
+                                                               "previousSummary": "other"}})
+
+
+def test_recording_mapping_catches_a_read() -> None:
+    """Sabotage check: a read of previousSummary is recorded."""
+    recording = RecordingMapping({"previousSummary": "x"})
+    recording.get("previousSummary")
+    assert "previousSummary" in recording.reads
+
+
+# --- closure -------------------------------------------------------------------------
+
+
+def _compact_and_append(path: Path, settings: CompactionSettings) -> tuple[Compaction, Session]:
+    result = compact_session(path, settings, append=True)
+    assert isinstance(result.outcome, Compaction), result.outcome
+    return result.outcome, read_session(path)
+
+
+CLOSURE_CASES = [
+    # (case, source, keepRecentTokens, split turn, the cut Pi asks for, the cut to make)
+    ("normal", CLOSURE / "reverse-order.jsonl", 7, False, "7ba13972", None),
+    ("normal-corpus", _corpus("fabric-valid-4"), 1, True, None, None),
+    ("split-turn", _corpus("compaction-3-split-turn"), 1, True, None, None),
+    ("parallel-delayed", CLOSURE / "parallel-delayed.jsonl", 23, False, "cc5b384f", "f2b10afd"),
+    ("reverse-order", CLOSURE / "reverse-order.jsonl", 22, False, "7b278e90", "db20efc9"),
+    ("malformed-prior-boundary", CLOSURE / "malformed-prior-boundary.jsonl", 13, True,
+     "1bb4a4cb", None),
+    ("malformed-prior-boundary-corpus", _corpus("compaction-6-malformed-boundary"), 1, True,
+     None, None),
+    ("dangling-tool-call", _corpus("dangling-tool-call"), 1, True, None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "keep", "split", "requested", "expected"),
+    [case[1:] for case in CLOSURE_CASES],
+    ids=[case[0] for case in CLOSURE_CASES],
+)
+def test_closure_cases(
+    source: Path,
+    keep: int,
+    split: bool,
+    requested: str | None,
+    expected: str | None,
+    tmp_path: Path,
+) -> None:
+    """The kept boundary never separates a tool call from its result; the context after the
+    compaction equals the context of the retained entries alone."""
+    path = _writable(source, tmp_path)
+    settings = CompactionSettings(True, 63, keep)
+    before = read_session(path)
+    prepared = prepare_compaction(before.active_branch(), settings)
+    assert prepared is not None and prepared.is_split_turn is split
+    if requested is not None:
+        assert prepared.first_kept_entry_id == requested  # Pi itself asks for a splitting cut
+    outcome, after = _compact_and_append(path, settings)
+    assert outcome.first_kept_entry_id == (expected or requested or prepared.first_kept_entry_id)
+    assert outcome.details["firstKeptAdjustedFrom"] == (requested if expected else None)
+    assert after.leaf_id == after.entries[-1].id and after.entries[-1].type == "compaction"
+    assert _closure_violations(after) == []
+    assert _context(after) == _retained_context(after)
+
+
+def _pairs(session: Session) -> list[tuple[int, int]]:
+    """Branch positions of every (tool call, its result), found independently of the hook."""
+    branch = session.active_branch()
+    calls = {
+        block["id"]: index
+        for index, entry in enumerate(branch)
+        if entry.role == "assistant" and entry.message is not None
+        for block in entry.message.get("content") or []
+        if isinstance(block, dict) and block.get("type") == "toolCall"
+    }
+    return [
+        (calls[entry.message["toolCallId"]], index)
+        for index, entry in enumerate(branch)
+        if entry.role == "toolResult" and entry.message is not None
+        and entry.message.get("toolCallId") in calls
+    ]
+
+
+PROPERTY_SOURCES = [
+    *sorted(CLOSURE.glob("*.jsonl")),
+    _corpus("compaction-2-cumulative"),
+    _corpus("fabric-mixed-3"),
+    _corpus("dangling-tool-call"),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(source=st.sampled_from(PROPERTY_SOURCES), position=st.integers(min_value=0))
+def test_any_requested_cut_keeps_pairs_together(source: Path, position: int) -> None:
+    """Whatever cut a host asks for, the hook either cancels or keeps every call with its result."""
+    session = read_session(source)
+    branch = session.active_branch()
+    index = position % (len(branch) + 1)
+    requested = branch[index].id if index < len(branch) else ""
+    outcome = compact_branch(branch, requested, 1, session_id=session.session_id)
+    if isinstance(outcome, Cancel):
+        assert outcome.reason
+        return
+    ids = [entry.id for entry in branch]
+    cut = ids.index(outcome.first_kept_entry_id) if outcome.first_kept_entry_id else len(ids)
+    assert cut <= (ids.index(requested) if requested else len(ids))
+    assert [(a, r) for a, r in _pairs(session) if min(a, r) < cut <= max(a, r)] == []
+    assert len(outcome.summary.encode()) <= SUMMARY_MAX_BYTES
+
+
+def test_closure_sabotage_is_detected(tmp_path: Path) -> None:
+    """Sabotage check: appending the cut Pi asked for (unadjusted) leaves an orphan result."""
+    path = _writable(CLOSURE / "parallel-delayed.jsonl", tmp_path)
+    session = read_session(path)
+    outcome = compact_branch(session.active_branch(), "cc5b384f", 1, session_id="x")
+    assert isinstance(outcome, Compaction)
+    append_compaction(session, replace(outcome, first_kept_entry_id="cc5b384f"))
+    assert _closure_violations(read_session(path)) == ["result without its call: call_p2"]
+
+
+def test_compact_all_keeps_nothing(tmp_path: Path) -> None:
+    """firstKeptEntryId "" compacts everything; the context is the summary alone."""
+    path = _writable(_corpus("compaction-4-all"), tmp_path)
+    session = read_session(path)
+    event = _event(session, SMALL, firstKeptEntryId="")
+    result = compaction_hook(event)
+    compaction = result["compaction"]
+    assert compaction["firstKeptEntryId"] == ""
+    assert compaction["details"]["coverage"]["source"]["last"] == session.active_branch()[-1].id
+    outcome = Compaction(compaction["summary"], "", compaction["tokensBefore"],
+                         compaction["details"], "")
+    append_compaction(session, outcome)
+    after = read_session(path)
+    context = build_session_context(after.entries, after.leaf_id).message_dicts()
+    assert [m["role"] for m in context] == ["system", "compactionSummary"]
+    assert _closure_violations(after) == []
+    assert context == _retained_context(after)
+
+
+def test_no_safe_point_cancels() -> None:
+    """When every boundary after the last compaction splits a call from its result, it cancels."""
+    session = read_session(CLOSURE / "no-safe-point.jsonl")
+    result = compaction_hook(_event(session, CompactionSettings(True, 63, 9)))
+    assert result["cancel"] is True
+    assert "keeps every tool call with its result" in result["reason"]
+
+
+def test_malformed_prior_boundary_rebuilds_from_the_branch() -> None:
+    """A foreign previous compaction is never read: state is rebuilt from the branch entries."""
+    source = CLOSURE / "malformed-prior-boundary.jsonl"
+    assert _closure_violations(read_session(source)) == ["result without its call: call_m2"]
+    outcome = compact_session(source, SMALL).outcome
+    assert isinstance(outcome, Compaction)
+    assert "GOAL_closure_boundary" in outcome.summary
+    assert "POISON" not in outcome.summary + orjson.dumps(outcome.details).decode()
+    assert outcome.details["coverage"]["source"]["first"] == "84b2f75f"
+    assert "src/lexer.ts" in outcome.summary and "[b1650829] bash `npm test`" in outcome.summary
+
+
+# --- cumulative state ----------------------------------------------------------------
+
+
+def _append_turn(path: Path, leaf: str, n: int) -> str:
+    ids = [f"t{n}u", f"t{n}a"]
+    moment = "2026-03-02T10:00:00.000Z"
+    lines = [
+        {"type": "message", "id": ids[0], "parentId": leaf, "timestamp": moment,
+         "message": {"role": "user", "content": f"Turn {n}: keep going", "timestamp": 1}},
+        {"type": "message", "id": ids[1], "parentId": ids[0], "timestamp": moment,
+         "message": {"role": "assistant", "content": [{"type": "text", "text": f"reply {n}"}],
+                     "stopReason": "stop", "timestamp": 2}},
+    ]
+    with path.open("ab") as stream:
+        stream.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return ids[1]
+
+
+def test_state_carries_forward_from_details_not_summary(tmp_path: Path) -> None:
+    """The second compaction continues the first one's source range and keeps its goal; it
+    reads the details, so a damaged summary text changes nothing."""
+    path = _writable(_corpus("fabric-valid-1"), tmp_path)
+    first, session = _compact_and_append(path, SMALL)
+    _append_turn(path, session.leaf_id or "", 1)
+    second = compact_session(path, SMALL).outcome
+    assert isinstance(second, Compaction)
+    source = second.details["coverage"]["source"]
+    assert source["first"] == first.details["coverage"]["source"]["first"]
+    assert source["entries"] > first.details["coverage"]["source"]["entries"]
+    assert "GOAL_eef4af" in second.summary
+    lines = path.read_bytes().splitlines()
+    for index, line in enumerate(lines):
+        entry = orjson.loads(line)
+        if entry.get("type") == "compaction" and entry.get("fromHook") is True:
+            lines[index] = orjson.dumps({**entry, "summary": "garbled PRIOR_SUMMARY_POISON_991_9"})
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    again = compact_session(path, SMALL).outcome
+    assert isinstance(again, Compaction) and again.summary == second.summary
+
+
+def test_foreign_previous_details_trigger_a_rebuild(tmp_path: Path) -> None:
+    """When the previous compaction's details are not ours, the state is rebuilt from the branch."""
+    path = _writable(_corpus("fabric-valid-1"), tmp_path)
+    _, session = _compact_and_append(path, SMALL)
+    _append_turn(path, session.leaf_id or "", 1)
+    cumulative = compact_session(path, SMALL).outcome
+    text = path.read_text(encoding="utf-8").replace('"compactor":"fabric-memory"',
+                                                    '"compactor":"someone-else"')
+    path.write_text(text, encoding="utf-8")
+    rebuilt = compact_session(path, SMALL).outcome
+    assert isinstance(cumulative, Compaction) and isinstance(rebuilt, Compaction)
+    for key in ("first", "last", "entries"):
+        assert rebuilt.details["coverage"]["source"][key] == (
+            cumulative.details["coverage"]["source"][key]
+        )
+    assert rebuilt.details["state"]["ledgers"]["errors"] == (
+        cumulative.details["state"]["ledgers"]["errors"]
+    )
+    assert rebuilt.details["coverage"]["live"]["entries"] > cumulative.details["coverage"]["live"][
+        "entries"
+    ]
+
+
+# --- append --------------------------------------------------------------------------
+
+
+def test_append_refuses_a_changed_file(tmp_path: Path) -> None:
+    """Appending after the file changed raises SessionChangedError and writes nothing."""
+    path = _writable(_corpus("plain-chat-1"), tmp_path)
+    result = compact_session(path, SMALL)
+    assert isinstance(result.outcome, Compaction)
+    _append_turn(path, result.session.leaf_id or "", 9)
+    before = path.read_bytes()
+    with pytest.raises(SessionChangedError, match=re.escape(str(path))):
+        append_compaction(result.session, result.outcome)
+    assert path.read_bytes() == before
+
+
+def test_append_after_a_last_line_without_newline(tmp_path: Path) -> None:
+    """A last line without a newline gets one; earlier bytes stay; the entry is the new leaf."""
+    path = _writable(_corpus("no-trailing-newline"), tmp_path)
+    original = path.read_bytes()
+    assert not original.endswith(b"\n")
+    result = compact_session(path, CompactionSettings(True, 63, 1), append=True)
+    assert result.appended is not None
+    data = path.read_bytes()
+    assert data.startswith(original + b"\n") and data.endswith(b"\n")
+    after = read_session(path)
+    entry = after.entries[-1]
+    assert entry.id == result.appended.id and entry.parent_id == result.session.leaf_id
+    assert entry.raw["fromHook"] is True and after.malformed == ()
+
+
+def test_append_refuses_a_half_written_tail(tmp_path: Path) -> None:
+    """A file ending in a half-written line is not appended to."""
+    path = _writable(_corpus("truncated-tail"), tmp_path)
+    result = compact_session(path, SMALL)
+    assert isinstance(result.outcome, Compaction)
+    with pytest.raises(CompactionError, match="half-written"):
+        append_compaction(result.session, result.outcome)
+
+
+def test_append_refuses_an_old_version_file(tmp_path: Path) -> None:
+    """A v1/v2 file (ids are the reader's, not Pi's) is compacted but not appended to."""
+    source = next((FIXTURES / "sessions").rglob("*_v1.jsonl"))
+    path = _writable(source, tmp_path)
+    result = compact_session(path, SMALL)
+    assert isinstance(result.outcome, Compaction) and result.session.version == 1
+    with pytest.raises(CompactionError, match="version 1 session"):
+        append_compaction(result.session, result.outcome)
+
+
+def test_entry_ids_are_deterministic_and_unique() -> None:
+    """The new entry id depends on the file content only and is not already used."""
+    result = compact_session(_corpus("fabric-valid-2"), SMALL)
+    assert isinstance(result.outcome, Compaction)
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    first = compaction_entry(result.session, result.outcome, now=moment)
+    second = compaction_entry(result.session, result.outcome, now=moment + timedelta(days=1))
+    assert first["id"] == second["id"] and first["id"] not in result.session.by_id
+    assert re.fullmatch(r"[0-9a-f]{8}", first["id"])
+    assert first["parentId"] == result.session.leaf_id
+
+
+# --- the hook surfaces ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "where"),
+    [
+        ([], "event"),
+        ({"type": "other"}, "event.type"),
+        ({"preparation": 3}, "event.preparation"),
+        ({"preparation": {"tokensBefore": 1}}, "event.preparation.firstKeptEntryId"),
+        ({"preparation": {"firstKeptEntryId": "", "tokensBefore": -1}}, "tokensBefore"),
+        ({"preparation": {"firstKeptEntryId": "", "tokensBefore": 1}, "branchEntries": [1]},
+         r"event.branchEntries\[0\]"),
+    ],
+)
+def test_malformed_events_name_the_json_path(event: Any, where: str) -> None:
+    """A malformed event raises HookInputError naming where it is wrong."""
+    with pytest.raises(HookInputError, match=where):
+        compaction_hook(event)
+
+
+def test_stdio_hook_round_trip(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fabric-memory hook` reads one event and writes what the in-process hook returns."""
+    session = read_session(_corpus("fabric-valid-3"))
+    event = _event(session, SMALL)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(orjson.dumps(event))))
+    assert main(["hook"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == compaction_hook(event)
+
+
+def test_stdio_hook_bad_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad input gives a JSON error object on stdout and exit status 2."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"{not json")))
+    assert main(["hook"]) == 2
+    error = orjson.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "bad_event" and error["message"].startswith("stdin:")
+    assert run_hook(b'{"preparation": {}}')[1] == 2
+
+
+def test_cli_compact_append_then_inspect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compact --append` writes an entry that `inspect` shows as the leaf of the active branch."""
+    path = _writable(_corpus("fabric-valid-5"), tmp_path)
+    assert main(["compact", str(path), "--json", "--append", "--keep-recent-tokens", "1",
+                 "--reserve-tokens", "63", "--context-window", "64"]) == 0
+    report = orjson.loads(capsys.readouterr().out)
+    assert report["shouldCompact"] is True
+    assert set(report["compaction"]["details"]["addresses"]) <= _resolvable(read_session(path))
+    assert main(["inspect", str(path), "--json"]) == 0
+    inspection = orjson.loads(capsys.readouterr().out)
+    assert inspection["leafId"] == report["appended"]["id"]
+    assert inspection["activeBranch"][-1] == report["appended"]["id"]
+
+
+def test_cancelled_hook_for_an_aborted_signal() -> None:
+    """An aborted signal cancels without compacting."""
+    event = _event(read_session(_corpus("plain-chat-1")), SMALL)
+    assert compaction_hook({**event, "signal": {"aborted": True}}) == {
+        "cancel": True,
+        "reason": "the host aborted the compaction",
+    }
+    assert isinstance(compact_branch([], "", 0), Cancel)
+
+
+# --- endurance -----------------------------------------------------------------------
+
+FILES = ["src/parser.ts", "src/lexer.ts", "README.md", "docs/guide.md", "src/東京/設定.ts"]
+GOAL = "GOAL_endurance_7c1: make the parser accept trailing commas."
+CONSTRAINT = "CONSTRAINT_endurance_7c1: never modify src/legacy/compat.ts."
+FACT = "HOLDOUT_FACT_900_ENDURANCE_beef — the staging port is 26077. Zürich→東京 ✓"
+
+
+class _Writer:
+    """A tiny Pi session writer: one line per entry, parent = the previous leaf."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count = 0
+        self.leaf: str | None = None
+        header = {"type": "session", "version": 3, "id": "0195e000-0000-7000-8000-00000000e001",
+                  "timestamp": "2026-03-01T09:00:00.000Z", "cwd": "/home/dev/endurance"}
+        path.write_bytes(orjson.dumps(header) + b"\n")
+
+    def add(self, message: dict[str, Any]) -> str:
+        self.count += 1
+        entry_id = f"n{self.count:07d}"
+        minute, second = divmod(self.count % 3600, 60)
+        entry = {"type": "message", "id": entry_id, "parentId": self.leaf,
+                 "timestamp": f"2026-03-01T10:{minute:02d}:{second:02d}.000Z",
+                 "message": {**message, "timestamp": 1772000000000 + self.count}}
+        with self.path.open("ab") as stream:
+            stream.write(orjson.dumps(entry) + b"\n")
+        self.leaf = entry_id
+        return entry_id
+
+    def cycle(self, n: int) -> None:
+        if n == 0:
+            self.add({"role": "user", "content": f"{GOAL} {CONSTRAINT}"})
+            self.add({"role": "assistant", "stopReason": "stop",
+                      "content": [{"type": "text", "text": "Understood."}]})
+            self.add({"role": "user", "content": f"Please remember this exactly: {FACT}"})
+        else:
+            self.add({"role": "user", "content": f"Turn {n}: continue and report what changed."})
+        call = f"call_{n}"
+        self.add({"role": "assistant", "stopReason": "toolUse", "content": [
+            {"type": "toolCall", "id": call, "name": "fabric_exec",
+             "arguments": {"code": f"await pi.read({{path: '/decoy/code_{n}.ts'}})"}}]})
+        operations = [
+            {"type": "call", "sequence": 0, "ref": "fabric.workflow.phase", "args": {"id": f"p{n}"},
+             "outcome": "succeeded"},
+            {"type": "call", "sequence": 1, "ref": "pi.read", "args": {"path": FILES[n % 5]},
+             "outcome": "succeeded"},
+            {"type": "call", "sequence": 2, "ref": "pi.edit", "args": {"path": FILES[(n + 1) % 5]},
+             **({"outcome": "failed", "failureStage": "validate", "error": "Call failed"}
+                if n % 3 == 0 else {"outcome": "succeeded"})},
+            {"type": "call", "sequence": 3, "ref": "mesh.publish",
+             "args": {"topic": f"build.{n % 4}"},
+             **({"outcome": "timed_out", "failureStage": "invoke"} if n % 7 == 0
+                else {"outcome": "succeeded"})},
+        ]
+        trace = {"kind": "pi-fabric.execution", "version": 1, "outcome": "succeeded",
+                 "phases": ["Inspect", "Edit"], "operations": operations,
+                 "counts": {"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0,
+                            "droppedOperations": 0}}
+        details = create_fabric_persisted_execution_details(success=True, trace=trace)
+        self.add({"role": "toolResult", "toolCallId": call, "toolName": "fabric_exec",
+                  "content": [{"type": "text", "text": f"/decoy/outer_{n}.ts ok"}],
+                  "details": details, "isError": False})
+        self.add({"role": "assistant", "stopReason": "stop",
+                  "content": [{"type": "text", "text": f"Turn {n}: done; 4 operations ran."}]})
+
+
+@pytest.mark.slow
+def test_endurance_100_cycles(tmp_path: Path) -> None:
+    """100 compactions at window 64 / reserve 63 / keep 1 stay bounded, flat and faithful."""
+    path = tmp_path / "endurance.jsonl"
+    writer = _Writer(path)
+    sizes: list[int] = []
+    coverage_lines: list[int] = []
+    first_covered: set[str] = set()
+    poisons: list[str] = []
+    addresses_seen: dict[str, set[str]] = {}
+    previous: tuple[str, Compaction] | None = None
+
+    def check_previous(session: Session) -> None:
+        """The last compaction round-trips exactly, sits on the active branch, keeps calls with
+        their results, and the context equals that of the retained entries alone."""
+        assert previous is not None
+        entry_id, stored = previous
+        entry = session.by_id[entry_id]
+        assert entry.raw["summary"] == stored.summary and entry.raw["details"] == stored.details
+        active = session.active_ids()
+        assert entry_id in active and stored.first_kept_entry_id in active
+        messages = _context(session)
+        assert _closure_violations(session, messages) == []
+        assert messages == _retained_context(session)
+        source = stored.details["coverage"]["source"]
+        first_covered.add(source["first"])
+        coverage_lines.append(session.by_id[source["last"]].line)
+        assert set(stored.details["addresses"]) <= _resolvable(session, addresses_seen)
+
+    for cycle in range(100):
+        writer.cycle(cycle)
+        session = read_session(path)
+        if previous is not None:
+            check_previous(session)
+        branch = session.active_branch()
+        assert should_compact(sum(estimate_tokens(m) for m in _context(session)), 64, SMALL)
+        prepared = prepare_compaction(branch, SMALL)
+        assert prepared is not None, f"cycle {cycle}: no preparation"
+        recording = RecordingMapping(prepared.to_event())
+        result = compaction_hook({"type": "session_before_compact", "preparation": recording,
+                                  "branchEntries": [entry.raw for entry in branch], "signal": None})
+        assert "previousSummary" not in recording.reads
+        compaction = result["compaction"]
+        summary, details = compaction["summary"], compaction["details"]
+        emitted = summary + orjson.dumps(details).decode()
+        assert [p for p in poisons if p in emitted] == [], f"cycle {cycle}: poison leaked"
+        assert "/decoy/" not in emitted
+        for pinned in (GOAL, CONSTRAINT, FACT):
+            assert pinned in summary, f"cycle {cycle}: lost {pinned!r}"
+        sizes.append(len(summary.encode()))
+        poisons.append(f"PRIOR_SUMMARY_POISON_991_{cycle}")
+        stored = Compaction(f"{summary}\n{poisons[-1]}", compaction["firstKeptEntryId"],
+                            compaction["tokensBefore"], details, prepared.first_kept_entry_id)
+        writer.leaf = append_compaction(session, stored).id
+        previous = (writer.leaf, stored)
+    check_previous(read_session(path))
+    assert max(sizes) <= SUMMARY_MAX_BYTES
+    assert len(first_covered) == 1
+    assert coverage_lines == sorted(coverage_lines)
+    last = sizes[-20:]
+    assert max(last) - min(last) <= 512, last
+    assert abs(_slope(last)) <= 16, last
+
+
+def test_slope_check_has_teeth() -> None:
+    """Sabotage check: a summary growing 20 bytes a cycle fails the slope bound."""
+    growing = [20_000 + 20 * n for n in range(20)]
+    assert abs(_slope(growing)) > 16
+    assert abs(_slope([30_000] * 19 + [30_001])) <= 16
