@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,209 @@ def _run_inspect(args: argparse.Namespace) -> Outcome:
     return Outcome(report, render_inspection(report))
 
 
+# --- memory index ----------------------------------------------------------------------
+
+
+def _locations(parser: argparse.ArgumentParser, *, sessions: bool = True,
+               index_flag: str = "--index") -> None:
+    if sessions:
+        parser.add_argument("--sessions", metavar="DIR", default=None,
+                            help="sessions root (default $FABRIC_MEMORY_SESSIONS or "
+                            "~/.pi/agent/sessions)")
+    parser.add_argument(index_flag, dest="index_dir", metavar="DIR", default=None,
+                        help="index directory (default $FABRIC_MEMORY_HOME/index or "
+                        "~/.cache/fabric-memory/index)")
+
+
+def _hot(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hot-sessions", type=int, default=50, metavar="N",
+                        help="newest N sessions are hot: checked against their files per query")
+
+
+def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser)
+    parser.add_argument("--full", action="store_true", help="re-read every session")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="parser processes (default min(2, CPUs))")
+
+
+def _run_reindex(args: argparse.Namespace) -> Outcome:
+    from .memory.reindex import Progress, reindex
+    from .memory.render import render_progress, render_reindex
+
+    shown = [0.0]
+
+    def progress(step: Progress) -> None:
+        now = time.monotonic()
+        if now - shown[0] >= 0.1 or step.done == step.total:
+            shown[0] = now
+            sys.stderr.write("\r" + render_progress(step))
+            sys.stderr.flush()
+
+    report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
+                     workers=args.workers, progress=progress if sys.stderr.isatty() else None)
+    if shown[0]:
+        sys.stderr.write("\n")
+    for notice in report["notices"]:
+        print(f"fabric-memory reindex: {notice}", file=sys.stderr)
+    return Outcome(report, render_reindex(report))
+
+
+def _recall_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("query", metavar="QUERY", nargs="?", default="",
+                        help="text to find (may be empty when a filter is given)")
+    parser.add_argument("--mode", choices=("literal", "phrase", "regex"), default="literal")
+    parser.add_argument("--match", choices=("any", "all"), default="any")
+    for name in ("ref", "tool", "role", "provider", "action", "outcome"):
+        parser.add_argument(f"--{name}", default=None, help=f"exact {name}")
+    parser.add_argument("--since", default=None, metavar="T", help="ISO time, inclusive")
+    parser.add_argument("--until", default=None, metavar="T", help="ISO time, inclusive")
+    parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
+    parser.add_argument("--branches", choices=("active", "all"), default="all")
+    parser.add_argument("--limit", type=int, default=10, metavar="N", help="hits per page (max 50)")
+    parser.add_argument("--offset", type=int, default=0, metavar="K")
+    _locations(parser)
+    _hot(parser)
+
+
+def _run_recall(args: argparse.Namespace) -> Outcome:
+    from .memory.recall import recall
+    from .memory.render import render_recall
+
+    response = recall(
+        args.query, mode=args.mode, match=args.match, ref=args.ref, tool=args.tool,
+        role=args.role, provider=args.provider, action=args.action, outcome=args.outcome,
+        since=args.since, until=args.until, session=args.session, branches=args.branches,
+        limit=args.limit, offset=args.offset, hot_sessions=args.hot_sessions,
+        index=args.index_dir, sessions=args.sessions,
+    )
+    return Outcome(response, render_recall(response))
+
+
+def _expand_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", metavar="SESSION", help="session id, or a path under the root")
+    parser.add_argument("--entry", action="append", default=[], metavar="ID")
+    parser.add_argument("--address", action="append", default=[], metavar="A")
+    parser.add_argument("--index", dest="indices", action="append", type=int, default=[],
+                        metavar="I", help="entry index in file order (0-based)")
+    parser.add_argument("--range", default=None, metavar="FIRST:LAST",
+                        help="entry indices, inclusive")
+    parser.add_argument("--anchor", default=None, metavar="ID")
+    parser.add_argument("--before", type=int, default=0, metavar="N")
+    parser.add_argument("--after", type=int, default=0, metavar="N")
+    parser.add_argument("--expected-source-hash", default=None, metavar="H")
+    parser.add_argument("--expected-lineage", default=None, metavar="L")
+    parser.add_argument("--max-entries", type=int, default=10, metavar="N")
+    parser.add_argument("--max-chars", type=int, default=20_000, metavar="N")
+    parser.add_argument("--entry-offset", type=int, default=0, metavar="K")
+    parser.add_argument("--text-offset", type=int, default=0, metavar="K")
+    # --index selects entries here, so the index directory is --index-dir.
+    _locations(parser, index_flag="--index-dir")
+
+
+def _run_expand(args: argparse.Namespace) -> Outcome:
+    from .memory.expand import expand
+    from .memory.render import render_expand
+
+    page = expand(
+        args.session, entries=args.entry, addresses=args.address, indices=args.indices,
+        range=args.range, anchor=args.anchor, before=args.before, after=args.after,
+        expected_source_hash=args.expected_source_hash,
+        expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
+        max_chars=args.max_chars, entry_offset=args.entry_offset, text_offset=args.text_offset,
+        index=args.index_dir, sessions=args.sessions,
+    )
+    return Outcome(page, render_expand(page))
+
+
+def _catalog_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser, sessions=False)
+    _hot(parser)
+
+
+def _run_sessions(args: argparse.Namespace) -> Outcome:
+    from .memory.catalog import list_sessions
+    from .memory.render import render_sessions
+
+    report = list_sessions(index=args.index_dir, hot_sessions=args.hot_sessions)
+    return Outcome(report, render_sessions(report))
+
+
+def _run_stats(args: argparse.Namespace) -> Outcome:
+    from .memory.catalog import stats
+    from .memory.render import render_stats
+
+    report = stats(index=args.index_dir, hot_sessions=args.hot_sessions)
+    return Outcome(report, render_stats(report))
+
+
+def _verify_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser, sessions=False)
+
+
+def _run_verify(args: argparse.Namespace) -> Outcome:
+    from .memory.catalog import verify
+    from .memory.render import render_verify
+
+    report = verify(index=args.index_dir)
+    healthy = report["changed"] == 0 and report["missing"] == 0
+    return Outcome(report, render_verify(report), 0 if healthy else 1)
+
+
+# --- hook / compact ---------------------------------------------------------------------
+
+
+def _hook_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser  # one JSON event on stdin, nothing else
+
+
+def _run_hook(args: argparse.Namespace) -> Outcome:
+    from .compaction.hook import run_hook
+
+    result, status = run_hook(sys.stdin.buffer.read())
+    return Outcome(result, orjson.dumps(result).decode(), status)
+
+
+def _compact_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_file", metavar="SESSION_FILE", help="a session .jsonl file")
+    parser.add_argument("--append", action="store_true", help="append the compaction entry")
+    parser.add_argument("--keep-recent-tokens", type=int, default=None, metavar="N",
+                        help="tokens of recent context to keep verbatim (Pi's default)")
+    parser.add_argument("--reserve-tokens", type=int, default=None, metavar="N",
+                        help="tokens reserved for the reply (Pi's default)")
+    parser.add_argument("--context-window", type=int, default=None, metavar="N",
+                        help="report whether Pi would compact at this window")
+
+
+def _run_compact(args: argparse.Namespace) -> Outcome:
+    from .compaction.hook import Cancel, compact_session
+    from .compaction.prepare import CompactionSettings
+
+    given = {"reserve_tokens": args.reserve_tokens, "keep_recent_tokens": args.keep_recent_tokens}
+    settings = CompactionSettings(**{k: v for k, v in given.items() if v is not None})
+    result = compact_session(args.session_file, settings, context_window=args.context_window,
+                             append=args.append)
+    return Outcome(result.to_json(), result.describe(), int(isinstance(result.outcome, Cancel)))
+
+
 COMMANDS: list[Command] = [
     Command("inspect", "summarize one session file: branch, hashes, Fabric verdicts",
             _inspect_arguments, _run_inspect),
+    Command("hook", "compaction hook over stdio: one session_before_compact event in, "
+            "one JSON result out", _hook_arguments, _run_hook),
+    Command("compact", "compact a session file (print it, or --append the compaction entry)",
+            _compact_arguments, _run_compact),
+    Command("reindex", "index changed sessions into the memory index",
+            _reindex_arguments, _run_reindex),
+    Command("recall", "search the memory index (text and exact filters)",
+            _recall_arguments, _run_recall),
+    Command("expand", "show exact entries or operations of a session, verbatim",
+            _expand_arguments, _run_expand),
+    Command("sessions", "list indexed sessions with tier, counts and hashes",
+            _catalog_arguments, _run_sessions),
+    Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
+    Command("verify", "check every indexed session against its file",
+            _verify_arguments, _run_verify),
 ]
 
 

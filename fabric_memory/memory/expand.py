@@ -1,0 +1,473 @@
+"""``expand``: hydrate exact addresses of one session from its source file.
+
+The session file is hashed on every call and compared with the index's record:
+when they agree, selectors are resolved through the index and each entry's text
+is read straight from the file by byte offset and length (no re-parse); when the
+file has changed since it was indexed, the file itself is read and normalized.
+An entry's text is its verbatim source line; an operation or phase address gives
+its normalized record (:func:`~fabric_memory.memory.normalize.record_text`).
+Pages are bounded by ``max_entries`` and ``max_chars``; ``next`` continues the
+selection (and long texts) pinned to the sourceHash the first page reported.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NotRequired, Protocol, TypedDict, cast
+
+import orjson
+import xxhash
+
+from ..errors import ExpandError, SessionError, UsageError
+from ..session import read_session
+from .catalog import SessionRecord, default_roots, load_catalog
+from .index import MemoryIndex
+from .normalize import normalize_session, record_text, source_records
+
+MAX_SELECTORS = 100
+DEFAULT_MAX_ENTRIES = 10
+MAX_ENTRIES = 20
+DEFAULT_MAX_CHARS = 20_000
+MAX_CHARS = 24_000
+_PHASE = re.compile(r"(.+)/phase:(\d+)")
+
+
+class ExpandRequest(TypedDict, total=False):
+    """The JSON shape of an expand call (``follow`` of a recall hit, ``next`` of a page)."""
+
+    session: str
+    entries: list[str]
+    addresses: list[str]
+    indices: list[int]
+    range: str
+    anchor: str
+    before: int
+    after: int
+    expectedSourceHash: str
+    expectedLineageFingerprint: str
+    maxEntries: int
+    maxChars: int
+    entryOffset: int
+    textOffset: int
+    index: str
+    sessions: str
+
+
+class ExpandedEntry(TypedDict):
+    kind: str
+    address: str
+    entryId: str
+    index: int
+    line: int
+    byteOffset: int
+    byteLength: int
+    text: str
+    textOffset: int
+    textLength: int
+    complete: bool
+    type: NotRequired[str]
+    sequence: NotRequired[int]
+
+
+class ExpandPage(TypedDict):
+    sessionId: str
+    path: str
+    sourceHash: str
+    lineageFingerprint: str
+    selected: int
+    entries: list[ExpandedEntry]
+    next: ExpandRequest | None
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Where one selected item's source is: its entry line, and what it is."""
+
+    kind: str
+    address: str
+    entry_id: str
+    position: int
+    type: str
+    line: int
+    offset: int
+    length: int
+    sequence: int | None = None
+
+
+class Source(Protocol):
+    """A session version that selectors resolve against."""
+
+    source_hash: str
+    lineage_fingerprint: str
+    entries: int
+
+    def find(self, addresses: Sequence[str]) -> dict[str, list[Located]]: ...
+
+    def at(self, positions: Sequence[int]) -> dict[int, Located]: ...
+
+    def line(self, located: Located) -> bytes: ...
+
+
+def expand(
+    session: str,
+    *,
+    entries: Sequence[str] = (),
+    addresses: Sequence[str] = (),
+    indices: Sequence[int] = (),
+    range: str | None = None,
+    anchor: str | None = None,
+    before: int = 0,
+    after: int = 0,
+    expected_source_hash: str | None = None,
+    expected_lineage_fingerprint: str | None = None,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    entry_offset: int = 0,
+    text_offset: int = 0,
+    index: str | os.PathLike[str] | None = None,
+    sessions: str | os.PathLike[str] | None = None,
+) -> ExpandPage:
+    """One page of the selected entries of ``session`` (an id or a path), verbatim."""
+    selectors = len(entries) + len(addresses) + len(indices) + (range is not None) + (
+        anchor is not None
+    )
+    if selectors == 0:
+        raise UsageError("expand needs a selector: --entry, --address, --index, --range, --anchor")
+    if selectors > MAX_SELECTORS:
+        raise UsageError(
+            f"expand got {selectors} selectors; at most {MAX_SELECTORS} per call "
+            "(split the request and follow each `next`)"
+        )
+    _check_bounds(max_entries, max_chars, entry_offset, text_offset, before, after)
+    request = _request(session, entries, addresses, indices, range, anchor, before, after,
+                       expected_lineage_fingerprint, max_entries, max_chars, index, sessions)
+    root, handle = default_roots(sessions, index)
+    record = load_catalog(handle).resolve(session, root)
+    source = _open_source(handle, record)
+    if expected_source_hash is not None and expected_source_hash != source.source_hash:
+        raise ExpandError(
+            "stale_pointer",
+            f"{record.path}: sourceHash is {source.source_hash}, the pointer expects "
+            f"{expected_source_hash}; the session changed, recall again",
+        )
+    if (expected_lineage_fingerprint is not None
+            and expected_lineage_fingerprint != source.lineage_fingerprint):
+        raise ExpandError(
+            "stale_pointer",
+            f"{record.path}: lineage fingerprint is {source.lineage_fingerprint}, the pointer "
+            f"expects {expected_lineage_fingerprint}; the branch changed, recall again",
+        )
+    selection = _select(source, record, entries, addresses, indices, range, anchor, before, after)
+    return _page(source, record, selection, request, max_entries, max_chars, entry_offset,
+                 text_offset)
+
+
+def expand_request(request: Mapping[str, Any]) -> ExpandPage:
+    """:func:`expand` from its JSON request shape (a hit's ``follow``, a page's ``next``)."""
+    names = {
+        "entries": "entries", "addresses": "addresses", "indices": "indices", "range": "range",
+        "anchor": "anchor", "before": "before", "after": "after",
+        "expectedSourceHash": "expected_source_hash",
+        "expectedLineageFingerprint": "expected_lineage_fingerprint",
+        "maxEntries": "max_entries", "maxChars": "max_chars", "entryOffset": "entry_offset",
+        "textOffset": "text_offset", "index": "index", "sessions": "sessions",
+    }
+    unknown = set(request) - set(names) - {"session"}
+    if unknown:
+        raise UsageError(f"expand request: unknown keys {sorted(unknown)}")
+    if not isinstance(request.get("session"), str):
+        raise UsageError("expand request: 'session' must be a session id or path")
+    kwargs = {names[key]: value for key, value in request.items() if key in names}
+    return expand(request["session"], **kwargs)
+
+
+def _check_bounds(
+    max_entries: int, max_chars: int, entry_offset: int, text_offset: int, before: int,
+    after: int,
+) -> None:
+    if not 1 <= max_entries <= MAX_ENTRIES:
+        raise UsageError(f"--max-entries {max_entries}: must be between 1 and {MAX_ENTRIES}")
+    if not 1 <= max_chars <= MAX_CHARS:
+        raise UsageError(f"--max-chars {max_chars}: must be between 1 and {MAX_CHARS}")
+    for name, value in (("--entry-offset", entry_offset), ("--text-offset", text_offset),
+                        ("--before", before), ("--after", after)):
+        if value < 0:
+            raise UsageError(f"{name} {value}: must not be negative")
+
+
+def _request(
+    session: str, entries: Sequence[str], addresses: Sequence[str], indices: Sequence[int],
+    range_: str | None, anchor: str | None, before: int, after: int, lineage: str | None,
+    max_entries: int, max_chars: int, index: str | os.PathLike[str] | None,
+    sessions: str | os.PathLike[str] | None,
+) -> dict[str, Any]:
+    request: dict[str, Any] = {"session": session}
+    for key, value in (("entries", list(entries)), ("addresses", list(addresses)),
+                       ("indices", list(indices)), ("range", range_), ("anchor", anchor)):
+        if value:
+            request[key] = value
+    if anchor is not None:
+        request.update(before=before, after=after)
+    if lineage is not None:
+        request["expectedLineageFingerprint"] = lineage
+    request.update(maxEntries=max_entries, maxChars=max_chars)
+    for key, where in (("index", index), ("sessions", sessions)):
+        if where is not None:
+            request[key] = os.fspath(where)
+    return request
+
+
+# --- sources -------------------------------------------------------------------------
+
+
+class IndexedSource:
+    """The file is byte-identical to what the index holds: resolve through the index and
+    slice lines out of the (memory-mapped) file."""
+
+    def __init__(self, handle: MemoryIndex, record: SessionRecord, data: bytes | mmap.mmap):
+        self.handle = handle
+        self.record = record
+        self.data = data
+        self.source_hash = record.source_hash
+        self.lineage_fingerprint = record.lineage_fingerprint
+        self.entries = record.entries
+
+    def find(self, addresses: Sequence[str]) -> dict[str, list[Located]]:
+        found: dict[str, list[Located]] = {}
+        for doc in self.handle.lookup(self.record.path, addresses=addresses):
+            found.setdefault(str(doc["address"]), []).append(_located(doc))
+        return found
+
+    def at(self, positions: Sequence[int]) -> dict[int, Located]:
+        docs = self.handle.lookup(self.record.path, positions=positions)
+        return {int(doc["position"]): _located(doc) for doc in docs}
+
+    def line(self, located: Located) -> bytes:
+        return bytes(self.data[located.offset : located.offset + located.length])
+
+
+class ParsedSource:
+    """The file changed since it was indexed: read and normalize it now."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            session = read_session(path)
+        except SessionError as exc:
+            raise ExpandError(
+                "source_unavailable",
+                f"{exc.message} (the index holds an older version; run `fabric-memory reindex`)",
+            ) from None
+        self.path = path
+        self.source_hash = session.source_hash
+        self.lineage_fingerprint = session.lineage_fingerprint("active")
+        self.entries = len(session.entries)
+        self._by_address: dict[str, list[Located]] = {}
+        self._by_position: dict[int, Located] = {}
+        for item in normalize_session(session).items:
+            located = Located(item.kind, item.address, item.entry_id, item.position, item.type,
+                              item.line, item.offset, item.length, item.sequence)
+            self._by_address.setdefault(item.address, []).append(located)
+            if item.kind == "entry":
+                self._by_position[item.position] = located
+
+    def find(self, addresses: Sequence[str]) -> dict[str, list[Located]]:
+        return {a: self._by_address[a] for a in addresses if a in self._by_address}
+
+    def at(self, positions: Sequence[int]) -> dict[int, Located]:
+        return {p: self._by_position[p] for p in positions if p in self._by_position}
+
+    def line(self, located: Located) -> bytes:
+        with open(self.path, "rb") as stream:
+            stream.seek(located.offset)
+            return stream.read(located.length)
+
+
+def _located(doc: Mapping[str, Any]) -> Located:
+    sequence = doc.get("sequence")
+    return Located(str(doc["kind"]), str(doc["address"]), str(doc["entry_id"]),
+                   int(doc["position"]), str(doc["type"]), int(doc["line"]), int(doc["offset"]),
+                   int(doc["length"]), int(sequence) if sequence is not None else None)
+
+
+def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
+    try:
+        with open(record.path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            data: bytes | mmap.mmap = (
+                mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            )
+    except OSError as exc:
+        raise ExpandError(
+            "source_unavailable",
+            f"{record.path}: cannot read the session file ({exc.strerror or exc})",
+        ) from None
+    if xxhash.xxh3_128_hexdigest(data) == record.source_hash:
+        return IndexedSource(handle, record, data)
+    return ParsedSource(record.path)
+
+
+# --- selection and pages ---------------------------------------------------------------
+
+Target = tuple[str, str | int]
+"""("entry", id), ("address", address) or ("position", entry position)."""
+
+
+def _select(
+    source: Source, record: SessionRecord, entries: Sequence[str], addresses: Sequence[str],
+    indices: Sequence[int], range_: str | None, anchor: str | None, before: int, after: int,
+) -> list[Target]:
+    """The ordered, de-duplicated selection (addresses are resolved later, per page)."""
+    targets: list[Target] = [("entry", entry_id) for entry_id in entries]
+    targets.extend(("address", address) for address in addresses)
+    targets.extend(("position", _position(p, source.entries, record)) for p in indices)
+    if range_ is not None:
+        first, last = _range(range_, source.entries, record)
+        targets.extend(("position", p) for p in range(first, last + 1))
+    if anchor is not None:
+        center = _resolve(source, record, [("entry", anchor)])[("entry", anchor)].position
+        low, high = max(0, center - before), min(source.entries - 1, center + after)
+        targets.extend(("position", p) for p in range(low, high + 1))
+    return list(dict.fromkeys(targets))
+
+
+def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -> dict[
+        Target, Located]:
+    """Where each target's source is; ``address_not_found`` / ``ambiguous_address`` else.
+
+    A phase address resolves to its parent entry (its record is read from that line).
+    """
+    named = {t: _PHASE.fullmatch(str(t[1])) for t in targets if t[0] != "position"}
+    lookup = {t: (m.group(1) if m else str(t[1])) for t, m in named.items()}
+    found = source.find(list(dict.fromkeys(lookup.values()))) if lookup else {}
+    positions = [int(t[1]) for t in targets if t[0] == "position"]
+    at = source.at(positions) if positions else {}
+    resolved: dict[Target, Located] = {}
+    for target in targets:
+        if target[0] == "position":
+            resolved[target] = at[int(target[1])]
+            continue
+        entry_only = target[0] == "entry" or named[target] is not None
+        hits = [h for h in found.get(lookup[target], []) if h.kind == "entry" or not entry_only]
+        if not hits:
+            what = "entry" if entry_only else "address"
+            raise ExpandError("address_not_found",
+                              f"{record.path}: no {what} {lookup[target]!r} in session "
+                              f"{record.session_id}")
+        if len(hits) > 1:
+            raise ExpandError("ambiguous_address",
+                              f"{record.path}: address {lookup[target]!r} occurs {len(hits)} "
+                              "times (duplicate entry ids); select by --index instead")
+        resolved[target] = hits[0]
+    return resolved
+
+
+def _position(value: int, count: int, record: SessionRecord) -> int:
+    if not 0 <= value < count:
+        raise ExpandError("index_out_of_bounds",
+                          f"{record.path}: index {value} is outside 0..{count - 1}")
+    return value
+
+
+def _range(text: str, count: int, record: SessionRecord) -> tuple[int, int]:
+    first, sep, last = text.partition(":")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        raise UsageError(f"--range {text!r}: use FIRST:LAST entry indices, e.g. 0:9") from None
+    if not sep or low > high:
+        raise UsageError(f"--range {text!r}: use FIRST:LAST with FIRST <= LAST")
+    return _position(low, count, record), _position(high, count, record)
+
+
+def _page(
+    source: Source, record: SessionRecord, selection: list[Target], request: dict[str, Any],
+    max_entries: int, max_chars: int, entry_offset: int, text_offset: int,
+) -> ExpandPage:
+    if entry_offset > len(selection) or (entry_offset == len(selection) and selection):
+        raise ExpandError("index_out_of_bounds",
+                          f"{record.path}: entryOffset {entry_offset} is past the "
+                          f"{len(selection)} selected entries")
+    window = selection[entry_offset : entry_offset + max_entries]
+    # The first page checks every named address, so a bad one fails at once; later pages
+    # (pinned to the same sourceHash by ``next``) resolve only what they show.
+    check = [t for t in selection if t[0] != "position"] if entry_offset == 0 else []
+    resolved = _resolve(source, record, list(dict.fromkeys([*check, *window])))
+    records: dict[int, dict[str, dict[str, Any]]] = {}
+    out: list[ExpandedEntry] = []
+    used = 0
+    position = entry_offset
+    offset = text_offset
+    following: tuple[int, int] | None = None
+    for target in window:
+        located = resolved[target]
+        address = str(target[1]) if target[0] != "position" else None
+        text = _text(source, located, address, records)
+        if offset > len(text) or (offset == len(text) and offset > 0):
+            raise ExpandError("text_offset_out_of_bounds",
+                              f"{record.path}: textOffset {offset} is past the {len(text)} "
+                              f"characters of {located.address}")
+        chunk = text[offset : offset + (max_chars - used)]
+        out.append(_expanded(located, address, chunk, offset, len(text)))
+        used += len(chunk)
+        if offset + len(chunk) < len(text):
+            following = (position, offset + len(chunk))
+            break
+        position += 1
+        offset = 0
+        if used >= max_chars:
+            break
+    if following is None and position < len(selection):
+        following = (position, 0)
+    next_request: ExpandRequest | None = None
+    if following is not None:
+        next_request = cast(ExpandRequest, {
+            **request, "expectedSourceHash": source.source_hash,
+            "entryOffset": following[0], "textOffset": following[1],
+        })
+    return {
+        "sessionId": record.session_id, "path": record.path, "sourceHash": source.source_hash,
+        "lineageFingerprint": source.lineage_fingerprint, "selected": len(selection),
+        "entries": out, "next": next_request,
+    }
+
+
+def _text(
+    source: Source, located: Located, address: str | None,
+    records: dict[int, dict[str, dict[str, Any]]],
+) -> str:
+    line = source.line(located)
+    if located.kind == "entry" and (address is None or address == located.address):
+        return line.decode("utf-8", errors="replace")
+    parsed = records.get(located.position)
+    if parsed is None:
+        raw = orjson.loads(line)
+        parsed = records[located.position] = source_records(located.entry_id, raw)
+    wanted = address or located.address
+    found = parsed.get(wanted)
+    if found is None:
+        raise ExpandError("address_not_found",
+                          f"line {located.line}: no operation or phase {wanted!r} in the trace")
+    return record_text(found)
+
+
+def _expanded(
+    located: Located, address: str | None, chunk: str, offset: int, length: int
+) -> ExpandedEntry:
+    wanted = address or located.address
+    phase = _PHASE.fullmatch(wanted)
+    kind = "phase" if phase and located.kind == "entry" else located.kind
+    item: ExpandedEntry = {
+        "kind": kind, "address": wanted, "entryId": located.entry_id,
+        "index": located.position, "line": located.line, "byteOffset": located.offset,
+        "byteLength": located.length, "text": chunk, "textOffset": offset,
+        "textLength": length, "complete": offset + len(chunk) == length,
+    }
+    if kind == "entry":
+        item["type"] = located.type
+    if located.sequence is not None:
+        item["sequence"] = located.sequence
+    return item

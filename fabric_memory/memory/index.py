@@ -1,0 +1,546 @@
+"""The Tantivy layer: schema, the on-disk index, the writer lock and the queries.
+
+This is the only module that imports ``tantivy``; every ``ValueError`` it raises is
+translated here into :mod:`fabric_memory.errors` classes. One directory per schema
+version (``<index>/v<N>``) holds the Tantivy files, so a schema change never reads
+an old layout: the writer removes the old directory with a one-line notice and
+rebuilds. Per-session catalog records are ``session`` documents in the same index,
+so one commit updates documents and catalog together and a crash leaves both at
+the previous commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import orjson
+import tantivy
+
+from ..errors import IndexError_, IndexLockedError, QueryError
+from .normalize import Item
+
+SCHEMA_VERSION = 1
+TEXT_TOKENIZER = "fm_text"
+MAX_TOKEN_CHARS = 64
+MAX_REGEX_CHARS = 256
+LOCK_NAME = "writer.lock"
+
+# Exact-match fields: ids, refs, outcomes, addresses (raw tokenizer, fast for filters).
+RAW_FIELDS = (
+    "kind", "path", "session_id", "entry_id", "parent_id", "address", "type", "role",
+    "tool", "ref", "provider", "action", "outcome", "failure_stage", "timestamp",
+)
+# (name, indexed, fast)
+INT_FIELDS = (
+    ("time_ms", True, True), ("position", True, True), ("sequence", False, False),
+    ("line", False, False), ("offset", False, False), ("length", False, False),
+    ("mtime_ns", False, True), ("entries", False, False), ("operations", False, False),
+)
+BOOL_FIELDS = ("is_error", "on_active")
+ITEM_KINDS = ("entry", "operation")
+SESSION_KIND = "session"
+
+TextMode = Literal["literal", "phrase", "regex"]
+_VERSION_DIR = re.compile(r"v(\d+)")
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    for name in RAW_FIELDS:
+        builder.add_text_field(name, stored=True, fast=True, tokenizer_name="raw")
+    builder.add_text_field("text", stored=True, tokenizer_name=TEXT_TOKENIZER)
+    for name, indexed, fast in INT_FIELDS:
+        builder.add_integer_field(name, stored=True, indexed=indexed, fast=fast)
+    for name in BOOL_FIELDS:
+        builder.add_boolean_field(name, stored=True, indexed=True, fast=True)
+    builder.add_bytes_field("record", stored=True)
+    return builder.build()
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    # Unicode-aware word split (letters and digits of any script), lowercased, no
+    # stemming or folding: "Zürich" and "東京" are matched exactly as written.
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
+        .filter(tantivy.Filter.lowercase())
+        .build()
+    )
+
+
+SCHEMA = _schema()
+ANALYZER = _analyzer()
+
+
+def analyze(text: str) -> list[str]:
+    """The searchable words of ``text``, exactly as the index tokenizes them."""
+    return list(ANALYZER.analyze(text))
+
+
+def item_json(item: Item, path: str, session_id: str) -> str:
+    """One document as JSON for the writer (built in worker processes, added in one)."""
+    doc: dict[str, Any] = {
+        "kind": item.kind, "path": path, "session_id": session_id,
+        "entry_id": item.entry_id, "address": item.address, "type": item.type,
+        "position": item.position, "line": item.line, "offset": item.offset,
+        "length": item.length, "is_error": item.is_error, "on_active": item.on_active,
+        "text": item.text, "parent_id": item.parent_id, "role": item.role,
+        "tool": item.tool, "ref": item.ref, "provider": item.provider,
+        "action": item.action, "outcome": item.outcome,
+        "failure_stage": item.failure_stage, "timestamp": item.timestamp,
+        "time_ms": item.time_ms, "sequence": item.sequence,
+    }
+    return orjson.dumps({k: v for k, v in doc.items() if v is not None}).decode()
+
+
+# --- the writer lock -------------------------------------------------------------------
+
+
+class IndexLock:
+    """An advisory ``flock`` on ``<index>/writer.lock``: one writer at a time, across
+    processes. The kernel drops it when its holder dies, so a ``kill -9`` never
+    leaves the index locked."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds; raise :class:`IndexLockedError` past it."""
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise IndexError_(
+                f"{self.path}: cannot create the lock ({exc.strerror or exc}); "
+                "pass --index DIR on a writable disk"
+            ) from None
+        deadline = time.monotonic() + max(timeout, 0.0)
+        delay = 0.01
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise IndexError_(f"{self.path}: cannot lock ({exc.strerror})") from exc
+            if time.monotonic() >= deadline:
+                holder = _read_pid(fd)
+                os.close(fd)
+                who = f" (pid {holder})" if holder else ""
+                raise IndexLockedError(
+                    f"{self.path}: another writer{who} holds the memory index lock after "
+                    f"waiting {timeout:g}s; retry when it finishes"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> IndexLock:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _read_pid(fd: int) -> str:
+    with contextlib.suppress(OSError):
+        return os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return ""
+
+
+# --- searching -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSpec:
+    """A recall query in index terms: text (by mode) plus exact filters."""
+
+    text: str = ""
+    mode: TextMode = "literal"
+    match_all: bool = False
+    equals: tuple[tuple[str, tuple[str | bool, ...]], ...] = ()
+    """(field, accepted values): values of one field are OR-ed, fields AND-ed."""
+    since_ms: int | None = None
+    until_ms: int | None = None
+    kinds: tuple[str, ...] = ITEM_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    score: float | None
+    fields: dict[str, Any]
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class HitPage:
+    total: int
+    hits: list[Hit] = field(default_factory=list)
+
+
+def _first_values(doc: tantivy.Document) -> dict[str, Any]:
+    return {name: values[0] for name, values in doc.to_dict().items() if values}
+
+
+@contextlib.contextmanager
+def _translated(where: str) -> Iterator[None]:
+    try:
+        yield
+    except ValueError as exc:
+        raise IndexError_(f"{where}: {exc}; run `fabric-memory reindex --full`") from exc
+
+
+# --- the index -------------------------------------------------------------------------
+
+
+class MemoryIndex:
+    """One on-disk index. Readers reload after another process commits (a cheap stat of
+    ``meta.json`` per call); writers go through :meth:`writer`, which holds the lock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.directory = root / f"v{SCHEMA_VERSION}"
+        self.generation = 0
+        self._index: tantivy.Index | None = None
+        self._meta_key: tuple[int, int, int] | None = None
+
+    # opening ---------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return (self.directory / "meta.json").is_file()
+
+    def _open(self) -> tantivy.Index:
+        if self._index is None:
+            if not self.exists():
+                raise IndexError_(self._missing_reason())
+            with _translated(str(self.directory)):
+                if not tantivy.Index.is_compatible(str(self.directory)):
+                    raise IndexError_(
+                        f"{self.directory}: index written by another Tantivy format; "
+                        "run `fabric-memory reindex` to rebuild it"
+                    )
+                index = tantivy.Index.open(str(self.directory))
+                index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
+            self._index = index
+            self._meta_key = self._stat_meta()
+            self.generation += 1
+        return self._index
+
+    def _missing_reason(self) -> str:
+        others = _version_dirs(self.root) - {SCHEMA_VERSION}
+        if others:
+            old = max(others)
+            return (
+                f"{self.root}: memory index has schema v{old}, this engine needs "
+                f"v{SCHEMA_VERSION}; run `fabric-memory reindex` to rebuild it"
+            )
+        return f"{self.root}: no memory index yet; run `fabric-memory reindex`"
+
+    def _stat_meta(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.directory / "meta.json")
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def refresh(self) -> int:
+        """Reload if another writer committed since; return the reader generation."""
+        index = self._open()
+        key = self._stat_meta()
+        if key is None:  # removed or renamed under us (another process rebuilt it)
+            self._index = None
+            raise IndexError_(self._missing_reason())
+        if key != self._meta_key:
+            with _translated(str(self.directory)):
+                index.reload()
+            self._meta_key = key
+            self.generation += 1
+        return self.generation
+
+    def prepare_for_writing(self) -> str | None:
+        """Create the index directory (mode 0700) or rebuild an incompatible one.
+
+        Call with the writer lock held. Returns the one-line notice of a rebuild.
+        """
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        notice = None
+        for version in sorted(_version_dirs(self.root) - {SCHEMA_VERSION}):
+            shutil.rmtree(self.root / f"v{version}")
+            notice = (
+                f"memory index at {self.root} had schema v{version}; rebuilt with schema "
+                f"v{SCHEMA_VERSION}"
+            )
+        if self.exists() and not tantivy.Index.is_compatible(str(self.directory)):
+            shutil.rmtree(self.directory)
+            self._index = None
+            notice = f"memory index at {self.root} had an incompatible Tantivy format; rebuilt"
+        if not self.exists():
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with _translated(str(self.directory)):
+                index = tantivy.Index(SCHEMA, path=str(self.directory), reuse=False)
+                index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
+                # An empty first commit makes the directory a readable index at once.
+                writer = index.writer(heap_size=15_000_000, num_threads=1)
+                writer.commit()
+                writer.wait_merging_threads()
+            self._index = None
+        return notice
+
+    def writer(self, *, timeout: float, threads: int = 0) -> Writer:
+        """Take the writer lock (waiting up to ``timeout`` s) and open a Tantivy writer."""
+        lock = IndexLock(self.root)
+        lock.acquire(timeout)
+        try:
+            try:
+                notice = self.prepare_for_writing()
+            except OSError as exc:
+                raise IndexError_(
+                    f"{self.root}: cannot create the index ({exc.strerror or exc}); "
+                    "pass --index DIR on a writable disk"
+                ) from None
+            index = self._open()
+            threads = threads or min(4, os.cpu_count() or 1)
+            with _translated(str(self.directory)):
+                raw = index.writer(heap_size=max(64, 32 * threads) * 1_000_000,
+                                   num_threads=threads)
+        except BaseException:
+            lock.release()
+            raise
+        return Writer(self, raw, lock, notice)
+
+    # reading ---------------------------------------------------------------------------
+
+    def searcher(self) -> tantivy.Searcher:
+        self.refresh()
+        return self._open().searcher()
+
+    def search(self, spec: SearchSpec, *, limit: int, offset: int, snippet_chars: int) -> HitPage:
+        """Hits of ``spec``: by relevance when it has text, else newest first."""
+        searcher = self.searcher()
+        text_query = _text_query(spec)
+        query = _combine(text_query, spec)
+        with _translated(str(self.directory)):
+            if text_query is None:
+                result = searcher.search(query, limit=limit, offset=offset, count=True,
+                                         order_by_field="time_ms", order=tantivy.Order.Desc)
+            else:
+                result = searcher.search(query, limit=limit, offset=offset, count=True)
+            generator = None
+            if text_query is not None and spec.mode != "regex":
+                generator = tantivy.SnippetGenerator.create(searcher, text_query, SCHEMA, "text")
+                generator.set_max_num_chars(snippet_chars)
+            hits = []
+            for value, address in result.hits:
+                doc = searcher.doc(address)
+                fields = _first_values(doc)
+                snippet = generator.snippet_from_doc(doc).fragment() if generator else ""
+                text = fields.pop("text", "")
+                if not snippet:
+                    snippet = _head(text, snippet_chars)
+                score = float(value) if text_query is not None else None
+                hits.append(Hit(score, fields, snippet))
+        return HitPage(_count(result), hits)
+
+    def lookup(
+        self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
+    ) -> list[dict[str, Any]]:
+        """Stored fields of the session's documents with these addresses or entry positions."""
+        wanted: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        if addresses:
+            wanted.append((tantivy.Occur.Should,
+                           tantivy.Query.term_set_query(SCHEMA, "address", list(addresses))))
+        if positions:
+            by_position = tantivy.Query.boolean_query([
+                (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", "entry")),
+                (tantivy.Occur.Must,
+                 tantivy.Query.term_set_query(SCHEMA, "position", list(positions))),
+            ])
+            wanted.append((tantivy.Occur.Should, by_position))
+        if not wanted:
+            return []
+        query = tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "path", path)),
+            (tantivy.Occur.Must, tantivy.Query.boolean_query(wanted)),
+        ])
+        return self._all_docs(query, 2 * (len(addresses) + len(positions)) + 8)
+
+    def session_records(self) -> list[bytes]:
+        """The catalog record of every indexed session."""
+        query = tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)
+        return [doc["record"] for doc in self._all_docs(query) if "record" in doc]
+
+    def count(self, kind: str, path: str | None = None) -> int:
+        clauses = [(tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", kind))]
+        if path is not None:
+            clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "path", path)))
+        searcher = self.searcher()
+        with _translated(str(self.directory)):
+            result = searcher.search(tantivy.Query.boolean_query(clauses), limit=1, count=True)
+        return _count(result)
+
+    def _all_docs(self, query: tantivy.Query, expected: int = 64) -> list[dict[str, Any]]:
+        """Stored fields of every match (one search when ``expected`` covers them)."""
+        searcher = self.searcher()
+        with _translated(str(self.directory)):
+            result = searcher.search(query, limit=max(expected, 1), count=True)
+            total = _count(result)
+            if total > len(result.hits):
+                result = searcher.search(query, limit=total)
+            return [_first_values(searcher.doc(address)) for _, address in result.hits]
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
+
+
+class Writer:
+    """The single writer: replace a session's documents and its catalog record, commit."""
+
+    def __init__(
+        self, index: MemoryIndex, raw: tantivy.IndexWriter, lock: IndexLock, notice: str | None
+    ) -> None:
+        self.index = index
+        self.notice = notice
+        self._raw = raw
+        self._lock = lock
+        self.pending = 0
+
+    def replace_session(self, path: str, documents: Iterable[str]) -> None:
+        """Delete every document of ``path`` and add ``documents`` (from :func:`item_json`)."""
+        with _translated(str(self.index.directory)):
+            self._raw.delete_documents_by_term("path", path)
+            for document in documents:
+                self._raw.add_json(document)
+                self.pending += 1
+
+    def put_record(self, path: str, session_id: str, mtime_ns: int, record: bytes) -> None:
+        """Replace the catalog record of ``path`` (its entry documents stay as they are)."""
+        doc = tantivy.Document(kind=SESSION_KIND, path=path, session_id=session_id,
+                               mtime_ns=mtime_ns)
+        doc.add_bytes("record", record)
+        query = tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)),
+            (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "path", path)),
+        ])
+        with _translated(str(self.index.directory)):
+            self._raw.delete_documents_by_query(query)
+            self._raw.add_document(doc)
+        self.pending += 1
+
+    def commit(self) -> None:
+        with _translated(str(self.index.directory)):
+            self._raw.commit()
+        self.pending = 0
+        self.index.refresh()
+
+    def close(self) -> None:
+        """Wait for merges, drop unused files and release the lock (uncommitted work is lost)."""
+        try:
+            with _translated(str(self.index.directory)):
+                self._raw.garbage_collect_files()
+                self._raw.wait_merging_threads()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _text_query(spec: SearchSpec) -> tantivy.Query | None:
+    if not spec.text:
+        return None
+    if spec.mode == "regex":
+        if len(spec.text) > MAX_REGEX_CHARS:
+            raise QueryError(
+                f"regex is {len(spec.text)} characters; the limit is {MAX_REGEX_CHARS}"
+            )
+        try:
+            return tantivy.Query.regex_query(SCHEMA, "text", spec.text)
+        except ValueError as exc:
+            reason = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
+            raise QueryError(f"regex {spec.text!r}: {reason}") from None
+    words = analyze(spec.text)
+    if not words:
+        raise QueryError(f"query {spec.text!r} has no searchable words (letters or digits)")
+    if spec.mode == "phrase" and len(words) > 1:
+        return tantivy.Query.phrase_query(SCHEMA, "text", list[str | tuple[int, str]](words))
+    terms = [tantivy.Query.term_query(SCHEMA, "text", word) for word in dict.fromkeys(words)]
+    if len(terms) == 1:
+        return terms[0]
+    occur = tantivy.Occur.Must if spec.match_all or spec.mode == "phrase" else tantivy.Occur.Should
+    return tantivy.Query.boolean_query([(occur, term) for term in terms])
+
+
+def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Query:
+    filters = [tantivy.Query.term_set_query(SCHEMA, "kind", list(spec.kinds))]
+    for name, values in spec.equals:
+        filters.append(tantivy.Query.term_set_query(SCHEMA, name, list(values)))
+    if spec.since_ms is not None or spec.until_ms is not None:
+        filters.append(tantivy.Query.range_query(
+            SCHEMA, "time_ms", tantivy.FieldType.Integer, spec.since_ms, spec.until_ms
+        ))
+    clauses = [(tantivy.Occur.Must, tantivy.Query.const_score_query(f, 0.0)) for f in filters]
+    if text_query is not None:
+        clauses.append((tantivy.Occur.Must, text_query))
+    return tantivy.Query.boolean_query(clauses)
+
+
+def _count(result: tantivy.SearchResult) -> int:
+    # ``count`` exists at runtime (search(count=True)) but is missing from the stubs.
+    return int(getattr(result, "count", 0) or 0)
+
+
+def _head(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def _version_dirs(root: Path) -> set[int]:
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return set()
+    found = set()
+    for name in names:
+        match = _VERSION_DIR.fullmatch(name)
+        if match and (root / name).is_dir():
+            found.add(int(match.group(1)))
+    return found
+
+
+_OPEN: dict[Path, MemoryIndex] = {}
+
+
+def open_index(root: Path) -> MemoryIndex:
+    """The process-wide handle of the index at ``root`` (kept open between calls)."""
+    key = root.resolve()
+    handle = _OPEN.get(key)
+    if handle is None:
+        handle = _OPEN[key] = MemoryIndex(key)
+    return handle

@@ -1,0 +1,264 @@
+"""``recall``: search the memory index (lexical text plus exact structural filters).
+
+Every hit says which session and tier it comes from and carries ``follow``: the
+exact :func:`~fabric_memory.memory.expand.expand` request, bound to the session's
+sourceHash and lineage fingerprint, that hydrates it from the source file. The
+response carries ``next`` (the same request at the next offset) or None, and is
+kept within :data:`MAX_RESPONSE_CHARS` characters of JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired, TypedDict, cast
+
+import orjson
+
+from ..errors import QueryError, UsageError
+from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
+from .expand import ExpandRequest
+from .index import Hit, SearchSpec, TextMode
+from .normalize import parse_time
+from .tiers import revalidate
+
+Match = Literal["any", "all"]
+Branches = Literal["active", "all"]
+MODES: tuple[TextMode, ...] = ("literal", "phrase", "regex")
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 50
+MAX_RESPONSE_CHARS = 30_000
+SNIPPET_CHARS = 240
+SHORT_SNIPPET_CHARS = 80
+# Filter option → index field, in the order they appear in a request.
+FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "provider"),
+           ("action", "action"), ("outcome", "outcome"))
+
+
+class RecallRequest(TypedDict, total=False):
+    query: str
+    mode: TextMode
+    match: Match
+    role: str
+    tool: str
+    ref: str
+    provider: str
+    action: str
+    outcome: str
+    since: str
+    until: str
+    session: str
+    branches: Branches
+    limit: int
+    offset: int
+    hotSessions: int
+    index: str
+    sessions: str
+
+
+class RecallHit(TypedDict):
+    kind: str
+    sessionId: str
+    path: str
+    tier: Tier
+    stale: bool
+    entryId: str
+    address: str
+    type: str
+    snippet: str
+    follow: ExpandRequest
+    score: NotRequired[float]
+    parentId: NotRequired[str]
+    role: NotRequired[str]
+    tool: NotRequired[str]
+    ref: NotRequired[str]
+    provider: NotRequired[str]
+    action: NotRequired[str]
+    outcome: NotRequired[str]
+    failureStage: NotRequired[str]
+    timestamp: NotRequired[str]
+    isError: NotRequired[bool]
+    onActiveBranch: NotRequired[bool]
+
+
+class RecallResponse(TypedDict):
+    total: int
+    offset: int
+    hits: list[RecallHit]
+    next: RecallRequest | None
+
+
+def recall(
+    query: str = "",
+    *,
+    mode: TextMode = "literal",
+    match: Match = "any",
+    role: str | None = None,
+    tool: str | None = None,
+    ref: str | None = None,
+    provider: str | None = None,
+    action: str | None = None,
+    outcome: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    session: str | None = None,
+    branches: Branches = "all",
+    limit: int = DEFAULT_LIMIT,
+    offset: int = 0,
+    hot_sessions: int = DEFAULT_HOT_SESSIONS,
+    index: str | os.PathLike[str] | None = None,
+    sessions: str | os.PathLike[str] | None = None,
+) -> RecallResponse:
+    """Search past sessions; see the module docstring for the response."""
+    _check_options(mode, match, branches, limit, offset, hot_sessions)
+    filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
+               "action": action, "outcome": outcome}
+    given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
+                             "since": since, "until": until, "session": session,
+                             "branches": branches, "limit": limit, "offset": offset}
+    if hot_sessions != DEFAULT_HOT_SESSIONS:
+        given["hotSessions"] = hot_sessions
+    locations = {"index": index, "sessions": sessions}
+    given.update((name, os.fspath(where)) for name, where in locations.items() if where)
+    request = cast(RecallRequest, {k: v for k, v in given.items() if v is not None})
+    if not query.strip() and not any(filters.values()) and since is None and until is None:
+        raise QueryError("recall needs a QUERY or at least one filter (--ref, --tool, ...)")
+    root, handle = default_roots(sessions, index)
+    view = revalidate(handle, hot_sessions)
+    equals: list[tuple[str, tuple[str | bool, ...]]] = []
+    for option, name in FILTERS:
+        value = filters[option]
+        if value is not None:
+            equals.append((name, (value,)))
+    if session is not None:
+        matched = view.catalog.matching(session, root)
+        if not matched:
+            raise QueryError(f"--session {session!r}: no indexed session has that id or path")
+        equals.append(("path", tuple(r.path for r in matched)))
+    if branches == "active":
+        equals.append(("on_active", (True,)))
+    spec = SearchSpec(
+        text=query.strip(), mode=mode, match_all=match == "all", equals=tuple(equals),
+        since_ms=_time(since, "--since"), until_ms=_time(until, "--until"),
+    )
+    page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
+    hits = [_hit(hit, view.catalog, view.hot, view.unrefreshed, locations) for hit in page.hits]
+    return _bounded(request, page.total, offset, hits)
+
+
+def recall_request(request: Mapping[str, Any]) -> RecallResponse:
+    """:func:`recall` from its JSON request shape (what ``next`` holds)."""
+    keys = {"query", "mode", "match", "role", "tool", "ref", "provider", "action", "outcome",
+            "since", "until", "session", "branches", "limit", "offset", "index", "sessions"}
+    unknown = set(request) - keys - {"hotSessions"}
+    if unknown:
+        raise UsageError(f"recall request: unknown keys {sorted(unknown)}")
+    kwargs: dict[str, Any] = {k: v for k, v in request.items() if k in keys}
+    if "hotSessions" in request:
+        kwargs["hot_sessions"] = request["hotSessions"]
+    return recall(**kwargs)
+
+
+def _check_options(
+    mode: str, match: str, branches: str, limit: int, offset: int, hot_sessions: int
+) -> None:
+    if mode not in MODES:
+        raise UsageError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
+    if match not in ("any", "all"):
+        raise UsageError(f"--match {match!r}: use any or all")
+    if branches not in ("active", "all"):
+        raise UsageError(f"--branches {branches!r}: use active or all")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise UsageError(f"--limit {limit}: must be between 1 and {MAX_LIMIT}")
+    if offset < 0:
+        raise UsageError(f"--offset {offset}: must not be negative")
+    if hot_sessions < 0:
+        raise UsageError(f"--hot-sessions {hot_sessions}: must not be negative")
+
+
+def _time(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    parsed = parse_time(text)
+    if parsed is None:
+        raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
+    return parsed
+
+
+def _hit(
+    hit: Hit,
+    catalog: Catalog,
+    hot: frozenset[str],
+    unrefreshed: frozenset[str],
+    locations: Mapping[str, str | os.PathLike[str] | None],
+) -> RecallHit:
+    fields = hit.fields
+    path = str(fields["path"])
+    record = catalog.by_path.get(path)
+    follow: ExpandRequest = {
+        "session": catalog.handle(record) if record is not None else path,
+        "addresses": [str(fields["address"])],
+    }
+    if record is not None:
+        follow["expectedSourceHash"] = record.source_hash
+        follow["expectedLineageFingerprint"] = record.lineage_fingerprint
+    extra = cast(dict[str, Any], follow)
+    extra.update((name, os.fspath(where)) for name, where in locations.items() if where)
+    result: RecallHit = {
+        "kind": str(fields["kind"]),
+        "sessionId": str(fields["session_id"]),
+        "path": path,
+        "tier": "hot" if path in hot else "cold",
+        "stale": _stale(record, path, unrefreshed),
+        "entryId": str(fields["entry_id"]),
+        "address": str(fields["address"]),
+        "type": str(fields["type"]),
+        "snippet": hit.snippet,
+        "follow": follow,
+    }
+    if hit.score is not None:
+        result["score"] = round(hit.score, 4)
+    optional = cast(dict[str, Any], result)
+    for name, key in (("parent_id", "parentId"), ("role", "role"), ("tool", "tool"),
+                      ("ref", "ref"), ("provider", "provider"), ("action", "action"),
+                      ("outcome", "outcome"), ("failure_stage", "failureStage"),
+                      ("timestamp", "timestamp")):
+        if name in fields:
+            optional[key] = fields[name]
+    optional["isError"] = bool(fields.get("is_error", False))
+    optional["onActiveBranch"] = bool(fields.get("on_active", False))
+    return result
+
+
+def _stale(record: SessionRecord | None, path: str, unrefreshed: frozenset[str]) -> bool:
+    return record is None or record.stale or path in unrefreshed
+
+
+def _bounded(
+    request: RecallRequest, total: int, offset: int, hits: list[RecallHit]
+) -> RecallResponse:
+    """Fit the response in MAX_RESPONSE_CHARS: shorten snippets, then carry hits to ``next``."""
+
+    def build(kept: list[RecallHit]) -> RecallResponse:
+        end = offset + len(kept)
+        following: RecallRequest | None = None
+        if end < total:
+            following = {**request, "offset": end}
+        return {"total": total, "offset": offset, "hits": kept, "next": following}
+
+    response = build(hits)
+    if _size(response) <= MAX_RESPONSE_CHARS:
+        return response
+    for hit in hits:
+        if len(hit["snippet"]) > SHORT_SNIPPET_CHARS:
+            hit["snippet"] = hit["snippet"][: SHORT_SNIPPET_CHARS - 1] + "…"
+    kept = list(hits)
+    response = build(kept)
+    while len(kept) > 1 and _size(response) > MAX_RESPONSE_CHARS:
+        kept.pop()
+        response = build(kept)
+    return response
+
+
+def _size(response: RecallResponse) -> int:
+    return len(orjson.dumps(response).decode())

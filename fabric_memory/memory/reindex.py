@@ -1,0 +1,365 @@
+"""``reindex``: bring the index up to date with a sessions directory.
+
+Plan by ``stat`` alone (a file whose mtime and size match its record is skipped
+without being opened; when nothing changed, no lock is taken and nothing is
+committed), parse changed files in worker processes forked before any lock is
+held, and let this process be the single writer. Each session's documents and catalog record are
+replaced together; commits happen every ``commit_every`` documents and at the end,
+so a crash leaves the last commit intact and the next run redoes only what it lost.
+Invalid files are reported and skipped; documents of an earlier good version are
+kept and their record marked stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import NotRequired, TypedDict
+
+from ..errors import IndexError_, SessionError, UsageError
+from ..session import DEFAULT_MAX_LINE_BYTES, iter_session_files, read_session
+from .catalog import (
+    Catalog,
+    SessionRecord,
+    default_roots,
+    hash_file,
+    load_catalog,
+    now_iso,
+    stat_key,
+)
+from .index import MemoryIndex, Writer, item_json
+from .normalize import normalize_session
+
+DEFAULT_LOCK_TIMEOUT = 60.0
+DEFAULT_COMMIT_EVERY = 50_000
+MAX_PROBLEMS = 20
+PARALLEL_MIN = 4
+"""Fewer files than this are parsed in-process (forking would cost more)."""
+
+
+class PathReason(TypedDict):
+    path: str
+    reason: str
+
+
+class ReindexReport(TypedDict):
+    sessionsRoot: str
+    index: str
+    sessions: int
+    indexed: int
+    skipped: int
+    invalid: list[PathReason]
+    stale: list[PathReason]
+    incomplete: list[PathReason]
+    entries: int
+    operations: int
+    commits: int
+    seconds: float
+    notices: list[str]
+    workers: NotRequired[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    done: int
+    total: int
+    indexed: int
+    skipped: int
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    path: str
+    checked: tuple[int, int] | None
+    known_hash: str | None
+    """Set when only the mtime moved: hash first, parse only if the bytes changed."""
+    max_line_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """What a worker sends back for one file."""
+
+    path: str
+    record: SessionRecord | None = None
+    documents: tuple[str, ...] = ()
+    unchanged: bool = False
+    """The bytes hash to the recorded sourceHash (only the mtime moved)."""
+    invalid: str | None = None
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def reindex(
+    *,
+    sessions: str | os.PathLike[str] | None = None,
+    index: str | os.PathLike[str] | None = None,
+    full: bool = False,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    commit_every: int = DEFAULT_COMMIT_EVERY,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> ReindexReport:
+    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them)."""
+    started = time.perf_counter()
+    root, handle = default_roots(sessions, index)
+    if not root.is_dir():
+        raise UsageError(
+            f"{root}: sessions directory does not exist; pass --sessions DIR or set "
+            "FABRIC_MEMORY_SESSIONS"
+        )
+    count = workers if workers is not None else default_workers()
+    if count < 1:
+        raise UsageError(f"--workers {count}: must be at least 1")
+    report = _report(str(root), handle)
+    report["workers"] = count
+    files = [str(path) for path in iter_session_files(root)]
+    report["sessions"] = len(files)
+    # A first look at the last commit, without the lock: nothing to do means no lock and
+    # no commit; enough to do means the workers are forked now, before this process holds
+    # any lock they could inherit.
+    pending, gone = _plan_all(files, _committed(handle), full, max_line_bytes)
+    if not full and not pending and not gone:
+        report["skipped"] = len(files)
+        report["seconds"] = round(time.perf_counter() - started, 4)
+        return report
+    with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool, \
+            handle.writer(timeout=lock_timeout) as writer:
+        if writer.notice:
+            report["notices"].append(writer.notice)
+            full = True
+        catalog = load_catalog(handle)
+        tasks, missing = _plan_all(files, catalog, full, max_line_bytes)
+        report["skipped"] = done = len(files) - len(tasks)
+        for parsed in _parse_all(tasks, pool, 4 * count):
+            _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
+            if writer.pending >= commit_every:
+                writer.commit()
+                report["commits"] += 1
+            done += 1
+            if progress is not None:
+                progress(Progress(done, len(files), report["indexed"], report["skipped"]))
+        for record in missing:
+            _mark_stale(writer, record, "missing: the session file is gone", None, report)
+        writer.commit()
+        report["commits"] += 1
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+def _committed(handle: MemoryIndex) -> Catalog:
+    """The last committed catalog; empty when there is no readable index yet."""
+    try:
+        return load_catalog(handle)
+    except IndexError_:
+        return Catalog(())
+
+
+def _plan_all(
+    files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
+) -> tuple[list[_Task], list[SessionRecord]]:
+    """Files to parse, and records whose file is gone (kept, to be marked stale)."""
+    tasks = [task for path in files
+             if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
+    seen = set(files)
+    missing = [r for r in catalog.records
+               if r.path not in seen and r.checked is not None and stat_key(r.path) is None]
+    return tasks, missing
+
+
+def refresh_sessions(
+    handle: MemoryIndex, records: Iterable[SessionRecord], *, timeout: float = 0.0
+) -> ReindexReport:
+    """Re-check these indexed sessions against their files, in this process (hot tier).
+
+    Raises :class:`~fabric_memory.errors.IndexLockedError` at once (``timeout`` 0)
+    when another writer is busy: queries never wait for a writer.
+    """
+    started = time.perf_counter()
+    report = _report("", handle)
+    with handle.writer(timeout=timeout, threads=1) as writer:
+        catalog = load_catalog(handle)
+        for given in records:
+            record = catalog.by_path.get(given.path)
+            report["sessions"] += 1
+            if record is None:
+                continue
+            if stat_key(record.path) is None:
+                _mark_stale(writer, record, "missing: the session file is gone", None, report)
+                continue
+            task = _plan(record.path, record, False, DEFAULT_MAX_LINE_BYTES)
+            if task is None:
+                report["skipped"] += 1
+                continue
+            _apply(writer, _parse(task), record, report)
+        writer.commit()
+        report["commits"] += 1
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+def _report(root: str, handle: MemoryIndex) -> ReindexReport:
+    return {
+        "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
+        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "entries": 0,
+        "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
+    }
+
+
+def _plan(
+    path: str, record: SessionRecord | None, full: bool, max_line_bytes: int
+) -> _Task | None:
+    checked = stat_key(path)
+    if record is None or full:
+        return _Task(path, checked, None, max_line_bytes)
+    if checked is not None and checked == record.checked:
+        return None
+    same_size = checked is not None and checked[1] == record.size and not record.stale
+    return _Task(path, checked, record.source_hash if same_size else None, max_line_bytes)
+
+
+def _parse(task: _Task) -> _Parsed:
+    """Worker: hash first when only the mtime may have moved, else read and normalize."""
+    if task.known_hash is not None and task.known_hash == _hash_or_none(task.path):
+        return _Parsed(task.path, unchanged=True)
+    try:
+        session = read_session(task.path, max_line_bytes=task.max_line_bytes)
+    except SessionError as exc:
+        return _Parsed(task.path, invalid=exc.message)
+    normalized = normalize_session(session)
+    problems = [p.located(session.path) for p in session.malformed]
+    if session.truncated_tail is not None:
+        problems.append(session.truncated_tail.located(session.path))
+    problems.extend(
+        f"{session.path}: duplicate address {a!r} (ambiguous)"
+        for a in normalized.duplicate_addresses
+    )
+    checked = task.checked or (0, session.size)
+    cwd = session.header.get("cwd")
+    record = SessionRecord(
+        path=task.path,
+        session_id=session.session_id,
+        mtime_ns=checked[0],
+        size=session.size,
+        source_hash=session.source_hash,
+        lineage_fingerprint=session.lineage_fingerprint("active"),
+        entries=normalized.entries,
+        operations=normalized.operations,
+        indexed_at=now_iso(),
+        complete=not normalized.duplicate_addresses,
+        problems=tuple(problems[:MAX_PROBLEMS]),
+        checked=(checked[0], session.size),
+        cwd=cwd if isinstance(cwd, str) else None,
+    )
+    documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
+    return _Parsed(task.path, record=record, documents=documents)
+
+
+def _hash_or_none(path: str) -> str | None:
+    try:
+        return hash_file(path)
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _workers(count: int) -> Iterator[ProcessPoolExecutor | None]:
+    """``count`` parser processes, forked at once (or None for in-process parsing).
+
+    fork, not spawn/forkserver: those re-import ``__main__`` in every worker, which breaks
+    callers running from stdin or an unguarded script. A worker only runs the parser
+    (pure Python, orjson, xxhash), and exits when this process dies.
+    """
+    if count <= 1:
+        yield None
+        return
+    pool = ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_exit_with_parent, initargs=(os.getpid(),))
+    try:
+        pool.submit(int).result()  # fork every worker now (see reindex)
+        yield pool
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def _exit_with_parent(parent: int) -> None:
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _parse_all(
+    tasks: list[_Task], pool: ProcessPoolExecutor | None, ahead: int
+) -> Iterator[_Parsed]:
+    """Parsed files in task order; at most ``ahead`` in flight (flat memory)."""
+    if pool is None:
+        yield from map(_parse, tasks)
+        return
+    window: deque[Future[_Parsed]] = deque()
+    for task in tasks:
+        window.append(pool.submit(_parse, task))
+        if len(window) >= ahead:
+            yield window.popleft().result()
+    while window:
+        yield window.popleft().result()
+
+
+def _apply(
+    writer: Writer, parsed: _Parsed, previous: SessionRecord | None, report: ReindexReport
+) -> None:
+    if parsed.invalid is not None:
+        report["invalid"].append({"path": parsed.path, "reason": parsed.invalid})
+        if previous is not None:
+            _mark_stale(writer, previous, f"invalid: {parsed.invalid}",
+                        stat_key(parsed.path), report)
+        return
+    if parsed.unchanged:
+        assert previous is not None
+        checked = stat_key(parsed.path)
+        moved = previous.mtime_ns if checked is None else checked[0]
+        writer.put_record(parsed.path, previous.session_id, moved,
+                          _touched(previous, checked).encode())
+        report["skipped"] += 1
+        return
+    record = parsed.record
+    assert record is not None
+    writer.replace_session(parsed.path, parsed.documents)
+    writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
+    report["indexed"] += 1
+    report["entries"] += record.entries
+    report["operations"] += record.operations
+    if not record.complete:
+        report["incomplete"].append({"path": record.path, "reason": "duplicate entry ids"})
+
+
+def _touched(record: SessionRecord, checked: tuple[int, int] | None) -> SessionRecord:
+    mtime = checked[0] if checked is not None else record.mtime_ns
+    return replace(record, mtime_ns=mtime, checked=checked)
+
+
+def _mark_stale(
+    writer: Writer,
+    record: SessionRecord,
+    reason: str,
+    checked: tuple[int, int] | None,
+    report: ReindexReport,
+) -> None:
+    stale = record.marked_stale(reason, checked)
+    writer.put_record(record.path, record.session_id, record.mtime_ns, stale.encode())
+    report["stale"].append({"path": record.path, "reason": reason})

@@ -1,0 +1,41 @@
+"""The hot tier: the newest sessions are checked against their files on every query.
+
+A check is one ``stat`` per hot session; only a session whose mtime or size moved
+is re-read (hashed, and re-indexed if its bytes changed) before the query is
+answered. Cold sessions are served from the index as committed. A query never
+waits for a writer: when another process holds the writer lock, changed hot
+sessions are answered from the index and flagged stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import IndexError_
+from .catalog import Catalog, load_catalog, stat_key
+from .index import MemoryIndex
+from .reindex import refresh_sessions
+
+
+@dataclass(frozen=True, slots=True)
+class TierView:
+    """The catalog a query answers from, its hot paths, and what could not be refreshed."""
+
+    catalog: Catalog
+    hot: frozenset[str]
+    unrefreshed: frozenset[str]
+
+
+def revalidate(handle: MemoryIndex, hot_sessions: int) -> TierView:
+    """Bring the hot tier up to date with its files (see the module docstring)."""
+    catalog = load_catalog(handle)
+    changed = [r for r in catalog.hot(hot_sessions) if stat_key(r.path) != r.checked]
+    unrefreshed: frozenset[str] = frozenset()
+    if changed:
+        try:
+            refresh_sessions(handle, changed, timeout=0.0)
+        except IndexError_:  # locked by another writer, or not writable: answer as indexed
+            unrefreshed = frozenset(r.path for r in changed)
+        catalog = load_catalog(handle)
+    hot = frozenset(r.path for r in catalog.hot(hot_sessions))
+    return TierView(catalog, hot, unrefreshed)

@@ -1,0 +1,206 @@
+"""expand: exact addresses back to verbatim source, bounded pages, and every error code."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabric_memory.errors import ExpandError, UsageError
+from fabric_memory.memory.expand import MAX_SELECTORS, expand, expand_request
+from fabric_memory.memory.normalize import normalize_session, phase_record, record_text
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.session import iter_session_files, read_line, read_session
+from fabric_memory.trace import read_fabric_result
+
+from .memory_builder import MemoryCorpus, SessionBuilder, operation
+
+
+def _expected(path: Path) -> dict[str, str]:
+    """Address → text, from a fresh read and normalization of the file."""
+    session = read_session(path)
+    texts: dict[str, str] = {}
+    for item in normalize_session(session).items:
+        if item.record is not None:
+            texts[item.address] = record_text(item.record)
+        else:
+            texts[item.address] = read_line(str(path), session.by_id[item.entry_id]).decode()
+    for entry in session.entries:
+        fabric = read_fabric_result(entry.id, entry.message) if entry.message else None
+        if fabric is not None and fabric.verdict == "valid":
+            for phase in fabric.phases:
+                texts[phase.address] = record_text(phase_record(entry.id, phase))
+    return texts
+
+
+def _expand_all(corpus: MemoryCorpus, session: str, addresses: list[str]) -> tuple[
+        dict[str, str], set[str]]:
+    """Expand in batches of at most 100 selectors, following next, joining text chunks."""
+    texts: dict[str, str] = {}
+    hashes: set[str] = set()
+    for start in range(0, len(addresses), MAX_SELECTORS):
+        request: dict[str, Any] | None = {
+            "session": session, "addresses": addresses[start : start + MAX_SELECTORS],
+            "index": str(corpus.index), "sessions": str(corpus.sessions), "maxEntries": 20}
+        while request is not None:
+            page = expand_request(request)
+            hashes.add(page["sourceHash"])
+            for entry in page["entries"]:
+                texts[entry["address"]] = texts.get(entry["address"], "") + entry["text"]
+            request = dict(page["next"]) if page["next"] is not None else None
+    return texts, hashes
+
+
+def _sessions(corpus: MemoryCorpus) -> list[Path]:
+    found = []
+    for path in iter_session_files(corpus.sessions):
+        try:
+            read_session(path)
+        except Exception:
+            continue
+        found.append(path)
+    return found
+
+
+def test_every_address_expands_to_a_fresh_normalization(memory_corpus: MemoryCorpus) -> None:
+    """Each entry, operation and phase address of every session equals its fresh text."""
+    checked = 0
+    for path in _sessions(memory_corpus):
+        expected = _expected(path)
+        got, hashes = _expand_all(memory_corpus, str(path), list(expected))
+        assert got == expected, path
+        assert hashes == {read_session(path).source_hash}
+        checked += len(expected)
+    assert checked > 8000
+
+
+def test_selectors_by_index_range_and_anchor(memory_corpus: MemoryCorpus) -> None:
+    """--index, --range and --anchor select entries in file order (0-based, inclusive)."""
+    path = next(p for p in _sessions(memory_corpus) if "019b92ac" in p.name)
+    session = read_session(path)
+    ids = [e.id for e in session.entries]
+    common = {"index": memory_corpus.index, "sessions": memory_corpus.sessions}
+    page = expand(str(path), indices=[3, 0], **common)
+    assert [e["entryId"] for e in page["entries"]] == [ids[3], ids[0]]
+    page = expand(str(path), range="2:5", **common)
+    assert [e["entryId"] for e in page["entries"]] == ids[2:6]
+    page = expand(session.session_id, anchor=ids[10], before=2, after=1, **common)
+    assert [e["entryId"] for e in page["entries"]] == ids[8:12]
+    assert page["entries"][0]["text"] == read_line(str(path), session.entries[8]).decode()
+
+
+def test_pages_follow_next_through_entries_and_long_texts(memory_corpus: MemoryCorpus) -> None:
+    """Small pages split long lines by textOffset; next pins the first page's sourceHash."""
+    path = next(p for p in _sessions(memory_corpus) if "019b92ac" in p.name)
+    session = read_session(path)
+    common = {"index": str(memory_corpus.index), "sessions": str(memory_corpus.sessions)}
+    request: dict[str, Any] | None = {"session": str(path), "range": "0:11", "maxEntries": 3,
+                                      "maxChars": 500, **common}
+    joined: dict[int, str] = {}
+    pages = 0
+    while request is not None:
+        page = expand_request(request)
+        pages += 1
+        assert sum(len(e["text"]) for e in page["entries"]) <= 500
+        assert len(page["entries"]) <= 3
+        for entry in page["entries"]:
+            joined[entry["index"]] = joined.get(entry["index"], "") + entry["text"]
+        if page["next"] is not None:
+            assert page["next"]["expectedSourceHash"] == session.source_hash
+        request = dict(page["next"]) if page["next"] is not None else None
+    assert joined == {i: read_line(str(path), e).decode()
+                      for i, e in enumerate(session.entries[:12])}
+    assert pages > 4
+
+
+def test_more_than_100_selectors_is_a_clear_error(memory_corpus: MemoryCorpus) -> None:
+    """101 selectors are refused with a message that says how to split them."""
+    with pytest.raises(UsageError, match="at most 100"):
+        expand("x", entries=[f"e{i}" for i in range(101)], index=memory_corpus.index)
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> dict[str, Any]:
+    """A fresh indexed root with one small session holding a valid trace."""
+    builder = SessionBuilder(tmp_path / "sessions" / "--repo--" / "one.jsonl")
+    builder.user("find the parser bug")
+    builder.assistant_call("c1", "fabric_exec", {"code": "x"})
+    entry = builder.fabric_result("c1", [operation(0, "pi.read", {"path": "src/p.ts"})])
+    builder.user("thanks")
+    path = builder.write()
+    common = {"index": tmp_path / "index", "sessions": tmp_path / "sessions"}
+    reindex(**common, workers=1)
+    return {"builder": builder, "path": path, "entry": entry, "common": common,
+            "tmp": tmp_path}
+
+
+def _code(call: Any) -> str:
+    with pytest.raises(ExpandError) as caught:
+        call()
+    return caught.value.code
+
+
+def test_append_makes_old_pointer_stale_and_reindex_refreshes(small: dict[str, Any]) -> None:
+    """After an append the old follow fails stale_pointer; after reindex a new one works."""
+    common = small["common"]
+    hit = recall("parser", **common)["hits"][0]
+    assert expand_request(hit["follow"])["entries"][0]["entryId"] == hit["entryId"]
+    small["builder"].append("one more thing")
+    assert _code(lambda: expand_request(hit["follow"])) == "stale_pointer"
+    reindex(**common, workers=1)
+    fresh = recall("parser", **common)["hits"][0]
+    assert fresh["follow"]["expectedSourceHash"] != hit["follow"]["expectedSourceHash"]
+    assert expand_request(fresh["follow"])["entries"][0]["entryId"] == hit["entryId"]
+    assert _code(lambda: expand_request(hit["follow"])) == "stale_pointer"
+
+
+def test_changed_file_without_expectations_is_read_from_source(small: dict[str, Any]) -> None:
+    """An appended (not yet reindexed) file is parsed directly, so new entries expand."""
+    new_id = small["builder"].user("fresh line")
+    with open(small["path"], "ab") as stream:
+        stream.write(small["builder"].lines[-1] + b"\n")
+    page = expand(str(small["path"]), entries=[new_id], **small["common"])
+    assert "fresh line" in page["entries"][0]["text"]
+    assert page["sourceHash"] == read_session(small["path"]).source_hash
+
+
+def test_every_error_code(small: dict[str, Any]) -> None:
+    """Each SPEC error code is raised by the situation it names."""
+    common, path, entry = small["common"], str(small["path"]), small["entry"]
+    assert _code(lambda: expand(path, entries=["nope"], **common)) == "address_not_found"
+    assert _code(lambda: expand(path, addresses=[f"{entry}/9"], **common)) == "address_not_found"
+    assert _code(lambda: expand(path, indices=[99], **common)) == "index_out_of_bounds"
+    assert _code(lambda: expand(path, range="0:99", **common)) == "index_out_of_bounds"
+    assert _code(lambda: expand(path, indices=[0], entry_offset=5, **common)) == (
+        "index_out_of_bounds")
+    assert _code(lambda: expand(path, indices=[0], text_offset=10**6, **common)) == (
+        "text_offset_out_of_bounds")
+    assert _code(lambda: expand("no-such-id", indices=[0], **common)) == "session_not_found"
+    assert _code(lambda: expand(path, indices=[0], expected_source_hash="0" * 32,
+                                **common)) == "stale_pointer"
+    assert _code(lambda: expand(path, indices=[0], expected_lineage_fingerprint="0" * 32,
+                                **common)) == "stale_pointer"
+    twin = small["tmp"] / "sessions" / "--repo--" / "twin.jsonl"
+    shutil.copy(path, twin)
+    reindex(**common, workers=1)
+    session_id = small["builder"].session_id
+    assert _code(lambda: expand(session_id, indices=[0], **common)) == "ambiguous_session"
+    twin.unlink()
+    assert _code(lambda: expand(str(twin), indices=[0], **common)) == "source_unavailable"
+
+
+def test_duplicate_ids_are_ambiguous_addresses(tmp_path: Path) -> None:
+    """An id that two entries share cannot be expanded by id, only by index."""
+    builder = SessionBuilder(tmp_path / "sessions" / "dup.jsonl")
+    first = builder.user("one")
+    builder.user("two")
+    builder.lines[-1] = builder.lines[-1].replace(b'"e002"', f'"{first}"'.encode(), 1)
+    path = builder.write()
+    common = {"index": tmp_path / "index", "sessions": tmp_path / "sessions"}
+    report = reindex(**common, workers=1)
+    assert report["incomplete"] == [{"path": str(path), "reason": "duplicate entry ids"}]
+    assert _code(lambda: expand(str(path), entries=[first], **common)) == "ambiguous_address"
+    assert "two" in expand(str(path), indices=[1], **common)["entries"][0]["text"]

@@ -1,0 +1,91 @@
+"""The Tantivy layer: versioned directory, rebuild notice, lock, and translated errors."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from fabric_memory.errors import IndexError_, IndexLockedError, QueryError
+from fabric_memory.memory.catalog import stats
+from fabric_memory.memory.index import SCHEMA_VERSION, IndexLock, SearchSpec, analyze, open_index
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex
+
+from .memory_builder import SessionBuilder
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> dict[str, Path]:
+    builder = SessionBuilder(tmp_path / "sessions" / "one.jsonl")
+    builder.user("alpha beta")
+    builder.write()
+    roots = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    reindex(**roots, workers=1)
+    return roots
+
+
+def test_index_directory_is_private_and_versioned(indexed: dict[str, Path]) -> None:
+    """The index lives in <dir>/v<schema> and the directories are mode 0700."""
+    root = indexed["index"]
+    assert (root / f"v{SCHEMA_VERSION}" / "meta.json").is_file()
+    for path in (root, root / f"v{SCHEMA_VERSION}"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+
+
+def test_missing_index_says_to_reindex(tmp_path: Path) -> None:
+    """Querying a directory with no index is one clear line naming the fix."""
+    with pytest.raises(IndexError_, match="run `fabric-memory reindex`"):
+        recall("x", index=tmp_path / "none", sessions=tmp_path)
+
+
+def test_old_schema_version_is_refused_then_rebuilt_with_notice(indexed: dict[str, Path]) -> None:
+    """An index of another schema version is not read; reindex rebuilds it with a notice."""
+    root = indexed["index"]
+    (root / f"v{SCHEMA_VERSION}").rename(root / f"v{SCHEMA_VERSION + 7}")
+    with pytest.raises(IndexError_, match=f"schema v{SCHEMA_VERSION + 7}.*reindex"):
+        recall("alpha", **indexed)
+    report = reindex(**indexed, workers=1)
+    assert report["notices"] == [
+        f"memory index at {root} had schema v{SCHEMA_VERSION + 7}; rebuilt with schema "
+        f"v{SCHEMA_VERSION}"]
+    assert report["indexed"] == 1
+    assert not (root / f"v{SCHEMA_VERSION + 7}").exists()
+    assert recall("alpha", **indexed)["total"] == 1
+
+
+def test_lock_is_exclusive_and_released(tmp_path: Path) -> None:
+    """A second holder times out with IndexLockedError; after release it gets the lock."""
+    first, second = IndexLock(tmp_path), IndexLock(tmp_path)
+    first.acquire(0.1)
+    with pytest.raises(IndexLockedError, match=r"writer\.lock"):
+        second.acquire(0.05)
+    first.release()
+    second.acquire(0.05)
+    second.release()
+
+
+def test_committed_documents_are_visible_after_reload(indexed: dict[str, Path]) -> None:
+    """Commit, wait for merges, reload: the search sees exactly the committed documents."""
+    handle = open_index(indexed["index"])
+    with handle.writer(timeout=1.0) as writer:
+        writer.replace_session("/nowhere.jsonl", [])
+        writer.commit()
+    handle.refresh()
+    page = handle.search(SearchSpec(text="alpha"), limit=10, offset=0, snippet_chars=50)
+    assert page.total == 1
+    assert page.hits[0].fields["path"] == str(indexed["sessions"] / "one.jsonl")
+    assert stats(index=indexed["index"])["documents"] == 1
+
+
+def test_tantivy_errors_arrive_as_engine_errors(indexed: dict[str, Path]) -> None:
+    """A regex Tantivy rejects becomes a QueryError naming the pattern, not a ValueError."""
+    with pytest.raises(QueryError, match=r"regex 'a\{99999\}\{99999\}'"):
+        recall("a{99999}{99999}", mode="regex", **indexed)
+
+
+def test_tokenizer_keeps_unicode_words_whole() -> None:
+    """Words are Unicode letters/digits, lowercased, without folding (ü stays ü)."""
+    assert analyze("HOLDOUT_FACT_003 Zürich→東京 ✓ src/Überblick.ts") == [
+        "holdout", "fact", "003", "zürich", "東京", "src", "überblick", "ts"]

@@ -1,0 +1,173 @@
+"""recall: lexical and structural search over the indexed corpus, with follow and paging."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from fabric_memory.errors import QueryError, UsageError
+from fabric_memory.memory.expand import expand_request
+from fabric_memory.memory.recall import MAX_RESPONSE_CHARS, recall, recall_request
+
+from .conftest import CORPUS
+from .memory_builder import HOT_SESSIONS, SECRETS, UNICODE_FACT, UNICODE_WORD, VISIBLE, MemoryCorpus
+
+
+def _truth() -> list[dict[str, Any]]:
+    index = json.loads((CORPUS / "truth" / "INDEX.json").read_text())
+    return [json.loads((CORPUS / f["truth"]).read_text())
+            for f in index["files"] if f.get("entryCount")]
+
+
+TRUTH = _truth()
+# The corpus copy gets each file's name stamp as mtime, so the newest names are hot.
+NEWEST = sorted((t["file"] for t in TRUTH), key=lambda f: f.rsplit("/", 1)[-1], reverse=True)
+COLD_FACTS = [(t["file"], f) for t in TRUTH for f in t["rareFacts"]
+              if t["file"] not in NEWEST[:HOT_SESSIONS]]
+
+
+def _recall(corpus: MemoryCorpus, query: str = "", **options: Any) -> Any:
+    options.setdefault("hot_sessions", HOT_SESSIONS)
+    return recall(query, index=corpus.index, sessions=corpus.sessions, **options)
+
+
+def _all_pages(corpus: MemoryCorpus, query: str = "", **options: Any) -> list[dict[str, Any]]:
+    response = _recall(corpus, query, **options)
+    hits = list(response["hits"])
+    while response["next"] is not None:
+        response = recall_request(response["next"])
+        hits.extend(response["hits"])
+    return hits
+
+
+@pytest.mark.parametrize("fact", COLD_FACTS[::3], ids=[f["fact"] for _, f in COLD_FACTS[::3]])
+def test_rare_fact_is_recalled_from_a_cold_session(
+    memory_corpus: MemoryCorpus, fact: tuple[str, dict[str, Any]]
+) -> None:
+    """A planted ASCII fact is found by phrase, in a cold session, and its follow hydrates it."""
+    _, planted = fact
+    response = _recall(memory_corpus, planted["fact"], mode="phrase")
+    entries = {hit["entryId"]: hit for hit in response["hits"]}
+    assert planted["entryId"] in entries
+    hit = entries[planted["entryId"]]
+    assert hit["tier"] == "cold"
+    page = expand_request(hit["follow"])
+    assert planted["fact"] in page["entries"][0]["text"]
+    assert page["sourceHash"] == hit["follow"]["expectedSourceHash"]
+
+
+def test_unicode_fact_is_recalled_exactly(memory_corpus: MemoryCorpus) -> None:
+    """A Unicode word (no ASCII folding) finds the one planted entry, from a cold session."""
+    response = _recall(memory_corpus, UNICODE_WORD)
+    assert response["total"] == 1
+    hit = response["hits"][0]
+    assert hit["path"] == str(memory_corpus.unicode_session)
+    assert hit["tier"] == "cold"
+    assert UNICODE_FACT in expand_request(hit["follow"])["entries"][0]["text"]
+    assert _recall(memory_corpus, "ФАКТ Ω 東京タワー", mode="phrase")["total"] == 1
+    assert _recall(memory_corpus, "東京タワ")["total"] == 0
+
+
+def test_structural_selection_then_hydration(memory_corpus: MemoryCorpus) -> None:
+    """--ref pi.grep --outcome failed selects exactly Pi's failed grep operations, hydrated."""
+    expected = {op["address"] for t in TRUTH for f in t["fabric"] if f["traceValid"]
+                for op in f["operations"] if op["ref"] == "pi.grep" and op["outcome"] == "failed"}
+    hits = _all_pages(memory_corpus, ref="pi.grep", outcome="failed", limit=50)
+    assert {hit["address"] for hit in hits} == expected
+    assert {(h["kind"], h["ref"], h["outcome"]) for h in hits} == {
+        ("operation", "pi.grep", "failed")}
+    cold = next(hit for hit in hits if hit["tier"] == "cold")
+    page = expand_request(cold["follow"])
+    record = orjson.loads(page["entries"][0]["text"])
+    assert (record["address"], record["ref"], record["outcome"]) == (
+        cold["address"], "pi.grep", "failed")
+    assert cold["follow"]["expectedLineageFingerprint"] == page["lineageFingerprint"]
+
+
+def test_nonexistent_ref_returns_zero_hits(memory_corpus: MemoryCorpus) -> None:
+    """An exact ref that no trace holds matches nothing (no prefix or fuzzy matching)."""
+    assert _recall(memory_corpus, ref="pi.grepx")["total"] == 0
+    assert _recall(memory_corpus, ref="pi.gre")["total"] == 0
+    assert _recall(memory_corpus, ref="pi.grep")["total"] > 0
+
+
+def test_secret_in_audits_or_outer_output_is_never_found(memory_corpus: MemoryCorpus) -> None:
+    """No query mode finds words that live only in audits, outer output, code or results."""
+    assert _recall(memory_corpus, VISIBLE)["total"] == 1
+    for secret in SECRETS.values():
+        for mode in ("literal", "phrase"):
+            assert _recall(memory_corpus, secret, mode=mode)["total"] == 0, (secret, mode)
+        assert _recall(memory_corpus, f"(?i){secret}.*", mode="regex")["total"] == 0
+
+
+def test_paging_with_next_yields_every_hit_once(memory_corpus: MemoryCorpus) -> None:
+    """Following next with small pages returns each hit exactly once, total of them."""
+    first = _recall(memory_corpus, ref="pi.edit", limit=7)
+    hits = _all_pages(memory_corpus, ref="pi.edit", limit=7)
+    addresses = [(hit["path"], hit["address"]) for hit in hits]
+    assert len(addresses) == len(set(addresses)) == first["total"] > 7
+    large = _all_pages(memory_corpus, ref="pi.edit", limit=50)
+    assert {(h["path"], h["address"]) for h in large} == set(addresses)
+
+
+def test_response_is_bounded_and_paging_survives_it(memory_corpus: MemoryCorpus) -> None:
+    """Every page stays within 30,000 characters of JSON; overflow hits move to next."""
+    response = _recall(memory_corpus, "zürich", limit=50)
+    assert response["total"] > 50
+    assert len(orjson.dumps(response).decode()) <= MAX_RESPONSE_CHARS
+    hits = _all_pages(memory_corpus, "zürich", limit=50)
+    assert len({(h["path"], h["address"]) for h in hits}) == len(hits) == response["total"]
+
+
+def test_match_all_narrows_match_any(memory_corpus: MemoryCorpus) -> None:
+    """match=all needs every word; match=any needs one."""
+    any_ = _recall(memory_corpus, "harbor pylon")["total"]
+    all_ = _recall(memory_corpus, "harbor pylon", match="all")["total"]
+    only = _recall(memory_corpus, "harbor")["total"]
+    assert all_ < only <= any_
+
+
+def test_regex_mode_matches_whole_tokens(memory_corpus: MemoryCorpus) -> None:
+    """A regex matches lowercased tokens; a bad or too long pattern is a clear QueryError."""
+    hits = _all_pages(memory_corpus, "holdout|harbor", mode="regex", limit=50)
+    assert hits
+    with pytest.raises(QueryError, match="regex"):
+        _recall(memory_corpus, "(unclosed", mode="regex")
+    with pytest.raises(QueryError, match="limit"):
+        _recall(memory_corpus, "a" * 300, mode="regex")
+
+
+def test_active_branch_filter_drops_off_branch_entries(memory_corpus: MemoryCorpus) -> None:
+    """branches=active hides entries Pi puts off the active branch."""
+    truth = next(t for t in TRUTH if t["offBranchEntryIds"] and t["rareFacts"])
+    off = set(truth["offBranchEntryIds"])
+    session = truth["header"]["id"]
+    everything = {h["entryId"] for h in _all_pages(memory_corpus, role="user", session=session,
+                                                     limit=50)}
+    active = {h["entryId"] for h in _all_pages(memory_corpus, role="user", session=session,
+                                                 branches="active", limit=50)}
+    assert everything & off
+    assert active == everything - off
+
+
+def test_time_window_filters(memory_corpus: MemoryCorpus) -> None:
+    """since/until keep only entries whose timestamp is inside the window."""
+    hits = _all_pages(memory_corpus, role="user", since="2026-01-20T00:00:00Z",
+                      until="2026-01-21T00:00:00Z", limit=50)
+    assert hits
+    assert all("2026-01-20" <= h["timestamp"] < "2026-01-21" for h in hits)
+    with pytest.raises(QueryError, match="--since"):
+        _recall(memory_corpus, role="user", since="yesterday")
+
+
+def test_empty_request_and_bad_options_are_rejected(memory_corpus: MemoryCorpus) -> None:
+    """No query and no filter, or out-of-range options, fail with one clear line."""
+    with pytest.raises(QueryError, match="QUERY"):
+        _recall(memory_corpus, "  ")
+    with pytest.raises(UsageError, match="--limit"):
+        _recall(memory_corpus, "x", limit=51)
+    with pytest.raises(QueryError, match="no indexed session"):
+        _recall(memory_corpus, "x", session="no-such-session")

@@ -1,0 +1,224 @@
+"""reindex: incremental by stat, invalid files, stale records, one writer, crash safety, scale."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from fabric_memory.errors import IndexLockedError
+from fabric_memory.memory.catalog import list_sessions, load_catalog, stats, verify
+from fabric_memory.memory.expand import expand_request
+from fabric_memory.memory.index import IndexLock, open_index
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.session import read_session
+
+from .conftest import REPO
+from .memory_builder import SessionBuilder, clone_sessions, copy_corpus
+
+
+def _roots(tmp_path: Path) -> dict[str, Path]:
+    return {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+
+
+def _small(tmp_path: Path, name: str, text: str) -> SessionBuilder:
+    builder = SessionBuilder(tmp_path / "sessions" / "--repo--" / f"{name}.jsonl")
+    builder.user(text)
+    builder.write()
+    return builder
+
+
+def _complete(index: Path) -> None:
+    """Every catalog record has exactly its entry and operation documents (no dupes, no loss)."""
+    handle = open_index(index)
+    for record in load_catalog(handle).records:
+        assert handle.count("entry", record.path) == record.entries, record.path
+        assert handle.count("operation", record.path) == record.operations, record.path
+        assert handle.count("session", record.path) == 1, record.path
+
+
+def test_unchanged_files_are_skipped_by_stat(tmp_path: Path) -> None:
+    """A second run opens nothing; a touched file is hashed, found equal, and not re-added."""
+    roots = _roots(tmp_path)
+    one = _small(tmp_path, "one", "alpha words")
+    _small(tmp_path, "two", "beta words")
+    first = reindex(**roots, workers=1)
+    assert (first["indexed"], first["skipped"], first["entries"]) == (2, 0, 2)
+    second = reindex(**roots, workers=1)
+    assert (second["indexed"], second["skipped"]) == (0, 2)
+    os.utime(one.path, (time.time() + 60, time.time() + 60))
+    third = reindex(**roots, workers=1)
+    assert (third["indexed"], third["skipped"]) == (0, 2)
+    assert reindex(**roots, workers=1)["skipped"] == 2
+    _complete(roots["index"])
+
+
+def test_changed_file_replaces_its_documents(tmp_path: Path) -> None:
+    """An appended session is re-indexed whole: new text found, no duplicate documents."""
+    roots = _roots(tmp_path)
+    builder = _small(tmp_path, "one", "alpha words")
+    reindex(**roots, workers=1)
+    builder.append("gamma appended")
+    report = reindex(**roots, workers=1)
+    assert (report["indexed"], report["entries"]) == (1, 2)
+    assert recall("gamma", **roots)["total"] == 1
+    assert recall("alpha", **roots)["total"] == 1
+    record = load_catalog(open_index(roots["index"])).by_path[str(builder.path)]
+    assert record.source_hash == read_session(builder.path).source_hash
+    assert verify(index=roots["index"])["ok"] == 1
+    _complete(roots["index"])
+
+
+def test_invalid_file_is_reported_and_old_documents_stay_stale(tmp_path: Path) -> None:
+    """A session that turns invalid keeps its documents, marked stale, with the reason."""
+    roots = _roots(tmp_path)
+    builder = _small(tmp_path, "one", "alpha words")
+    garbage = tmp_path / "sessions" / "garbage.jsonl"
+    garbage.write_bytes(b"\x00\xff not json\n")
+    first = reindex(**roots, workers=1)
+    assert [i["path"] for i in first["invalid"]] == [str(garbage)]
+    assert first["invalid"][0]["reason"].startswith(f"{garbage}:1:")
+    builder.path.write_text("not a session header\n")
+    second = reindex(**roots, workers=1)
+    assert str(builder.path) in [i["path"] for i in second["invalid"]]
+    assert [s["path"] for s in second["stale"]] == [str(builder.path)]
+    hit = recall("alpha", **roots)["hits"][0]
+    assert hit["stale"] is True
+    listing = list_sessions(index=roots["index"])["sessions"]
+    assert listing[0]["stale"] is True and "invalid" in (listing[0]["staleReason"] or "")
+    builder.path.unlink()
+    third = reindex(**roots, workers=1)
+    assert [s["reason"] for s in third["stale"]] == ["missing: the session file is gone"]
+    assert recall("alpha", **roots)["total"] == 1
+    assert verify(index=roots["index"])["missing"] == 1
+
+
+def test_full_reindex_rereads_everything(tmp_path: Path) -> None:
+    """--full re-parses unchanged files."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "one", "alpha")
+    reindex(**roots, workers=1)
+    assert reindex(**roots, workers=1, full=True)["indexed"] == 1
+
+
+def test_a_held_lock_makes_a_writer_wait_then_fail_clearly(tmp_path: Path) -> None:
+    """With the writer lock held elsewhere, reindex waits its timeout and names the lock."""
+    roots = _roots(tmp_path)
+    builder = _small(tmp_path, "one", "alpha")
+    reindex(**roots, workers=1)
+    builder.append("beta")
+    lock = IndexLock(roots["index"])
+    lock.acquire(1.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(IndexLockedError, match=r"writer\.lock.*pid \d+"):
+            reindex(**roots, workers=1, lock_timeout=0.3)
+        assert time.monotonic() - started >= 0.3
+        assert recall("alpha", **roots)["total"] == 1
+    finally:
+        lock.release()
+    assert reindex(**roots, workers=1, lock_timeout=0.3)["indexed"] == 1
+
+
+def test_nothing_to_do_takes_no_lock_and_commits_nothing(tmp_path: Path) -> None:
+    """An unchanged tree is answered from the last commit, even while a writer is busy."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "one", "alpha")
+    reindex(**roots, workers=1)
+    lock = IndexLock(roots["index"])
+    lock.acquire(1.0)
+    try:
+        report = reindex(**roots, workers=1, lock_timeout=0.0)
+    finally:
+        lock.release()
+    assert (report["skipped"], report["indexed"], report["commits"]) == (1, 0, 0)
+
+
+def _cli(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "fabric_memory.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+
+
+def test_two_concurrent_reindexers(tmp_path: Path, corpus_dir: Path) -> None:
+    """Two processes at once: one indexes, the other waits and finds nothing to do."""
+    sessions = copy_corpus(corpus_dir, tmp_path)
+    args = ("reindex", "--sessions", str(sessions), "--index", str(tmp_path / "index"),
+            "--workers", "1", "--json")
+    procs = [_cli(*args), _cli(*args)]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        reports.append(orjson.loads(out))
+    assert sorted(r["indexed"] for r in reports) == [0, 41]
+    assert sorted(r["skipped"] for r in reports) == [0, 41]
+    _complete(tmp_path / "index")
+
+
+KILL_SCRIPT = """
+import sys, time
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.session import read_session
+
+def progress(step):
+    if step.done == int(sys.argv[3]):
+        print("PAUSED", flush=True)
+        time.sleep(120)
+
+reindex(sessions=sys.argv[1], index=sys.argv[2], workers=2, commit_every=400,
+        progress=progress)
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_mid_reindex_leaves_last_commit_and_next_run_completes(
+    tmp_path: Path, corpus_dir: Path
+) -> None:
+    """SIGKILL after some commits: committed sessions are whole and queryable, the lock is
+    free, and the next run indexes exactly what was lost."""
+    roots = _roots(tmp_path)
+    clone_sessions(corpus_dir, roots["sessions"], 120)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(roots["sessions"]), str(roots["index"]), "80"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"PAUSED"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    committed = stats(index=roots["index"])["sessions"]
+    assert 0 < committed < 120
+    _complete(roots["index"])
+    hit = recall("CLONE_FACT_0", mode="phrase", **roots)["hits"][0]
+    assert "CLONE_FACT_0 " in expand_request(hit["follow"])["entries"][0]["text"]
+    report = reindex(**roots, workers=1, lock_timeout=5)
+    assert (report["indexed"], report["skipped"]) == (120 - committed, committed)
+    _complete(roots["index"])
+
+
+@pytest.mark.slow
+def test_thousand_sessions_reindex_then_noop(tmp_path: Path, corpus_dir: Path) -> None:
+    """1,000 sessions index fully; an unchanged re-run indexes none in a fraction of the time."""
+    roots = _roots(tmp_path)
+    paths = clone_sessions(corpus_dir, roots["sessions"], 1000)
+    first = reindex(**roots)
+    assert (first["sessions"], first["indexed"], first["invalid"]) == (1000, 1000, [])
+    second = reindex(**roots)
+    assert (second["indexed"], second["skipped"]) == (0, 1000)
+    assert second["seconds"] < first["seconds"] / 4
+    response = recall("CLONE_FACT_777", mode="phrase", **roots)
+    assert [h["path"] for h in response["hits"]] == [str(paths[777])]
+    page = expand_request(response["hits"][0]["follow"])
+    assert "CLONE_FACT_777 " in page["entries"][0]["text"]
+    listed = stats(index=roots["index"], hot_sessions=50)
+    assert (listed["sessions"], listed["hot"], listed["cold"]) == (1000, 50, 950)
+    assert listed["entries"] == first["entries"]
