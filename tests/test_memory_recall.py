@@ -123,9 +123,10 @@ def test_response_is_bounded_and_paging_survives_it(memory_corpus: MemoryCorpus)
 
 
 def test_match_all_narrows_match_any(memory_corpus: MemoryCorpus) -> None:
-    """match=all needs every word; match=any needs one."""
-    any_ = _recall(memory_corpus, "harbor pylon")["total"]
-    all_ = _recall(memory_corpus, "harbor pylon", match="all")["total"]
+    """match=all (the default) needs every word; match=any needs one."""
+    any_ = _recall(memory_corpus, "harbor pylon", match="any")["total"]
+    all_ = _recall(memory_corpus, "harbor pylon")["total"]
+    assert all_ == _recall(memory_corpus, "harbor pylon", match="all")["total"]
     only = _recall(memory_corpus, "harbor")["total"]
     assert all_ < only <= any_
 

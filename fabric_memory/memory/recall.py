@@ -92,7 +92,7 @@ def recall(
     query: str = "",
     *,
     mode: TextMode = "literal",
-    match: Match = "any",
+    match: Match = "all",
     role: str | None = None,
     tool: str | None = None,
     ref: str | None = None,
