@@ -118,7 +118,7 @@ class FabricRenderDetails(TypedDict):
 # --- JavaScript number and size semantics ---------------------------------------------
 
 
-def _js_number(value: float) -> str:
+def js_number(value: float) -> str:
     """``Number.prototype.toString`` of a finite double (what ``JSON.stringify`` writes)."""
     if value == 0:
         return "0"
@@ -147,22 +147,22 @@ def _js_number(value: float) -> str:
     return sign + body
 
 
-def _js_integer(value: int) -> str:
+def js_integer(value: int) -> str:
     """How JavaScript prints a JSON integer literal (beyond 2^53 it was rounded to a double)."""
     if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
         return str(value)
-    return _js_number(float(value))
+    return js_number(float(value))
 
 
 def _float_delta(value: float) -> int:
     """JavaScript's length for a float minus orjson's (JS writes ``1.0`` as ``1``)."""
     if value.is_integer() and -1e16 < value < 1e16:  # the common case: orjson adds ".0"
         return -3 if value == 0 and math.copysign(1.0, value) < 0 else -2
-    return len(_js_number(value)) - len(orjson.dumps(value))
+    return len(js_number(value)) - len(orjson.dumps(value))
 
 
 def _int_delta(value: int) -> int:
-    return len(_js_integer(value)) - len(str(value))
+    return len(js_integer(value)) - len(str(value))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -188,9 +188,9 @@ def _js_size_slow(value: object) -> int:
     if value is False:
         return 5
     if type(value) is int:
-        return len(_js_integer(value))
+        return len(js_integer(value))
     if type(value) is float:
-        return len(_js_number(value))
+        return len(js_number(value))
     if type(value) is list:
         return 2 + sum(map(_js_size_slow, value)) + max(len(value) - 1, 0)
     if type(value) is dict:
@@ -256,7 +256,7 @@ def _describe(value: object) -> str:
         return str(value) if abs(cast(int, value)) < 10**30 else "a huge integer"
     if kind is float:
         number = cast(float, value)
-        return _js_number(number) if math.isfinite(number) else repr(number)
+        return js_number(number) if math.isfinite(number) else repr(number)
     if kind is list:
         return "an array"
     if kind is dict:

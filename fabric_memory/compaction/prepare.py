@@ -42,7 +42,7 @@ import orjson
 
 from ..errors import CompactionError
 from ..session import Entry
-from ..trace import _js_integer, _js_number  # JSON.stringify's number text, shared
+from ..trace import js_integer, js_number
 
 ESTIMATED_IMAGE_CHARS: Final = 4800
 """Characters Pi counts for one image block (1,200 tokens)."""
@@ -81,9 +81,9 @@ def js_stringify(value: Any) -> str:
     if isinstance(value, str):
         return orjson.dumps(value).decode()
     if isinstance(value, int):
-        return _js_integer(value)
+        return js_integer(value)
     if isinstance(value, float):
-        return _js_number(value)
+        return js_number(value)
     if isinstance(value, Mapping):
         items = (f"{js_stringify(key)}:{js_stringify(value[key])}" for key in _js_keys(value))
         return "{" + ",".join(items) + "}"
