@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import decimal
 import functools
 import itertools
 import json
@@ -55,14 +56,16 @@ REF_OVERFLOW = 2**1024 - 2**970  # JSON integers at or beyond this parse to Infi
 
 @functools.cache
 def ref_number_text(x: float) -> str:
-    """Number::toString, via a search for the shortest round-tripping precision."""
+    """Number::toString: shortest round-tripping digits, laid out by the ECMAScript rules.
+
+    The digits come from ``%e`` of Python's own shortest repr (David Gay's algorithm,
+    which picks the same digits as V8: ``2**-24`` prints ...063 in both). A search over
+    ``%e`` precisions would be wrong at ties, where ``%e`` rounds half-to-even.
+    """
     if x == 0:
         return "0"
     magnitude = abs(x)
-    for precision in range(1, 18):
-        text = f"{magnitude:.{precision - 1}e}"
-        if float(text) == magnitude:
-            break
+    text = f"{decimal.Decimal(repr(magnitude)):e}"
     mantissa, exponent = text.split("e")
     digits = mantissa.replace(".", "").rstrip("0") or "0"
     n = int(exponent) + 1
