@@ -39,6 +39,8 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Runner
+    json_flag: bool = True
+    """False when the command defines its own ``--json`` (``certify --json PATH``)."""
 
 
 def write_json(value: Any) -> None:
@@ -248,6 +250,45 @@ def _run_compact(args: argparse.Namespace) -> Outcome:
     return Outcome(result.to_json(), result.describe(), int(isinstance(result.outcome, Cancel)))
 
 
+# --- certify ----------------------------------------------------------------------------
+
+
+def _certify_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sessions", type=int, default=1000, metavar="N",
+                        help="synthetic sessions to generate and index (SPEC: 1,000)")
+    parser.add_argument("--cycles", type=int, default=100, metavar="N",
+                        help="compaction cycles of the endurance session (SPEC: 100)")
+    parser.add_argument("--seed", default=None, metavar="S", help="generator seed (default 991)")
+    parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
+                        help="also write the JSON report to PATH")
+    parser.add_argument("--workdir", default=None, metavar="DIR",
+                        help="keep the generated data in DIR (default: a temporary directory, "
+                        "removed)")
+    parser.set_defaults(json=False)
+
+
+def _run_certify(args: argparse.Namespace) -> Outcome:
+    from pathlib import Path
+
+    from .certify.harness import Config, certify, parse_seed
+    from .certify.report import render_progress, render_report
+
+    def progress(phase: str, done: int, total: int) -> None:
+        sys.stderr.write("\r" + render_progress(phase, done, total))
+        sys.stderr.flush()
+
+    config = Config(
+        sessions=args.sessions, cycles=args.cycles, seed=parse_seed(args.seed),
+        workdir=None if args.workdir is None else Path(args.workdir),
+        report_path=None if args.json_path is None else Path(args.json_path),
+    )
+    tty = sys.stderr.isatty()
+    report = certify(config, progress=progress if tty else None)
+    if tty:
+        sys.stderr.write("\n")
+    return Outcome(report.to_json(), render_report(report), 0 if report.passed else 1)
+
+
 COMMANDS: list[Command] = [
     Command("inspect", "summarize one session file: branch, hashes, Fabric verdicts",
             _inspect_arguments, _run_inspect),
@@ -266,6 +307,9 @@ COMMANDS: list[Command] = [
     Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
+    Command("certify", "run the SPEC §7 certification (compaction endurance, memory, "
+            "continuation QA) and report every check", _certify_arguments, _run_certify,
+            json_flag=False),
 ]
 
 
@@ -279,7 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         child = sub.add_parser(command.name, help=command.help, description=command.help)
         command.add_arguments(child)
-        child.add_argument("--json", action="store_true", help="machine-readable output")
+        if command.json_flag:
+            child.add_argument("--json", action="store_true", help="machine-readable output")
         child.set_defaults(runner=command.run)
     return parser
 

@@ -2,7 +2,8 @@
 
 ``generate`` writes real Pi v3 session files (and says exactly what it wrote);
 ``continuation`` holds the task repositories, the ``CERT_TASK_V1`` payload and the
-external oracle.
+external oracle; ``harness`` runs the whole certification (``fabric-memory certify``)
+and ``report`` holds its checks.
 """
 
 from .continuation import (
@@ -33,6 +34,8 @@ from .generate import (
     rich_session,
     write_session,
 )
+from .harness import Components, Config, certify
+from .report import Check, Report
 
 __all__ = [
     "FIXTURES",
@@ -40,17 +43,22 @@ __all__ = [
     "TASK_MARKER",
     "Call",
     "CertTask",
+    "Check",
+    "Components",
+    "Config",
     "ContinuationFixture",
     "CorpusManifest",
     "FixtureSpec",
     "OperationSpec",
     "OracleScore",
     "RareFact",
+    "Report",
     "SessionBuilder",
     "WrittenOperation",
     "WrittenSession",
     "apply_task",
     "build_session",
+    "certify",
     "create_fixtures",
     "decode_task",
     "encode_task",
