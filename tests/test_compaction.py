@@ -6,7 +6,7 @@ import io
 import re
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fabric_memory.certify.cycle import RecordingPreparation
 from fabric_memory.cli import main
 from fabric_memory.compaction.hook import (
     Cancel,
@@ -86,25 +87,6 @@ def _writable(source: Path, tmp_path: Path) -> Path:
     shutil.copyfile(source, target)
     target.chmod(0o644)
     return target
-
-
-class RecordingMapping(Mapping[str, Any]):
-    """A preparation that records every key read (iteration counts as reading all)."""
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = dict(data)
-        self.reads: list[str] = []
-
-    def __getitem__(self, key: str) -> Any:
-        self.reads.append(key)
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        self.reads.append("*")
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 def _event(session: Session, settings: CompactionSettings, **overrides: Any) -> dict[str, Any]:
@@ -359,7 +341,7 @@ def test_previous_summary_is_never_read() -> None:
     session = read_session(_corpus("compaction-2-cumulative"))
     poison = "PRIOR_SUMMARY_POISON_991_424242 ✗ never copy"
     event = _event(session, SMALL, previousSummary=poison)
-    recording = RecordingMapping(event["preparation"])
+    recording = RecordingPreparation(event["preparation"])
     result = compaction_hook({**event, "preparation": recording})
     assert "previousSummary" not in recording.reads and "*" not in recording.reads
     emitted = orjson.dumps(result)
@@ -370,7 +352,7 @@ def test_previous_summary_is_never_read() -> None:
 
 def test_recording_mapping_catches_a_read() -> None:
     """Sabotage check: a read of previousSummary is recorded."""
-    recording = RecordingMapping({"previousSummary": "x"})
+    recording = RecordingPreparation({"previousSummary": "x"})
     recording.get("previousSummary")
     assert "previousSummary" in recording.reads
 
@@ -822,7 +804,7 @@ def test_endurance_100_cycles(tmp_path: Path) -> None:
         assert should_compact(sum(estimate_tokens(m) for m in _context(session)), 64, SMALL)
         prepared = prepare_compaction(branch, SMALL)
         assert prepared is not None, f"cycle {cycle}: no preparation"
-        recording = RecordingMapping(prepared.to_event())
+        recording = RecordingPreparation(prepared.to_event())
         result = compaction_hook({"type": "session_before_compact", "preparation": recording,
                                   "branchEntries": [entry.raw for entry in branch], "signal": None})
         assert "previousSummary" not in recording.reads
