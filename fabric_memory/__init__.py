@@ -1,5 +1,6 @@
 """fabric-memory: compaction and memory indexing for Pi coding-agent sessions."""
 
+from .audit import audit_sessions
 from .compaction.hook import append_compaction, compact_session, compaction_hook
 from .errors import FabricMemoryError
 from .memory.catalog import list_sessions, stats, verify
@@ -32,6 +33,7 @@ __all__ = [
     "TracePhase",
     "__version__",
     "append_compaction",
+    "audit_sessions",
     "compact_session",
     "compaction_hook",
     "create_fabric_persisted_execution_details",

@@ -289,6 +289,22 @@ def _run_certify(args: argparse.Namespace) -> Outcome:
     return Outcome(report.to_json(), render_report(report), 0 if report.passed else 1)
 
 
+# --- audit -----------------------------------------------------------------------------
+
+
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sessions", metavar="DIR", default=None,
+                        help="sessions root (default $FABRIC_MEMORY_SESSIONS or "
+                        "~/.pi/agent/sessions)")
+
+
+def _run_audit(args: argparse.Namespace) -> Outcome:
+    from .audit import audit_sessions, render_audit
+
+    report = audit_sessions(args.sessions)
+    return Outcome(report, render_audit(report), 1 if report["findings"] else 0)
+
+
 COMMANDS: list[Command] = [
     Command("inspect", "summarize one session file: branch, hashes, Fabric verdicts",
             _inspect_arguments, _run_inspect),
@@ -307,6 +323,8 @@ COMMANDS: list[Command] = [
     Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
+    Command("audit", "report persisted trace arguments that break the exact-ref projection "
+            "(by address and rule, never the values)", _audit_arguments, _run_audit),
     Command("certify", "run the SPEC §7 certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,
             json_flag=False),

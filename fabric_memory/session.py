@@ -293,7 +293,11 @@ def _check_header(path: str, line: int, value: dict[str, Any]) -> None:
         raise NotASessionError(path, line, "session header has no string 'id'")
     version = value.get("version", 1)
     if type(version) is not int or not 1 <= version <= CURRENT_VERSION:
-        raise NotASessionError(path, line, f"unsupported session version {version!r}")
+        # Only scalars are shown: a container's repr could be huge or nested past recursion.
+        shown = repr(version)[:40] if isinstance(version, int | float | str) else type(
+            version
+        ).__name__
+        raise NotASessionError(path, line, f"unsupported session version {shown}")
 
 
 def _version(header: dict[str, Any]) -> int:

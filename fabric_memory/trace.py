@@ -461,12 +461,100 @@ def _trace_structure_failure(value: object, delta: list[int]) -> _Failure | None
     return None
 
 
+def _plain_trace_size(value: object) -> int | None:
+    """The common path of :func:`_trace_failure` in one pass, without reasons.
+
+    Returns the serialized size of a trace that passes every structural rule, or
+    None to leave the decision (and the reason) to the exact check. It accepts only
+    what the exact check accepts: keys are checked against the allowed names here
+    and proved to be exact ``str`` by ``orjson.dumps``, which refuses any other key
+    type (and which the size needs anyway). Numbers written as floats (``1.0``),
+    nested arguments with unusual values, and anything else uncommon simply take the
+    exact path.
+    """
+    if type(value) is not dict or not _TRACE_KEYS.issuperset(value):
+        return None
+    try:
+        kind, version, outcome = value["kind"], value["version"], value["outcome"]
+        phases, operations, counts = value["phases"], value["operations"], value["counts"]
+    except KeyError:
+        return None
+    if (
+        type(kind) is not str or kind not in TRACE_KINDS
+        or type(version) is not int or version != 1
+        or type(outcome) is not str or outcome not in OUTCOMES
+        or type(phases) is not list or type(operations) is not list or type(counts) is not dict
+        or ("error" in value and type(value["error"]) is not str)
+        or len(counts) != len(_COUNT_KEYS) or not _COUNT_KEY_SET.issuperset(counts)
+    ):
+        return None
+    for phase in phases:
+        if type(phase) is not str:
+            return None
+    for count in counts.values():
+        if type(count) is not int or not 0 <= count <= MAX_SAFE_INTEGER:
+            return None
+    delta = 0
+    previous = -1
+    known_keys, outcomes, largest = _OPERATION_KEYS.issuperset, OUTCOMES, MAX_SAFE_INTEGER
+    for op in operations:
+        if type(op) is not dict or not known_keys(op):
+            return None
+        try:
+            call, sequence, ref, args, result = (
+                op["type"], op["sequence"], op["ref"], op["args"], op["outcome"]
+            )
+        except KeyError:
+            return None
+        if (
+            type(call) is not str or call != "call"
+            or type(sequence) is not int or not previous < sequence <= largest
+            or type(ref) is not str or type(args) is not dict
+            or type(result) is not str or result not in outcomes
+        ):
+            return None
+        previous = sequence
+        for item in args.values():
+            item_kind = type(item)
+            if item_kind is str or item_kind is bool or item is None:
+                continue
+            if item_kind is int and -largest <= item <= largest:
+                continue
+            correction = [0]
+            if _json_failure(item, 1, correction) is not None:
+                return None
+            delta += correction[0]
+        if len(op) > 5:  # more than the required keys
+            if (
+                ("provider" in op and type(op["provider"]) is not str)
+                or ("action" in op and type(op["action"]) is not str)
+                or ("error" in op and type(op["error"]) is not str)
+                or ("failureStage" in op and (
+                    type(op["failureStage"]) is not str
+                    or op["failureStage"] not in FAILURE_STAGES
+                ))
+                or ("resultTruncated" in op and type(op["resultTruncated"]) is not bool)
+            ):
+                return None
+            if "result" in op:
+                correction = [0]
+                if _json_failure(op["result"], 0, correction) is not None:
+                    return None
+                delta += correction[0]
+    try:
+        return len(orjson.dumps(value)) + delta
+    except orjson.JSONEncodeError:  # a key that is not an exact str, a lone surrogate, ...
+        return None
+
+
 def _trace_failure(value: object) -> _Failure | None:
-    delta = [0]
-    failure = _trace_structure_failure(value, delta)
-    if failure is not None:
-        return failure
-    size = _js_size(value, delta[0])
+    size = _plain_trace_size(value)
+    if size is None:
+        delta = [0]
+        failure = _trace_structure_failure(value, delta)
+        if failure is not None:
+            return failure
+        size = _js_size(value, delta[0])
     if size > TRACE_MAX_BYTES:
         return ("", f"serialized size {size} bytes exceeds {TRACE_MAX_BYTES} (512 KiB)")
     return None

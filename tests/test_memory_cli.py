@@ -54,7 +54,7 @@ def test_reindex_recall_expand_round_trip(
                           "--json"])
     assert orjson.loads(page["entries"][0]["text"])["error"] == "no match"
     page = _json(capsys, ["expand", roots["path"], "--index", "0", "--index-dir",
-                          roots["index"], "--json"])
+                          roots["index"], "--sessions", roots["sessions"], "--json"])
     assert "Zürich parser" in page["entries"][0]["text"]
 
 
@@ -91,7 +91,8 @@ def test_expand_errors_are_json_with_their_exit_status(
     assert main(["reindex", "--sessions", roots["sessions"], "--index", roots["index"],
                  "--workers", "1"]) == 0
     capsys.readouterr()
-    status = main(["expand", roots["id"], *argv, "--index-dir", roots["index"], "--json"])
+    status = main(["expand", roots["id"], *argv, "--index-dir", roots["index"], "--sessions",
+                   roots["sessions"], "--json"])
     captured = capsys.readouterr()
     error = orjson.loads(captured.out)["error"]
     assert error["code"] == code

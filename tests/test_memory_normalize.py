@@ -92,6 +92,26 @@ def test_operation_record_is_the_persisted_call_without_its_result(tmp_path: Pat
     assert json.loads(record_text(records[f"{parent}/phase:0"]))["name"] == "Plan"
 
 
+def test_operation_inherits_every_other_field_from_its_entry(tmp_path: Path) -> None:
+    """Besides the call's own fields, a child document is exactly its parent entry's."""
+    builder = SessionBuilder(tmp_path / "s.jsonl")
+    builder.assistant_call("c1", "fabric_exec", {"code": "x"})
+    ops = [operation(1, "pi.read", {"path": "a.ts"}, "succeeded"),
+           operation(4, "pi.edit", {"path": "b.ts"}, "failed", failureStage="invoke")]
+    builder.fabric_result("c1", ops, phases=["Plan"])
+    items = normalize_session(read_session(builder.write())).items
+    parent = next(i for i in items if i.kind == "entry" and i.tool == "fabric_exec")
+    own = {"kind", "address", "parent_id", "sequence", "type", "ref", "provider", "action",
+           "outcome", "failure_stage", "is_error", "text", "record"}
+    children = [i for i in items if i.kind == "operation"]
+    assert len(children) == 2
+    for child in children:
+        inherited = {f: getattr(child, f) for f in child.__dataclass_fields__ if f not in own}
+        assert inherited == {f: getattr(parent, f) for f in inherited}
+        assert (child.parent_id, child.type) == (parent.entry_id, "operation")
+    assert [c.is_error for c in children] == [False, True]
+
+
 def test_invalid_trace_yields_no_children(tmp_path: Path) -> None:
     """A present but invalid trace blocks children (and its audits are not read either)."""
     builder = SessionBuilder(tmp_path / "s.jsonl")

@@ -398,6 +398,11 @@ REJECT: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("counts-type", set_key("counts", [0, 0, 0, 0]), "counts:"),
     ("counts-extra-key", set_key("counts.total", 0), "counts: unexpected key"),
     ("counts-missing-key", lambda t: t["counts"].pop("redactedValues"), "counts.redactedValues:"),
+    (
+        "counts-renamed-key",
+        lambda t: t["counts"].update(total=t["counts"].pop("redactedValues")),
+        "counts: unexpected key",
+    ),
     ("counts-negative", set_key("counts.droppedValues", -1), "counts.droppedValues:"),
     ("counts-fraction", set_key("counts.droppedValues", 1.5), "counts.droppedValues:"),
     ("counts-unsafe", set_key("counts.droppedValues", 2**53), "counts.droppedValues:"),
@@ -587,11 +592,11 @@ ODD = (
 
 
 @st.composite
-def operations(draw: st.DrawFn, sequence: int) -> dict[str, Any]:
+def operations(draw: st.DrawFn, sequence: int, integral: bool = False) -> dict[str, Any]:
     """A well-formed operation (deep ``args``/``result`` may still break the depth rule)."""
     op: dict[str, Any] = {
         "type": "call",
-        "sequence": float(sequence) if draw(st.booleans()) else sequence,
+        "sequence": float(sequence) if not integral and draw(st.booleans()) else sequence,
         "ref": draw(TEXT),
         "args": draw(st.dictionaries(TEXT, CLEAN_JSON | CLEAN_NESTED, max_size=3)),
         "outcome": draw(st.sampled_from(REF_OUTCOMES)),
@@ -615,18 +620,21 @@ def _pick(draw: st.DrawFn, mapping: dict[Any, Any]) -> Any:
 
 
 @st.composite
-def traces(draw: st.DrawFn) -> Any:
-    """A well-formed trace, then zero to two random breakages (odd values, keys, order)."""
+def traces(draw: st.DrawFn, integral: bool = False) -> Any:
+    """A well-formed trace, then zero to two random breakages (odd values, keys, order).
+
+    ``integral``: counts, sequences and the version are written as integers, never as
+    floats (the guard's common path).
+    """
     sequences = sorted(draw(st.sets(st.integers(0, 2**53 - 1), max_size=4)))
+    numbers = [0, 3, 2**53 - 1] if integral else [0, 3, 3.0, -0.0, 2**53 - 1]
     trace: dict[Any, Any] = {
         "kind": draw(st.sampled_from(REF_KINDS)),
-        "version": draw(st.sampled_from([1, 1.0])),
+        "version": draw(st.sampled_from([1] if integral else [1, 1.0])),
         "outcome": draw(st.sampled_from(REF_OUTCOMES)),
         "phases": draw(st.lists(TEXT, max_size=3)),
-        "operations": [draw(operations(s)) for s in sequences],
-        "counts": {
-            k: draw(st.sampled_from([0, 3, 3.0, -0.0, 2**53 - 1])) for k in sorted(REF_COUNT_KEYS)
-        },
+        "operations": [draw(operations(s, integral)) for s in sequences],
+        "counts": {k: draw(st.sampled_from(numbers)) for k in sorted(REF_COUNT_KEYS)},
     }
     if draw(st.booleans()):
         trace["error"] = draw(TEXT)
@@ -662,6 +670,32 @@ def test_guard_agrees_with_reference_checker(value: Any) -> None:
     """On trace-shaped JSON values the guard and the independent checker give the same verdict."""
     assert is_fabric_execution_trace_v1(value) == ref_trace_ok(value)
     assert (trace_rejection(value) is None) == ref_trace_ok(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(traces(integral=True))
+def test_guard_common_path_accepts_only_what_the_exact_check_accepts(value: Any) -> None:
+    """The one-pass common path never accepts what the exact check rejects, and sizes alike."""
+    size = trace_module._plain_trace_size(value)
+    delta = [0]
+    exact = trace_module._trace_structure_failure(value, delta)
+    if size is not None:
+        assert exact is None
+        assert size == trace_module._js_size(value, delta[0])
+    assert is_fabric_execution_trace_v1(value) == ref_trace_ok(value)
+
+
+def test_guard_common_path_defers_keys_that_are_not_exact_strings() -> None:
+    """A ``str``-subclass key in the trace, an operation or its args still fails the guard."""
+    assert trace_module._plain_trace_size(make_trace()) is not None  # the common path is taken
+    for target in ("trace", "op", "args"):
+        trace = make_trace()
+        holder = {"trace": trace, "op": trace["operations"][0],
+                  "args": trace["operations"][0]["args"]}[target]
+        key = next(iter(holder))
+        holder[StrSubclass(key)] = holder.pop(key)
+        assert trace_module._plain_trace_size(trace) is None
+        assert not is_fabric_execution_trace_v1(trace)
 
 
 @settings(max_examples=16, deadline=None)

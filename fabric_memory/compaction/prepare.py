@@ -71,7 +71,36 @@ def js_length(text: str) -> int:
 
 def js_stringify(value: Any) -> str:
     """``JSON.stringify(value)`` for a parsed JSON value, with JavaScript's number
-    formatting and key order (integer-like keys first, ascending)."""
+    formatting and key order (integer-like keys first, ascending).
+
+    Iterative: parsed JSON may nest ~1,000 deep (orjson's limit), past Python's recursion.
+    """
+    parts: list[str] = []
+    stack: list[tuple[bool, Any]] = [(False, value)]
+    while stack:
+        literal, item = stack.pop()
+        if literal:
+            parts.append(item)
+            continue
+        todo: list[tuple[bool, Any]]
+        if isinstance(item, Mapping):
+            todo = [(True, "{")]
+            for index, key in enumerate(_js_keys(item)):
+                todo += [(True, ("," if index else "") + _js_scalar(key) + ":"), (False, item[key])]
+            todo.append((True, "}"))
+        elif isinstance(item, list | tuple):
+            todo = [(True, "[")]
+            for index, element in enumerate(item):
+                todo += [(True, ","), (False, element)] if index else [(False, element)]
+            todo.append((True, "]"))
+        else:
+            parts.append(_js_scalar(item))
+            continue
+        stack.extend(reversed(todo))
+    return "".join(parts)
+
+
+def _js_scalar(value: Any) -> str:
     if value is None:
         return "null"
     if value is True:
@@ -84,11 +113,6 @@ def js_stringify(value: Any) -> str:
         return js_integer(value)
     if isinstance(value, float):
         return js_number(value)
-    if isinstance(value, Mapping):
-        items = (f"{js_stringify(key)}:{js_stringify(value[key])}" for key in _js_keys(value))
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(js_stringify(item) for item in value) + "]"
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
@@ -440,7 +464,7 @@ def _edited(messages: list[dict[str, Any]], edit: Entry | None) -> list[dict[str
     edited: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
-        if role not in _EDITABLE_ROLES:
+        if not _role_in(message, _EDITABLE_ROLES):
             edited.append(message)
             continue
         if role in ("assistant", "toolResult") and isinstance(content, str):
@@ -716,14 +740,20 @@ def _summarizable(entries: Sequence[ProjectedEntry]) -> tuple[ContextMessage, ..
 
 def _is_cut_point(item: ProjectedEntry) -> bool:
     return item.entry.type != "compaction" and any(
-        m.get("role") in _CUT_POINT_ROLES for m in item.messages
+        _role_in(m, _CUT_POINT_ROLES) for m in item.messages
     )
 
 
 def _starts_turn(item: ProjectedEntry) -> bool:
     return item.entry.type != "compaction" and any(
-        m.get("role") in _TURN_START_ROLES for m in item.messages
+        _role_in(m, _TURN_START_ROLES) for m in item.messages
     )
+
+
+def _role_in(message: Mapping[str, Any], roles: frozenset[str]) -> bool:
+    """Whether the message's role is one of ``roles`` (a damaged, non-string role never is)."""
+    role = message.get("role")
+    return isinstance(role, str) and role in roles
 
 
 def _find_cut(

@@ -20,7 +20,7 @@ import xxhash
 
 from ..errors import ExpandError
 from .index import SCHEMA_VERSION, MemoryIndex, open_index
-from .locations import index_root, sessions_root
+from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
 DEFAULT_HOT_SESSIONS = 50
@@ -116,10 +116,13 @@ def stat_key(path: str) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
-def hash_file(path: str) -> str:
-    """``xxh3_128`` of the file's bytes (the sourceHash of what a reader would read)."""
+def hash_file(path: str | int) -> str:
+    """``xxh3_128`` of the file's bytes (the sourceHash of what a reader would read).
+
+    ``path`` may be an open descriptor (read from its current position, left open).
+    """
     digest = xxhash.xxh3_128()
-    with open(path, "rb") as stream:
+    with open(path, "rb", closefd=not isinstance(path, int)) as stream:
         while chunk := stream.read(HASH_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -152,7 +155,12 @@ class Catalog:
 
     def matching(self, session: str, root: Path | None = None) -> list[SessionRecord]:
         """Records whose id is ``session`` or whose path is ``session`` (absolute, or
-        relative to the sessions root)."""
+        relative to the sessions root); with a root, only files inside it (symlinks and
+        ``..`` resolved), so no request reaches a file outside the sessions root."""
+        return [record for record in self._find(session, root)
+                if root is None or contains(root, record.path)]
+
+    def _find(self, session: str, root: Path | None) -> list[SessionRecord]:
         found = list(self._by_id.get(session, ()))
         if found:
             return found
@@ -173,8 +181,9 @@ class Catalog:
         if not found:
             raise ExpandError(
                 "session_not_found",
-                f"session {session!r}: not in the memory index; run `fabric-memory reindex` "
-                "or pass the session file path",
+                f"session {session!r}: not in the memory index"
+                + (f" under {root}" if root is not None else "")
+                + "; run `fabric-memory reindex` or pass the session file path",
             )
         if len(found) > 1:
             paths = ", ".join(r.path for r in found)

@@ -12,19 +12,18 @@ selection (and long texts) pinned to the sourceHash the first page reported.
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 import orjson
-import xxhash
 
 from ..errors import ExpandError, SessionError, UsageError
 from ..session import read_session
-from .catalog import SessionRecord, default_roots, load_catalog
+from .catalog import SessionRecord, default_roots, hash_file, load_catalog
 from .index import MemoryIndex
 from .normalize import normalize_session, record_text, source_records
 
@@ -226,12 +225,13 @@ def _request(
 
 class IndexedSource:
     """The file is byte-identical to what the index holds: resolve through the index and
-    slice lines out of the (memory-mapped) file."""
+    read lines from the descriptor that was hashed (see :func:`_open_source`)."""
 
-    def __init__(self, handle: MemoryIndex, record: SessionRecord, data: bytes | mmap.mmap):
+    def __init__(self, handle: MemoryIndex, record: SessionRecord, fd: int):
         self.handle = handle
         self.record = record
-        self.data = data
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
         self.source_hash = record.source_hash
         self.lineage_fingerprint = record.lineage_fingerprint
         self.entries = record.entries
@@ -247,13 +247,17 @@ class IndexedSource:
         return {int(doc["position"]): _located(doc) for doc in docs}
 
     def line(self, located: Located) -> bytes:
-        return bytes(self.data[located.offset : located.offset + located.length])
+        return _read_line(self._fd, located, self.record.path)
 
 
 class ParsedSource:
-    """The file changed since it was indexed: read and normalize it now."""
+    """The file changed since it was indexed: read and normalize it now (its lines are read
+    from ``fd``, which must hash to ``current_hash``, the version that was parsed)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fd: int, current_hash: str) -> None:
+        self.path = path
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
         try:
             session = read_session(path)
         except SessionError as exc:
@@ -261,7 +265,9 @@ class ParsedSource:
                 "source_unavailable",
                 f"{exc.message} (the index holds an older version; run `fabric-memory reindex`)",
             ) from None
-        self.path = path
+        if session.source_hash != current_hash:
+            raise ExpandError("source_unavailable", f"{path}: changed while it was being read; "
+                              "expand again")
         self.source_hash = session.source_hash
         self.lineage_fingerprint = session.lineage_fingerprint("active")
         self.entries = len(session.entries)
@@ -281,9 +287,15 @@ class ParsedSource:
         return {p: self._by_position[p] for p in positions if p in self._by_position}
 
     def line(self, located: Located) -> bytes:
-        with open(self.path, "rb") as stream:
-            stream.seek(located.offset)
-            return stream.read(located.length)
+        return _read_line(self._fd, located, self.path)
+
+
+def _read_line(fd: int, located: Located, path: str) -> bytes:
+    data = os.pread(fd, located.length, located.offset)
+    if len(data) != located.length:
+        raise ExpandError("source_unavailable", f"{path}: truncated while it was being read; "
+                          "expand again")
+    return data
 
 
 def _located(doc: Mapping[str, Any]) -> Located:
@@ -294,20 +306,28 @@ def _located(doc: Mapping[str, Any]) -> Located:
 
 
 def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
+    """The session as it is now, read through one descriptor that is hashed first.
+
+    Lines are read from that descriptor, never by path (the path may since name another
+    file) and never through a memory map (a file truncated by another process would kill
+    this one with SIGBUS).
+    """
     try:
-        with open(record.path, "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            data: bytes | mmap.mmap = (
-                mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-            )
+        fd = os.open(record.path, os.O_RDONLY)
     except OSError as exc:
         raise ExpandError(
             "source_unavailable",
             f"{record.path}: cannot read the session file ({exc.strerror or exc})",
         ) from None
-    if xxhash.xxh3_128_hexdigest(data) == record.source_hash:
-        return IndexedSource(handle, record, data)
-    return ParsedSource(record.path)
+    try:
+        current = hash_file(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise ExpandError("source_unavailable", f"{record.path}: cannot read the session file "
+                          f"({exc.strerror or exc})") from None
+    if current == record.source_hash:
+        return IndexedSource(handle, record, fd)
+    return ParsedSource(record.path, fd, current)
 
 
 # --- selection and pages ---------------------------------------------------------------

@@ -17,6 +17,7 @@ import fcntl
 import os
 import re
 import shutil
+import signal
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ SCHEMA_VERSION = 1
 TEXT_TOKENIZER = "fm_text"
 MAX_TOKEN_CHARS = 64
 MAX_REGEX_CHARS = 256
+MAX_REGEX_SECONDS = 2.0
+"""Longest a regex may take to compile (Tantivy builds its automaton holding the GIL)."""
 LOCK_NAME = "writer.lock"
 
 # Exact-match fields: ids, refs, outcomes, addresses (raw tokenizer, fast for filters).
@@ -95,13 +98,18 @@ def item_json(item: Item, path: str, session_id: str) -> str:
         "entry_id": item.entry_id, "address": item.address, "type": item.type,
         "position": item.position, "line": item.line, "offset": item.offset,
         "length": item.length, "is_error": item.is_error, "on_active": item.on_active,
-        "text": item.text, "parent_id": item.parent_id, "role": item.role,
-        "tool": item.tool, "ref": item.ref, "provider": item.provider,
-        "action": item.action, "outcome": item.outcome,
-        "failure_stage": item.failure_stage, "timestamp": item.timestamp,
-        "time_ms": item.time_ms, "sequence": item.sequence,
+        "text": item.text,
     }
-    return orjson.dumps({k: v for k, v in doc.items() if v is not None}).decode()
+    # The rest may be absent (None): left out of the document.
+    for name, value in (
+        ("parent_id", item.parent_id), ("role", item.role), ("tool", item.tool),
+        ("ref", item.ref), ("provider", item.provider), ("action", item.action),
+        ("outcome", item.outcome), ("failure_stage", item.failure_stage),
+        ("timestamp", item.timestamp), ("time_ms", item.time_ms), ("sequence", item.sequence),
+    ):
+        if value is not None:
+            doc[name] = value
+    return orjson.dumps(doc).decode()
 
 
 # --- the writer lock -------------------------------------------------------------------
@@ -201,6 +209,11 @@ class HitPage:
     hits: list[Hit] = field(default_factory=list)
 
 
+LOCATION_FIELDS = ("kind", "address", "entry_id", "position", "type", "line", "offset", "length",
+                   "sequence")
+"""What :meth:`MemoryIndex.lookup` returns of each document: where its source is."""
+
+
 def _first_values(doc: tantivy.Document) -> dict[str, Any]:
     return {name: values[0] for name, values in doc.to_dict().items() if values}
 
@@ -211,6 +224,12 @@ def _translated(where: str) -> Iterator[None]:
         yield
     except ValueError as exc:
         raise IndexError_(f"{where}: {exc}; run `fabric-memory reindex --full`") from exc
+
+
+def writer_options(threads: int = 0) -> tuple[int, int]:
+    """``(heap bytes, threads)`` of the index writer (``threads`` 0: up to 4, one per CPU)."""
+    threads = threads or min(4, os.cpu_count() or 1)
+    return max(64, 32 * threads) * 1_000_000, threads
 
 
 # --- the index -------------------------------------------------------------------------
@@ -306,6 +325,7 @@ class MemoryIndex:
                 writer = index.writer(heap_size=15_000_000, num_threads=1)
                 writer.commit()
                 writer.wait_merging_threads()
+            make_private(self.directory)
             self._index = None
         return notice
 
@@ -322,10 +342,9 @@ class MemoryIndex:
                     "pass --index DIR on a writable disk"
                 ) from None
             index = self._open()
-            threads = threads or min(4, os.cpu_count() or 1)
+            heap, threads = writer_options(threads)
             with _translated(str(self.directory)):
-                raw = index.writer(heap_size=max(64, 32 * threads) * 1_000_000,
-                                   num_threads=threads)
+                raw = index.writer(heap_size=heap, num_threads=threads)
         except BaseException:
             lock.release()
             raise
@@ -367,7 +386,8 @@ class MemoryIndex:
     def lookup(
         self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
     ) -> list[dict[str, Any]]:
-        """Stored fields of the session's documents with these addresses or entry positions."""
+        """Where the session's documents with these addresses or entry positions are: their
+        :data:`LOCATION_FIELDS`."""
         wanted: list[tuple[tantivy.Occur, tantivy.Query]] = []
         if addresses:
             wanted.append((tantivy.Occur.Should,
@@ -385,12 +405,14 @@ class MemoryIndex:
             (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "path", path)),
             (tantivy.Occur.Must, tantivy.Query.boolean_query(wanted)),
         ])
-        return self._all_docs(query, 2 * (len(addresses) + len(positions)) + 8)
+        expected = 2 * (len(addresses) + len(positions)) + 8
+        return self._all_docs(query, expected, LOCATION_FIELDS)
 
     def session_records(self) -> list[bytes]:
         """The catalog record of every indexed session."""
         query = tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)
-        return [doc["record"] for doc in self._all_docs(query) if "record" in doc]
+        return [doc["record"] for doc in self._all_docs(query, fields=("record",))
+                if "record" in doc]
 
     def count(self, kind: str, path: str | None = None) -> int:
         clauses = [(tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", kind))]
@@ -401,15 +423,24 @@ class MemoryIndex:
             result = searcher.search(tantivy.Query.boolean_query(clauses), limit=1, count=True)
         return _count(result)
 
-    def _all_docs(self, query: tantivy.Query, expected: int = 64) -> list[dict[str, Any]]:
-        """Stored fields of every match (one search when ``expected`` covers them)."""
+    def _all_docs(
+        self, query: tantivy.Query, expected: int = 64, fields: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """The stored ``fields`` (those a document has) of every match, one search when
+        ``expected`` covers them. Only the named fields are converted: a document's
+        text can be long."""
         searcher = self.searcher()
         with _translated(str(self.directory)):
             result = searcher.search(query, limit=max(expected, 1), count=True)
             total = _count(result)
             if total > len(result.hits):
                 result = searcher.search(query, limit=total)
-            return [_first_values(searcher.doc(address)) for _, address in result.hits]
+            found = []
+            for _, address in result.hits:
+                doc = searcher.doc(address)
+                values = {name: doc.get_first(name) for name in fields}
+                found.append({name: value for name, value in values.items() if value is not None})
+            return found
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
@@ -452,6 +483,7 @@ class Writer:
     def commit(self) -> None:
         with _translated(str(self.index.directory)):
             self._raw.commit()
+        make_private(self.index.directory)
         self.pending = 0
         self.index.refresh()
 
@@ -461,6 +493,7 @@ class Writer:
             with _translated(str(self.index.directory)):
                 self._raw.garbage_collect_files()
                 self._raw.wait_merging_threads()
+            make_private(self.index.directory)  # merges wrote new segment files
         finally:
             self._lock.release()
 
@@ -481,6 +514,7 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
             raise QueryError(
                 f"regex is {len(spec.text)} characters; the limit is {MAX_REGEX_CHARS}"
             )
+        _check_regex_cost(spec.text, MAX_REGEX_SECONDS)
         try:
             return tantivy.Query.regex_query(SCHEMA, "text", spec.text)
         except ValueError as exc:
@@ -498,10 +532,42 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
     return tantivy.Query.boolean_query([(occur, term) for term in terms])
 
 
+def _check_regex_cost(pattern: str, seconds: float) -> None:
+    """Raise :class:`QueryError` unless ``pattern`` compiles within ``seconds``.
+
+    Tantivy compiles a regex into an automaton while holding the GIL, so neither a thread
+    nor a signal can stop it: a forked child compiles it first and is killed past the cap.
+    """
+    pid = os.fork()
+    if pid == 0:  # the child: compile, report nothing, exit at once
+        with contextlib.suppress(BaseException):
+            tantivy.Query.regex_query(SCHEMA, "text", pattern)
+        os._exit(0)
+    deadline = time.monotonic() + seconds
+    delay = 0.001
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise QueryError(
+                f"regex {pattern!r}: too expensive (not compiled within {seconds:g}s); use "
+                "fewer nested repetitions and narrower classes ([a-z] instead of \\w)"
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def make_private(directory: Path) -> None:
+    """Owner-only index files: Tantivy creates them under the process umask (often 0644)."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):  # a merge removed it meanwhile
+                if entry.is_file(follow_symlinks=False) and entry.stat().st_mode & 0o077:
+                    os.chmod(entry.path, 0o600)
+
+
 def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Query:
-    filters = [tantivy.Query.term_set_query(SCHEMA, "kind", list(spec.kinds))]
-    for name, values in spec.equals:
-        filters.append(tantivy.Query.term_set_query(SCHEMA, name, list(values)))
+    filters = [_any_of(name, values) for name, values in spec.equals]
     if spec.since_ms is not None or spec.until_ms is not None:
         filters.append(tantivy.Query.range_query(
             SCHEMA, "time_ms", tantivy.FieldType.Integer, spec.since_ms, spec.until_ms
@@ -509,7 +575,23 @@ def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Quer
     clauses = [(tantivy.Occur.Must, tantivy.Query.const_score_query(f, 0.0)) for f in filters]
     if text_query is not None:
         clauses.append((tantivy.Occur.Must, text_query))
+    if clauses and set(spec.kinds) == set(ITEM_KINDS):
+        # Every document is an entry, an operation or a session record, so "not a session
+        # record" is the same filter as "an item", and excluding the few records is far
+        # cheaper than intersecting every match with the posting list of all items.
+        clauses.append((tantivy.Occur.MustNot,
+                        tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)))
+    else:
+        kinds = tantivy.Query.const_score_query(_any_of("kind", spec.kinds), 0.0)
+        clauses.insert(0, (tantivy.Occur.Must, kinds))
     return tantivy.Query.boolean_query(clauses)
+
+
+def _any_of(name: str, values: Sequence[str | bool]) -> tantivy.Query:
+    """Documents whose ``name`` is one of ``values`` (a plain term query for one value)."""
+    if len(values) == 1:
+        return tantivy.Query.term_query(SCHEMA, name, values[0])
+    return tantivy.Query.term_set_query(SCHEMA, name, list(values))
 
 
 def _count(result: tantivy.SearchResult) -> int:

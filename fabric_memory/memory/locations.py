@@ -27,3 +27,11 @@ def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     if home:
         return Path(home).expanduser() / "index"
     return Path.home() / ".cache" / "fabric-memory" / "index"
+
+
+def contains(root: Path, path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` lies inside ``root`` once every symlink and ``..`` is resolved."""
+    try:
+        return Path(path).resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # unreadable, or a symlink loop
+        return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -196,11 +196,14 @@ def _operation_item(parent: Item, op: TraceOperation) -> Item:
     """The child inherits where and when from its parent entry; the rest is the call's."""
     words = [op.ref, op.provider, op.action, op.outcome, op.failure_stage, op.error]
     words.extend(_leaves(op.args))
-    return replace(
-        parent, kind="operation", address=op.address, parent_id=parent.entry_id,
-        sequence=op.sequence, type="operation", ref=op.ref, provider=op.provider,
+    return Item(
+        kind="operation", address=op.address, entry_id=parent.entry_id,
+        parent_id=parent.entry_id, position=parent.position, sequence=op.sequence,
+        type="operation", role=parent.role, tool=parent.tool, ref=op.ref, provider=op.provider,
         action=op.action, outcome=op.outcome, failure_stage=op.failure_stage,
-        is_error=op.outcome != "succeeded", text=_join(words, " "),
+        timestamp=parent.timestamp, time_ms=parent.time_ms, is_error=op.outcome != "succeeded",
+        on_active=parent.on_active, line=parent.line, offset=parent.offset,
+        length=parent.length, text=_join(words, " "),
         record=operation_record(parent.entry_id, op),
     )
 

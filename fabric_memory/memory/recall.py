@@ -124,7 +124,7 @@ def recall(
     if not query.strip() and not any(filters.values()) and since is None and until is None:
         raise QueryError("recall needs a QUERY or at least one filter (--ref, --tool, ...)")
     root, handle = default_roots(sessions, index)
-    view = revalidate(handle, hot_sessions)
+    view = revalidate(handle, hot_sessions, root)
     equals: list[tuple[str, tuple[str | bool, ...]]] = []
     for option, name in FILTERS:
         value = filters[option]

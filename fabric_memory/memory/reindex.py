@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from ..errors import IndexError_, SessionError, UsageError
@@ -35,6 +36,7 @@ from .catalog import (
     stat_key,
 )
 from .index import MemoryIndex, Writer, item_json
+from .locations import contains
 from .normalize import normalize_session
 
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -42,6 +44,9 @@ DEFAULT_COMMIT_EVERY = 50_000
 MAX_PROBLEMS = 20
 PARALLEL_MIN = 4
 """Fewer files than this are parsed in-process (forking would cost more)."""
+BATCH_FILES = 32
+BATCH_BYTES = 1024 * 1024
+"""A worker parses files in batches of at most this many files or about this many bytes."""
 
 
 class PathReason(TypedDict):
@@ -126,7 +131,8 @@ def reindex(
         raise UsageError(f"--workers {count}: must be at least 1")
     report = _report(str(root), handle)
     report["workers"] = count
-    files = [str(path) for path in iter_session_files(root)]
+    files, outside = _inside(root, iter_session_files(root))
+    report["invalid"].extend(outside)
     report["sessions"] = len(files)
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
@@ -158,6 +164,19 @@ def reindex(
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
+    """Session files under ``root``, and those a symlink leads outside it (never read)."""
+    inside: list[str] = []
+    outside: list[PathReason] = []
+    for path in paths:
+        if contains(root, path):
+            inside.append(str(path))
+        else:
+            reason = f"{path}: symlink to a file outside the sessions root {root}; not indexed"
+            outside.append({"path": str(path), "reason": reason})
+    return inside, outside
 
 
 def _committed(handle: MemoryIndex) -> Catalog:
@@ -307,17 +326,36 @@ def _exit_with_parent(parent: int) -> None:
 def _parse_all(
     tasks: list[_Task], pool: ProcessPoolExecutor | None, ahead: int
 ) -> Iterator[_Parsed]:
-    """Parsed files in task order; at most ``ahead`` in flight (flat memory)."""
+    """Parsed files in task order; at most ``ahead`` batches in flight (flat memory)."""
     if pool is None:
         yield from map(_parse, tasks)
         return
-    window: deque[Future[_Parsed]] = deque()
-    for task in tasks:
-        window.append(pool.submit(_parse, task))
+    window: deque[Future[list[_Parsed]]] = deque()
+    for batch in _batches(tasks):
+        window.append(pool.submit(_parse_batch, batch))
         if len(window) >= ahead:
-            yield window.popleft().result()
+            yield from window.popleft().result()
     while window:
-        yield window.popleft().result()
+        yield from window.popleft().result()
+
+
+def _batches(tasks: list[_Task]) -> Iterator[list[_Task]]:
+    """Consecutive tasks in groups of at most BATCH_FILES files or about BATCH_BYTES bytes:
+    one round trip to a worker per group instead of per file."""
+    batch: list[_Task] = []
+    size = 0
+    for task in tasks:
+        batch.append(task)
+        size += task.checked[1] if task.checked is not None else 0
+        if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _parse_batch(tasks: list[_Task]) -> list[_Parsed]:
+    return [_parse(task) for task in tasks]
 
 
 def _apply(

@@ -10,10 +10,12 @@ sessions are answered from the index and flagged stale.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import IndexError_
 from .catalog import Catalog, load_catalog, stat_key
 from .index import MemoryIndex
+from .locations import contains
 from .reindex import refresh_sessions
 
 
@@ -26,16 +28,22 @@ class TierView:
     unrefreshed: frozenset[str]
 
 
-def revalidate(handle: MemoryIndex, hot_sessions: int) -> TierView:
-    """Bring the hot tier up to date with its files (see the module docstring)."""
+def revalidate(handle: MemoryIndex, hot_sessions: int, root: Path | None = None) -> TierView:
+    """Bring the hot tier up to date with its files (see the module docstring).
+
+    With a sessions ``root``, a file that now leads outside it (replaced by a symlink) is
+    never read: it is answered as indexed and flagged stale.
+    """
     catalog = load_catalog(handle)
     changed = [r for r in catalog.hot(hot_sessions) if stat_key(r.path) != r.checked]
-    unrefreshed: frozenset[str] = frozenset()
+    unrefreshed = frozenset(
+        r.path for r in changed if root is not None and not contains(root, r.path))
+    changed = [r for r in changed if r.path not in unrefreshed]
     if changed:
         try:
             refresh_sessions(handle, changed, timeout=0.0)
         except IndexError_:  # locked by another writer, or not writable: answer as indexed
-            unrefreshed = frozenset(r.path for r in changed)
+            unrefreshed |= frozenset(r.path for r in changed)
         catalog = load_catalog(handle)
     hot = frozenset(r.path for r in catalog.hot(hot_sessions))
     return TierView(catalog, hot, unrefreshed)

@@ -1,0 +1,126 @@
+"""``audit``: persisted traces that kept more than the exact-ref projection allows.
+
+A Fabric trace may keep, per exact ref, only the argument keys and shapes of the
+write-side projection (SPEC §2) and, from ``pi.write``/``omp.write``, the result
+``{"created": true}``. This walks every session under a root, reads each
+``fabric_exec`` result through the guard (:func:`~fabric_memory.trace.read_fabric_result`)
+and reports every operation of a valid trace that kept more: by address and rule
+(:func:`~fabric_memory.trace.projection_violations`), never with the kept value, which
+is exactly what leaked. Audits and outer output are verbatim by design and not judged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from typing import Any, TypedDict
+
+from .errors import SessionError, UsageError
+from .memory.locations import sessions_root
+from .session import iter_session_files, read_session
+from .trace import TraceOperation, project_result, projection_violations, read_fabric_result
+
+_SHOWN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{0,39}\Z")
+"""Argument keys shown as they are; any other key could itself be leaked text."""
+
+
+class AuditFinding(TypedDict):
+    path: str
+    line: int
+    sessionId: str
+    address: str
+    ref: str
+    key: str
+    """The argument key (``result`` for a kept result); ``<key #i>`` when not a plain name."""
+    rule: str
+
+
+class UnreadableSession(TypedDict):
+    path: str
+    reason: str
+
+
+class AuditReport(TypedDict):
+    sessionsRoot: str
+    sessions: int
+    unreadable: list[UnreadableSession]
+    traces: int
+    operations: int
+    findings: list[AuditFinding]
+    rules: dict[str, int]
+    """Findings per rule (without the ref: ``not kept``, ``keeps a query or fragment``, ...)."""
+
+
+def audit_sessions(sessions: str | os.PathLike[str] | None = None) -> AuditReport:
+    """Every projection violation in the valid traces of the sessions under ``sessions``
+    (default ``$FABRIC_MEMORY_SESSIONS`` or ``~/.pi/agent/sessions``)."""
+    root = sessions_root(sessions).absolute()
+    if not root.exists():
+        raise UsageError(f"{root}: sessions directory does not exist; pass --sessions DIR")
+    report: AuditReport = {"sessionsRoot": str(root), "sessions": 0, "unreadable": [],
+                           "traces": 0, "operations": 0, "findings": [], "rules": {}}
+    for path in iter_session_files(root):
+        try:
+            session = read_session(path)
+        except SessionError as exc:
+            report["unreadable"].append({"path": str(path), "reason": exc.message})
+            continue
+        report["sessions"] += 1
+        for entry in session.entries:
+            message = entry.message
+            fabric = read_fabric_result(entry.id, message) if message is not None else None
+            if fabric is None or fabric.verdict != "valid":
+                continue
+            report["traces"] += 1
+            for op in fabric.operations:
+                report["operations"] += 1
+                for key, rule in operation_violations(op):
+                    report["findings"].append({
+                        "path": session.path, "line": entry.line,
+                        "sessionId": session.session_id, "address": op.address,
+                        "ref": op.ref, "key": key, "rule": rule,
+                    })
+    rules = Counter(f["rule"].removesuffix(f" for {f['ref']}") for f in report["findings"])
+    report["rules"] = dict(sorted(rules.items()))
+    return report
+
+
+def operation_violations(op: TraceOperation) -> list[tuple[str, str]]:
+    """``(key, rule)`` for every argument (and a result) the operation should not have kept."""
+    found: list[tuple[str, str]] = []
+    for index, (key, value) in enumerate(op.args.items()):
+        for violation in projection_violations(op.ref, {key: value}):
+            shown = key if _SHOWN_KEY.match(key) else f"<key #{index}>"
+            found.append((shown, _rule(violation, key, op.ref)))
+    if "result" in op.record:
+        result: Any = op.record["result"]
+        kept = project_result(op.ref, result)
+        if kept is None or kept != result:
+            what = "keeps more than {created: true}" if kept is not None else "not kept"
+            found.append(("result", f"{what} for {op.ref}"))
+    return found
+
+
+def _rule(violation: str, key: str, ref: str) -> str:
+    """The rule part of ``"<key>: <rule>"`` (a key that is not a plain name is never kept)."""
+    if _SHOWN_KEY.match(key):
+        return violation.split(": ", 1)[1]
+    return f"not kept for {ref}"
+
+
+def render_audit(report: AuditReport) -> str:
+    """Human text: one line per finding (``path:line address ref key: rule``), then totals."""
+    lines = [
+        f"{f['path']}:{f['line']} {f['address']} {f['ref']} {f['key']}: {f['rule']}"
+        for f in report["findings"]
+    ]
+    lines.extend(f"{u['path']}: unreadable: {u['reason']}" for u in report["unreadable"])
+    verdict = (f"{len(report['findings'])} projection violations"
+               if report["findings"] else "no projection violations")
+    lines.append(
+        f"{verdict} in {report['operations']} operations of {report['traces']} valid traces "
+        f"({report['sessions']} sessions, {len(report['unreadable'])} unreadable) under "
+        f"{report['sessionsRoot']}"
+    )
+    return "\n".join(lines)

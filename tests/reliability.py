@@ -1,0 +1,138 @@
+"""Shared helpers for the fault and concurrency tests: subprocesses with hard time limits,
+an index consistency check, and the expected text of every address of a file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import xxhash
+
+from fabric_memory.errors import SessionError
+from fabric_memory.memory.catalog import load_catalog, stats
+from fabric_memory.memory.index import open_index
+from fabric_memory.memory.normalize import record_text, source_records
+from fabric_memory.session import read_session
+
+from .conftest import REPO
+
+PROCESS_SECONDS = 60.0
+"""No subprocess of these tests may outlive this (a hang is a failure, not a stuck CI)."""
+
+
+def python(script: str, *args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start ``python -c script args...`` in the repository with pipes."""
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start ``fabric-memory args...`` (as ``python -m fabric_memory.cli``)."""
+    return subprocess.Popen([sys.executable, "-m", "fabric_memory.cli", *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> tuple[int, bytes, bytes]:
+    """Wait (bounded) for ``proc``; kill it and fail if it hangs."""
+    try:
+        out, err = proc.communicate(timeout=PROCESS_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"subprocess {proc.args!r} hung past {PROCESS_SECONDS}s") from None
+    return proc.returncode, out, err
+
+
+def assert_consistent(index: Path) -> dict[str, Any]:
+    """The committed index opens, answers, and every catalog record has exactly its entry and
+    operation documents (nothing torn, nothing duplicated). Returns its stats."""
+    handle = open_index(index)
+    for record in load_catalog(handle).records:
+        assert handle.count("entry", record.path) == record.entries, record.path
+        assert handle.count("operation", record.path) == record.operations, record.path
+        assert handle.count("session", record.path) == 1, record.path
+    report: dict[str, Any] = dict(stats(index=index))
+    return report
+
+
+def file_hash(path: Path, size: int | None = None) -> str:
+    """xxh3-128 of the file's bytes (only its first ``size`` bytes when given)."""
+    data = path.read_bytes()
+    return xxhash.xxh3_128_hexdigest(data if size is None else data[:size])
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What a fresh read of a file says each address and entry index must expand to."""
+
+    source_hash: str | None
+    entries: int
+    addresses: dict[str, str]
+    by_index: dict[int, str]
+
+    def agrees(self, item: Mapping[str, Any]) -> bool:
+        """Whether one expanded item is exactly this file's text for its address."""
+        expected = self.addresses.get(item["address"])
+        if expected is None and item["kind"] == "entry":
+            expected = self.by_index.get(item["index"])
+        start = item["textOffset"]
+        return expected is not None and expected[start : start + len(item["text"])] == item[
+            "text"]
+
+
+def expected_texts(path: Path) -> Expected:
+    """Entry lines (verbatim) and operation/phase records of the file as it is now."""
+    try:
+        session = read_session(path)
+        data = path.read_bytes()
+    except (SessionError, OSError):
+        return Expected(None, 0, {}, {})
+    addresses: dict[str, str] = {}
+    by_index: dict[int, str] = {}
+    for position, entry in enumerate(session.entries):
+        text = data[entry.offset : entry.offset + entry.length].decode("utf-8", errors="replace")
+        by_index[position] = text
+        addresses.setdefault(entry.id, text)
+        for address, record in source_records(entry.id, entry.raw).items():
+            addresses.setdefault(address, record_text(record))
+    return Expected(session.source_hash, len(session.entries), addresses, by_index)
+
+
+def environment(**extra: str) -> dict[str, str]:
+    return {**os.environ, **extra}
+
+
+def append_user(path: Path, text: str) -> bytes:
+    """Append one user message after the file's leaf, as Pi would (one ``O_APPEND`` write).
+    Returns the line written."""
+    session = read_session(path)
+    entry_id = xxhash.xxh3_64_hexdigest(f"{session.source_hash}:{text}".encode())[:8]
+    line = orjson.dumps({
+        "type": "message", "id": entry_id, "parentId": session.leaf_id,
+        "timestamp": "2026-03-02T00:00:00.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 1772409600000},
+    }) + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+    return line
+
+
+def report(config: Any, line: str) -> None:
+    """Print one summary line in the pytest run (the figures the README quotes), past
+    output capturing (module teardown runs inside the next test's captured setup)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        reporter.write_line(line)
