@@ -7,6 +7,7 @@ stripped, and no line longer than ``max_line_bytes`` is ever held in memory.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -136,12 +137,50 @@ def lineage_fingerprint(mode: str, leaf_id: str | None, ids: list[str]) -> str:
 
 
 def iter_session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
-    """Every ``*.jsonl`` file under ``root``, recursively, sorted by path."""
+    """Every ``*.jsonl`` file under ``root``, recursively, sorted by path.
+
+    What ``sorted(p for p in root.rglob("*.jsonl") if p.is_file())`` gives (symlinked
+    folders are not entered, a symlink to a file counts, unreadable folders are
+    skipped), from one ``scandir`` per folder: a regular file costs no ``stat``.
+    """
     base = Path(root)
     if base.is_file():
         yield base
         return
-    yield from sorted(p for p in base.rglob("*.jsonl") if p.is_file())
+    if not base.is_dir():
+        return
+    found: list[tuple[str, ...]] = []
+    _collect(os.fspath(base), (), found)
+    for parts in sorted(found):
+        yield base.joinpath(*parts)
+
+
+_IGNORED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+"""What ``pathlib`` treats as "no such file" when it asks whether a path is a file/folder."""
+
+
+def _collect(directory: str, prefix: tuple[str, ...], found: list[tuple[str, ...]]) -> None:
+    try:
+        with os.scandir(directory) as scan:
+            entries = list(scan)
+    except PermissionError:
+        return
+    for entry in entries:
+        name = entry.name
+        if name.endswith(".jsonl") and _entry_is(entry, folder=False):
+            found.append((*prefix, name))
+        if _entry_is(entry, folder=True):
+            _collect(entry.path, (*prefix, name), found)
+
+
+def _entry_is(entry: os.DirEntry[str], *, folder: bool) -> bool:
+    """A folder (not through a symlink), or a file (through one): as ``pathlib`` decides."""
+    try:
+        return entry.is_dir(follow_symlinks=False) if folder else entry.is_file()
+    except OSError as exc:
+        if exc.errno not in _IGNORED_ERRNOS:
+            raise
+        return False
 
 
 def iter_lines(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fabric_memory.errors import IndexError_, IndexLockedError, QueryError
+from fabric_memory.memory import index as index_module
 from fabric_memory.memory.catalog import stats
 from fabric_memory.memory.index import SCHEMA_VERSION, IndexLock, SearchSpec, analyze, open_index
 from fabric_memory.memory.recall import recall
@@ -89,3 +90,25 @@ def test_tokenizer_keeps_unicode_words_whole() -> None:
     """Words are Unicode letters/digits, lowercased, without folding (ü stays ü)."""
     assert analyze("HOLDOUT_FACT_003 Zürich→東京 ✓ src/Überblick.ts") == [
         "holdout", "fact", "003", "zürich", "東京", "src", "überblick", "ts"]
+
+
+def test_only_trivially_cheap_regexes_skip_the_compile_check(
+    indexed: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Word characters around one wildcard compile in-process; anything else is first
+    compiled in a child process under the time cap, with the same results either way."""
+    forks: list[str] = []
+    real_fork = index_module.os.fork
+
+    def counting_fork() -> int:
+        forks.append("fork")
+        return real_fork()
+
+    monkeypatch.setattr(index_module.os, "fork", counting_fork)
+    for cheap in ("alph.*", "alpha", "alp.a", "b.+a", ".?beta", "ALPHA_9"):
+        recall(cheap, mode="regex", **indexed)
+    assert forks == []
+    expected = {"alph.*": 1, "al(p)ha": 1, "alph[a-z]": 1, "al.*h.*": 1, "ü.*": 0}
+    for pattern, total in expected.items():
+        assert recall(pattern, mode="regex", **indexed)["total"] == total, pattern
+    assert len(forks) == 4  # every pattern above but the first was checked in a child

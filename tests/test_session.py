@@ -88,6 +88,32 @@ def test_walk_skips_non_jsonl(corpus_dir: Path) -> None:
     assert files == sorted(files)
 
 
+def test_walk_is_exactly_the_sorted_rglob_of_session_files(tmp_path: Path) -> None:
+    """The walk lists what sorted(rglob("*.jsonl") if is_file) lists, in the same order."""
+    root = tmp_path / "sessions"
+    for name in ("b/x.jsonl", "a-b/y.jsonl", "a/b/z.jsonl", ".hidden/h.jsonl", "a/.jsonl",
+                 "a/notes.json", "a/session.jsonl.bak", "deep/1/2/3/d.jsonl"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("{}\n")
+    (root / "a" / "dir.jsonl").mkdir()
+    outside = tmp_path / "outside"
+    (outside / "o").mkdir(parents=True)
+    (outside / "o" / "far.jsonl").write_text("{}\n")
+    (root / "linked-dir").symlink_to(outside / "o")
+    (root / "b" / "link.jsonl").symlink_to(outside / "o" / "far.jsonl")
+    (root / "b" / "broken.jsonl").symlink_to(tmp_path / "missing.jsonl")
+    (root / "b" / "loop.jsonl").symlink_to(root / "b" / "loop.jsonl")
+    expected = sorted(p for p in root.rglob("*.jsonl") if p.is_file())
+    assert list(iter_session_files(root)) == expected
+    names = [str(p.relative_to(root)) for p in expected]
+    assert names[:3] == [".hidden/h.jsonl", "a/.jsonl", "a/b/z.jsonl"]
+    assert names.index("a/b/z.jsonl") < names.index("a-b/y.jsonl")  # by parts, not by text
+    assert "b/link.jsonl" in names
+    assert not {"linked-dir/far.jsonl", "b/broken.jsonl", "b/loop.jsonl"} & set(names)
+    assert list(iter_session_files(root / "b" / "x.jsonl")) == [root / "b" / "x.jsonl"]
+    assert list(iter_session_files(tmp_path / "nowhere")) == []
+
+
 @pytest.mark.parametrize(
     ("name", "line", "reason"),
     [

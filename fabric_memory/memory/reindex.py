@@ -167,12 +167,23 @@ def reindex(
 
 
 def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
-    """Session files under ``root``, and those a symlink leads outside it (never read)."""
+    """Session files under ``root``, and those a symlink leads outside it (never read).
+
+    A file that is not itself a symlink resolves to its directory's real path plus its
+    name, so the whole path is resolved only for symlinks and for files whose directory
+    resolves outside ``root``: one resolve per directory, one ``lstat`` per file.
+    """
     inside: list[str] = []
     outside: list[PathReason] = []
+    directories: dict[str, bool] = {}
     for path in paths:
-        if contains(root, path):
-            inside.append(str(path))
+        name = str(path)
+        folder = os.path.dirname(name)
+        parent = directories.get(folder)
+        if parent is None:
+            parent = directories[folder] = contains(root, folder)
+        if (parent and not os.path.islink(name)) or contains(root, path):
+            inside.append(name)
         else:
             reason = f"{path}: symlink to a file outside the sessions root {root}; not indexed"
             outside.append({"path": str(path), "reason": reason})

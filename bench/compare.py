@@ -1,0 +1,446 @@
+"""``python -m bench.compare [--json] [--quick]``: every hot path beside its floor, one run.
+
+Absolute times are noisy on a shared 2-core machine, so each figure is timed in the
+same process run as its floor (interleaved, median of the repeats) and reported as
+a ratio. ``--quick`` runs the same rows on small data in a temporary directory (a
+smoke run for the test suite); the full run keeps its corpora and indexes in the
+bench cache (see :mod:`bench.data`) and reuses them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fabric_memory.memory import index as memory_index
+
+from . import data, workloads
+from .data import FULL, QUICK, BuiltIndex, Scale
+from .workloads import Pair
+
+CERTIFY_BUDGET_S = 120.0
+QUICK_CERTIFY = ("--sessions", "20", "--cycles", "4")
+USAGE = "usage: python -m bench.compare [--json] [--quick]"
+
+
+@dataclass(slots=True)
+class Row:
+    """One line of the table: ours beside the floor, the ratio, and the target."""
+
+    id: str
+    figure: str
+    ours: float
+    floor: float | None
+    unit: str
+    ratio: float
+    ratio_is: str
+    """What ``ratio`` divides (e.g. ``ours/floor time``)."""
+    target: str
+    ok: bool | None
+    """None when the row has no target (reported for reference)."""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "figure": self.figure, "ours": _round(self.ours),
+            "floor": None if self.floor is None else _round(self.floor), "unit": self.unit,
+            "ratio": _round(self.ratio), "ratioIs": self.ratio_is, "target": self.target,
+            "ok": self.ok, "detail": {k: _round(v) for k, v in self.detail.items()},
+        }
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    return value
+
+
+# --- timing ---------------------------------------------------------------------------
+
+
+def interleaved(pair: Pair, repeats: int, warmup: int = 1) -> tuple[list[float], list[float]]:
+    """Seconds of ``repeats`` calls of ours and of the floor, alternating."""
+    for _ in range(warmup):
+        pair.ours()
+        pair.floor()
+    ours: list[float] = []
+    floor: list[float] = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        pair.ours()
+        ours.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        pair.floor()
+        floor.append(time.perf_counter() - started)
+    return ours, floor
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+def timed(run: Callable[[], object], repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+# --- the run --------------------------------------------------------------------------
+
+
+class Context:
+    """The data of one run, built on first use."""
+
+    def __init__(self, scale: Scale, root: Path, log: Callable[[str], None]) -> None:
+        self.scale = scale
+        self.root = root
+        self.log = log
+        self.scratch = Path(tempfile.mkdtemp(prefix="fm-bench-"))
+        self._indexes: dict[str, BuiltIndex] = {}
+        self.notes: list[str] = []
+
+    def corpus(self) -> Path:
+        return data.corpus(self.root, self.scale.corpus_sessions)
+
+    def rich(self, count: int) -> list[Path]:
+        return data.rich_sessions(self.root, count)
+
+    def index(self, name: str) -> BuiltIndex:
+        if name not in self._indexes:
+            rich = self.scale.medium_rich if name == "medium" else self.scale.large_rich
+            self.log(f"preparing the {name} index ({self.scale.corpus_sessions} sessions + "
+                     f"{rich} rich)")
+            sessions = data.mixed_sessions(self.root, name, self.scale.corpus_sessions, rich)
+            built = data.built_index(self.root, name, sessions)
+            if built.build_seconds is not None:
+                self.notes.append(f"built the {name} index ({built.documents} documents) in "
+                                  f"{built.build_seconds:.0f} s")
+            self._indexes[name] = built
+        return self._indexes[name]
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def guard_rows(ctx: Context) -> list[Row]:
+    sources = ctx.rich(max(1, ctx.scale.medium_rich // 10)) + sorted(ctx.corpus().rglob("*.jsonl"))
+    lines = data.fabric_result_lines(sources)
+    traces = data.trace_bytes(lines)
+    rows = []
+    for key, label, pair, items in (
+        ("guard", "guard: parse + V1 guard vs orjson.loads (trace documents)",
+         workloads.guard_pair(traces), traces),
+        ("guard.lines", "guard: parse + V1 guard vs orjson.loads (fabric_exec result lines)",
+         workloads.guard_lines_pair(lines), lines),
+    ):
+        ours, floor = interleaved(pair, 5 * ctx.scale.repeats)
+        ours_rate = pair.units / statistics.median(ours)
+        floor_rate = pair.units / statistics.median(floor)
+        ratio = ours_rate / floor_rate
+        rows.append(Row(key, label, ours_rate, floor_rate, "traces/s", ratio,
+                        "ours/floor throughput", ">= 0.40", ratio >= 0.40,
+                        {"traces": len(items), "meanBytes": sum(map(len, items)) / len(items)}))
+    return rows
+
+
+def read_rows(ctx: Context) -> list[Row]:
+    rows = []
+    small = sorted(ctx.corpus().rglob("*.jsonl"))
+    for key, label, paths in (
+        ("read.small", f"session read: {len(small)} small files", small),
+        ("read.large", "session read: 1 MiB files", ctx.rich(max(1, ctx.scale.medium_rich // 10))),
+    ):
+        pair = workloads.read_pair(paths)
+        ours, floor = interleaved(pair, 3 * ctx.scale.repeats)
+        ours_rate = pair.units / statistics.median(ours) / 1e6
+        floor_rate = pair.units / statistics.median(floor) / 1e6
+        rows.append(Row(key, f"{label}: read_session vs orjson/line + xxh3", ours_rate,
+                        floor_rate, "MB/s", floor_rate / ours_rate, "ours/floor time", "-",
+                        None, {"files": len(paths), "bytes": pair.units}))
+    return rows
+
+
+def reindex_rows(ctx: Context) -> list[Row]:
+    corpus = ctx.corpus()
+    prebuilt = workloads.prebuild(corpus)
+    pair = workloads.reindex_pair(prebuilt, ctx.scratch / "reindex")
+    ours, floor = interleaved(pair, ctx.scale.repeats + 2, warmup=0)
+    full = statistics.median(ours)
+    base = statistics.median(floor)
+    sessions = len(prebuilt.records)
+    documents = len(prebuilt.documents)
+    ratio = full / base
+    rows = [Row("reindex.full", f"full reindex ({sessions} sessions, {documents} docs) vs "
+                "prebuilt docs into Tantivy", full, base, "s", ratio, "ours/floor time",
+                "<= 2.5", ratio <= 2.5,
+                {"docsPerSecond": documents / full, "sessionsPerSecond": sessions / full,
+                 "floorDocsPerSecond": documents / base, "workers": workloads.workers()})]
+    noop = workloads.noop_reindex(corpus, ctx.scratch / "reindex" / "ours")
+    noop()
+    idle = statistics.median(timed(noop, 5 * ctx.scale.repeats))
+    share = idle / full
+    rows.append(Row("reindex.noop", f"no-op reindex ({sessions} sessions) vs full run", idle,
+                    full, "s", share, "noop/full time", "<= 0.02", share <= 0.02,
+                    {"sessions": sessions}))
+    return rows
+
+
+def rss_rows(ctx: Context) -> list[Row]:
+    """Peak anonymous memory of a full reindex of the medium and the large recall corpus
+    (the same mix, 10x apart), each in a fresh process, beside Tantivy's own peak for the
+    same documents streamed into a bare index (``bench.rss_probe --floor``)."""
+    heap, _ = memory_index.writer_options()
+    runs: dict[str, dict[str, int]] = {}
+    for name in ("medium", "large"):
+        sessions = ctx.index(name).sessions
+        for side in ("ours", "floor"):
+            runs[f"{name}.{side}"] = _rss_probe(sessions, ctx.scratch / f"rss-{name}-{side}",
+                                                floor=side == "floor")
+    overhead = {name: runs[f"{name}.ours"]["anonKiB"] - runs[f"{name}.floor"]["anonKiB"]
+                for name in ("medium", "large")}
+    growth = (overhead["large"] - overhead["medium"]) * 1024
+    big, small = runs["large.ours"], runs["medium.ours"]
+    detail: dict[str, Any] = {
+        "oursGrowthMiB": (big["anonKiB"] - small["anonKiB"]) / 1024,
+        "tantivyGrowthMiB": (runs["large.floor"]["anonKiB"] - runs["medium.floor"]["anonKiB"])
+        / 1024,
+        "aboveTantivyMediumMiB": overhead["medium"] / 1024,
+        "aboveTantivyLargeMiB": overhead["large"] / 1024,
+    }
+    for key, run in runs.items():
+        detail[f"{key}.anonMiB"] = run["anonKiB"] / 1024
+        detail[f"{key}.documents"] = run["documents"]
+    detail["large.workerMiB"] = big["childrenKiB"] / 1024
+    return [Row("reindex.rss", f"reindex peak memory at {big['documents'] / 1e3:,.0f}k docs vs "
+                f"Tantivy alone (same docs); {small['documents'] / 1e3:,.0f}k docs in detail",
+                big["anonKiB"] / 1024, runs["large.floor"]["anonKiB"] / 1024, "MiB",
+                big["anonKiB"] / runs["large.floor"]["anonKiB"], "ours/floor peak",
+                f"memory above Tantivy's grows <= writer heap ({heap // 1_000_000} MB)",
+                growth <= heap, detail)]
+
+
+def _rss_probe(sessions: Path, index: Path, *, floor: bool = False) -> dict[str, int]:
+    shutil.rmtree(index, ignore_errors=True)
+    command = [sys.executable, "-m", "bench.rss_probe", *(["--floor"] * floor),
+               str(sessions), str(index)]
+    out = subprocess.run(command, check=True, capture_output=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    shutil.rmtree(index, ignore_errors=True)
+    result: dict[str, int] = orjson.loads(out)
+    return result
+
+
+def recall_rows(ctx: Context) -> list[Row]:
+    rows = []
+    for name in ("medium", "large"):
+        built = ctx.index(name)
+        scale = f"{built.documents / 1e6:.2f}M" if built.documents >= 1e6 else (
+            f"{built.documents / 1e3:.0f}k")
+        for mode in workloads.RECALL_MODES:
+            pair = workloads.recall_pair(built.index, built.sessions, mode)
+            ours, floor = interleaved(pair, ctx.scale.queries, warmup=5)
+            p50, p99 = percentile(ours, 0.5) * 1e3, percentile(ours, 0.99) * 1e3
+            f50, f99 = percentile(floor, 0.5) * 1e3, percentile(floor, 0.99) * 1e3
+            big = built.documents >= 1_000_000
+            target = "p50 <= 5, p99 <= 25" if name == "large" else "-"
+            ok = (p50 <= 5 and p99 <= 25 and big) if name == "large" else None
+            rows.append(Row(f"recall.{mode}.{name}", f"recall {mode} @ {scale} docs (p50 ms) vs "
+                            "bare Tantivy search", p50, f50, "ms", p50 / f50, "ours/floor p50",
+                            target, ok, {"p99": p99, "floorP99": f99, "documents": built.documents,
+                                         "queries": len(ours)}))
+    return rows
+
+
+def expand_rows(ctx: Context) -> list[Row]:
+    built = ctx.index("large")
+    path = built.sessions / "rich" / "rich-0000.jsonl"
+    rows = []
+    for selectors in (1, 100):
+        pair = workloads.expand_pair(built.index, built.sessions, path, selectors)
+        ours, floor = interleaved(pair, ctx.scale.expands, warmup=3)
+        p50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+        target = "p50 <= 10" if selectors == 100 else "-"
+        rows.append(Row(f"expand.{selectors}", f"expand {selectors} address"
+                        f"{'es' if selectors > 1 else ''} (p50 ms) vs direct line reads", p50, f50,
+                        "ms", p50 / f50, "ours/floor p50", target,
+                        p50 <= 10 if selectors == 100 else None,
+                        {"p99": percentile(ours, 0.99) * 1e3, "floorP99":
+                         percentile(floor, 0.99) * 1e3, "documents": built.documents}))
+    return rows
+
+
+def compaction_rows(ctx: Context) -> list[Row]:
+    rows = []
+    sizes: list[float] = []
+    cycles: list[float] = []
+    for kib in ctx.scale.compaction_kib:
+        path = data.rich_sessions(ctx.root, 1, kib * 1024)[0]
+        pair = workloads.compaction_pair(path)
+        ours, floor = interleaved(pair, 3 * ctx.scale.repeats)
+        cycle, parse = statistics.median(ours), statistics.median(floor)
+        sizes.append(pair.units)
+        cycles.append(cycle)
+        ratio = cycle / parse
+        rows.append(Row(f"compaction.{kib}k", f"compaction cycle, {pair.units / 1024:.0f} KiB "
+                        "source, vs read + parse", cycle * 1e3, parse * 1e3, "ms", ratio,
+                        "ours/floor time", "<= 3", ratio <= 3, {"bytes": pair.units}))
+    exponent, slope = _fit(sizes, cycles)
+    rows.append(Row("compaction.growth", f"compaction growth {sizes[0] / 1024:.0f} KiB -> "
+                    f"{sizes[-1] / 1024:.0f} KiB (log-log slope)", exponent, None, "exponent",
+                    exponent, "time ~ size^k", "k <= 1.1", exponent <= 1.1,
+                    {"usPerKiB": slope * 1e6 * 1024}))
+    return rows
+
+
+def _fit(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
+    """(k of time ~ size^k by least squares on logs, seconds per byte of a linear fit)."""
+    xs = [math.log(s) for s in sizes]
+    ys = [math.log(t) for t in times]
+    exponent = statistics.linear_regression(xs, ys).slope
+    return exponent, statistics.linear_regression(list(sizes), list(times)).slope
+
+
+def certify_rows(ctx: Context) -> list[Row]:
+    try:
+        import fabric_memory.certify.harness  # noqa: F401
+    except ImportError:
+        return [Row("certify", "default certify run", math.nan, None, "s", math.nan,
+                    "ours/budget", f"<= {CERTIFY_BUDGET_S:.0f} s", None,
+                    {"pending": "fabric_memory.certify.harness is not there yet"})]
+    quick = ctx.scale is QUICK
+    command = [sys.executable, "-m", "fabric_memory.cli", "certify", *(QUICK_CERTIFY * quick)]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, cwd=ctx.scratch, check=False)
+    seconds = time.perf_counter() - started
+    label = "quick certify (" + " ".join(QUICK_CERTIFY) + ")" if quick else "default certify run"
+    ratio = seconds / CERTIFY_BUDGET_S
+    detail: dict[str, Any] = {"exitStatus": done.returncode}
+    if done.returncode not in (0, 1):
+        detail["stderr"] = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+    return [Row("certify", label, seconds, None, "s", ratio, "ours/budget",
+                f"<= {CERTIFY_BUDGET_S:.0f} s", None if quick else ratio <= 1, detail)]
+
+
+FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
+    ("guard", guard_rows),
+    ("session read", read_rows),
+    ("reindex", reindex_rows),
+    ("recall", recall_rows),
+    ("expand", expand_rows),
+    ("compaction", compaction_rows),
+    ("reindex peak RSS", rss_rows),
+    ("certify", certify_rows),
+)
+
+
+def machine() -> dict[str, Any]:
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return {
+        "cores": os.cpu_count(), "ramGiB": round(pages / 2**30, 1),
+        "python": platform.python_version(), "tantivy": metadata.version("tantivy"),
+        "orjson": metadata.version("orjson"), "platform": platform.platform(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+
+
+def run(scale: Scale, root: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    started = time.perf_counter()
+    ctx = Context(scale, root, log)
+    rows: list[Row] = []
+    try:
+        for name, figure in FIGURES:
+            log(f"{name} ...")
+            began = time.perf_counter()
+            rows.extend(figure(ctx))
+            log(f"{name}: {time.perf_counter() - began:.1f} s")
+    finally:
+        ctx.close()
+    return {
+        "scale": scale.name, "machine": machine(), "rows": [row.to_json() for row in rows],
+        "notes": ctx.notes, "seconds": round(time.perf_counter() - started, 1),
+        "peakRssMiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def _cell(value: float | None, unit: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if unit in ("traces/s", "MB/s") or abs(value) >= 100:
+        return f"{value:,.0f} {unit}"
+    return f"{value:.3g} {unit}"
+
+
+def table(result: dict[str, Any]) -> str:
+    """The result as a Markdown table, the machine line and the run's notes."""
+    lines = ["| figure | ours | floor | ratio | target | status |",
+             "|---|---:|---:|---:|---|---|"]
+    for row in result["rows"]:
+        status = {True: "ok", False: "**miss**", None: "-"}[row["ok"]]
+        if row["detail"].get("pending"):
+            status = "pending"
+        ratio = row["ratio"]
+        ratio_text = "-" if ratio is None or math.isnan(ratio) else f"{ratio:.3g}"
+        lines.append(
+            f"| {row['figure']} | {_cell(row['ours'], row['unit'])} | "
+            f"{_cell(row['floor'], row['unit'])} | {ratio_text} ({row['ratioIs']}) | "
+            f"{row['target']} | {status} |"
+        )
+    m = result["machine"]
+    lines.append("")
+    lines.append(
+        f"{m['cores']} cores, {m['ramGiB']} GiB RAM, Python {m['python']}, tantivy "
+        f"{m['tantivy']}, orjson {m['orjson']}, {m['date']}; {result['scale']} run took "
+        f"{result['seconds']} s"
+    )
+    lines.extend(f"note: {note}" for note in result["notes"])
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    unknown = [a for a in args if a not in ("--json", "--quick")]
+    if unknown:
+        print(f"{USAGE}\nunknown arguments: {' '.join(unknown)}", file=sys.stderr)
+        return 2
+    quick = "--quick" in args
+
+    def log(message: str) -> None:
+        print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+    if quick:
+        root = Path(tempfile.mkdtemp(prefix="fm-bench-quick-"))
+        try:
+            result = run(QUICK, root, log)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    else:
+        result = run(FULL, data.cache_root(), log)
+    if "--json" in args:
+        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

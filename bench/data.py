@@ -1,0 +1,200 @@
+"""Benchmark data: seeded corpora from the certify generator, built once and cached.
+
+Everything here comes from :mod:`fabric_memory.certify.generate` with fixed seeds,
+so two runs measure the same bytes. Corpora and indexes live under
+:func:`cache_root` (``$FABRIC_MEMORY_BENCH_CACHE``, else
+``~/.cache/fabric-memory-bench``) in directories named after what they depend on
+(generator source, parameters; for indexes also the normalizer, the index layer and
+the Tantivy version), so a change rebuilds them and an unchanged tree reuses them.
+A directory is complete only once its ``done`` marker exists.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+import orjson
+import xxhash
+
+from fabric_memory.certify import generate
+from fabric_memory.certify.generate import generate_corpus, rich_session
+from fabric_memory.memory import index as memory_index
+from fabric_memory.memory import normalize
+from fabric_memory.memory.reindex import ReindexReport, reindex
+
+CACHE_ENV = "FABRIC_MEMORY_BENCH_CACHE"
+SEED = 991
+RICH_BYTES = 1024 * 1024
+DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """How much data each figure runs on (``FULL`` for the table, ``QUICK`` for smoke)."""
+
+    name: str
+    corpus_sessions: int
+    """Small generated sessions (Pi's folder layout): reindex, no-op reindex, reading."""
+    medium_rich: int
+    """1 MiB rich sessions added to the corpus for the ~100k-document recall index."""
+    large_rich: int
+    """... and for the >= 1M-document recall index."""
+    rss_sessions: tuple[int, int]
+    """Corpus sizes of the two peak-RSS reindex runs."""
+    compaction_kib: tuple[int, ...]
+    queries: int
+    """Timed recall calls per (index, mode)."""
+    expands: int
+    """Timed expand calls per selector count."""
+    repeats: int
+    """Timed repetitions of the heavier figures (median reported)."""
+
+
+FULL = Scale("full", 1000, 45, 520, (500, 2000), (10, 32, 100, 320, 1024), 200, 100, 3)
+QUICK = Scale("quick", 40, 1, 2, (20, 60), (10, 64), 20, 10, 1)
+
+
+def cache_root() -> Path:
+    override = os.environ.get(CACHE_ENV)
+    return Path(override) if override else Path.home() / ".cache" / "fabric-memory-bench"
+
+
+@cache
+def _source_key(*modules: str) -> str:
+    digest = xxhash.xxh3_64()
+    for name in modules:
+        digest.update(Path(name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def generator_key() -> str:
+    """Changes whenever the generator's source does (its output may change with it)."""
+    return _source_key(generate.__file__)
+
+
+def index_key() -> str:
+    """Changes with whatever decides the documents: the generator, the normalizer, the
+    document builder and schema of the index layer, and the Tantivy version."""
+    digest = xxhash.xxh3_64()
+    for part in (inspect.getsource(memory_index.item_json), inspect.getsource(
+            memory_index._schema), str(memory_index.SCHEMA_VERSION),
+            metadata.version("tantivy")):
+        digest.update(part.encode())
+    return f"{_source_key(generate.__file__, normalize.__file__)}-{digest.hexdigest()[:6]}"
+
+
+def _built(target: Path, build: Callable[[Path], None]) -> Path:
+    """``target`` after ``build`` filled it, unless a finished copy is already there."""
+    if (target / DONE).is_file():
+        return target
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    build(target)
+    (target / DONE).write_text("ok\n")
+    return target
+
+
+def corpus(root: Path, sessions: int, seed: int = SEED) -> Path:
+    """A directory of ``sessions`` small seeded sessions (``generate_corpus``)."""
+    target = root / f"corpus-{sessions}-s{seed}-{generator_key()}"
+
+    def build(where: Path) -> None:
+        generate_corpus(where / "sessions", sessions=sessions, seed=seed)
+
+    return _built(target, build) / "sessions"
+
+
+def rich_sessions(root: Path, count: int, target_bytes: int = RICH_BYTES) -> list[Path]:
+    """``count`` rich sessions of at least ``target_bytes`` each (seeds 0..count-1)."""
+    target = root / f"rich-{target_bytes}-{generator_key()}"
+    target.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for seed in range(count):
+        path = target / f"rich-{seed:04d}.jsonl"
+        done = path.with_suffix(".done")
+        if not done.is_file():
+            rich_session(path, target_bytes, seed=seed)
+            done.touch()
+        paths.append(path)
+    return paths
+
+
+def mixed_sessions(root: Path, name: str, sessions: int, rich: int) -> Path:
+    """A sessions directory holding the small corpus and ``rich`` rich sessions (hard links:
+    no second copy on disk, and every file is a plain file to the session walker)."""
+    small = corpus(root, sessions)
+    rich_paths = rich_sessions(root, rich)
+    target = root / f"{name}-{sessions}-{rich}-{generator_key()}"
+
+    def build(where: Path) -> None:
+        tree = where / "sessions"
+        shutil.copytree(small, tree / "corpus", copy_function=os.link)
+        (tree / "rich").mkdir()
+        for path in rich_paths:
+            os.link(path, tree / "rich" / path.name)
+
+    return _built(target, build) / "sessions"
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltIndex:
+    sessions: Path
+    index: Path
+    documents: int
+    sessions_count: int
+    build_seconds: float | None
+    """Seconds of the reindex that built it here, or None when it was reused."""
+
+
+def built_index(root: Path, name: str, sessions: Path) -> BuiltIndex:
+    """An up-to-date memory index of ``sessions`` (reindexed incrementally when reused);
+    indexes of the same name built by other versions of the code are removed."""
+    index = root / f"index-{name}-{index_key()}"
+    for old in root.glob(f"index-{name}-*"):
+        if old != index and old.is_dir():
+            shutil.rmtree(old)
+    report: ReindexReport = reindex(sessions=sessions, index=index)
+    built = float(report["seconds"]) if report["indexed"] else None
+    stats = _stats(index)
+    return BuiltIndex(sessions, index, stats[0], stats[1], built)
+
+
+def _stats(index: Path) -> tuple[int, int]:
+    from fabric_memory.memory.catalog import stats
+
+    report = stats(index=index)
+    return report["documents"], report["sessions"]
+
+
+def fabric_result_lines(paths: list[Path]) -> list[bytes]:
+    """The source lines of every ``fabric_exec`` tool result in ``paths``."""
+    from fabric_memory.session import read_session
+
+    lines: list[bytes] = []
+    for path in paths:
+        session = read_session(path)
+        data = path.read_bytes()
+        lines.extend(
+            data[e.offset : e.offset + e.length]
+            for e in session.entries
+            if e.tool_name == "fabric_exec"
+        )
+    return lines
+
+
+def trace_bytes(lines: list[bytes]) -> list[bytes]:
+    """``details.trace`` of each ``fabric_exec`` result line, as its own JSON document."""
+    out = []
+    for line in lines:
+        details = orjson.loads(line)["message"].get("details")
+        if isinstance(details, dict) and "trace" in details:
+            out.append(orjson.dumps(details["trace"]))
+    return out

@@ -1,0 +1,322 @@
+"""Each benchmarked figure as a pair of callables: ours, and the floor it is compared with.
+
+Both ``python -m bench.compare`` and the pytest-benchmark suites time these same
+callables, so the table and the suites can never measure different things. A floor
+is what the dependencies alone must do for the same answer: ``orjson.loads`` for
+the guard, orjson per line plus xxh3 for reading, a fresh Tantivy index with the
+same schema for reindex, the bare Tantivy search for recall, direct reads of the
+same lines for expand, reading and parsing the source for compaction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import tantivy
+import xxhash
+
+from fabric_memory.certify.generate import WORDS
+from fabric_memory.compaction.hook import compact_session
+from fabric_memory.compaction.prepare import CompactionSettings
+from fabric_memory.memory import index as memory_index
+from fabric_memory.memory.catalog import SessionRecord, now_iso
+from fabric_memory.memory.expand import expand
+from fabric_memory.memory.normalize import normalize_session
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import default_workers, reindex
+from fabric_memory.session import iter_session_files, read_session
+from fabric_memory.trace import is_fabric_execution_trace_v1
+
+Call = Callable[[], object]
+
+COMPACTION_SETTINGS = CompactionSettings(keep_recent_tokens=1)
+"""Summarize (nearly) the whole source, so the cycle's work grows with the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Ours and the floor for one figure; ``units`` is the work one call does."""
+
+    ours: Call
+    floor: Call
+    units: float = 1.0
+
+
+# --- guard and reading ----------------------------------------------------------------
+
+
+def guard_pair(traces: Sequence[bytes]) -> Pair:
+    """Parse + V1 guard of every trace vs parsing alone (the same bytes)."""
+
+    def ours() -> int:
+        return sum(is_fabric_execution_trace_v1(orjson.loads(data)) for data in traces)
+
+    def floor() -> int:
+        return sum(type(orjson.loads(data)) is dict for data in traces)
+
+    return Pair(ours, floor, float(len(traces)))
+
+
+def guard_lines_pair(lines: Sequence[bytes]) -> Pair:
+    """Parse + V1 guard of ``details.trace`` of every ``fabric_exec`` result line (the bytes
+    the normalizer and the compactor parse before guarding) vs parsing alone."""
+
+    def ours() -> int:
+        return sum(
+            is_fabric_execution_trace_v1(orjson.loads(data)["message"]["details"].get("trace"))
+            for data in lines
+        )
+
+    def floor() -> int:
+        return sum(type(orjson.loads(data)) is dict for data in lines)
+
+    return Pair(ours, floor, float(len(lines)))
+
+
+def parse_floor(path: Path) -> int:
+    """Read the file, xxh3-128 it and ``orjson.loads`` every non-empty line."""
+    data = path.read_bytes()
+    xxhash.xxh3_128_hexdigest(data)
+    count = 0
+    for line in data.split(b"\n"):
+        if line:
+            orjson.loads(line)
+            count += 1
+    return count
+
+
+def read_pair(paths: Sequence[Path]) -> Pair:
+    """``read_session`` of every file vs read + hash + orjson per line."""
+
+    def ours() -> int:
+        return sum(len(read_session(path).entries) for path in paths)
+
+    def floor() -> int:
+        return sum(parse_floor(path) for path in paths)
+
+    return Pair(ours, floor, float(sum(path.stat().st_size for path in paths)))
+
+
+# --- reindex --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Prebuilt:
+    """Every document a full reindex of ``sessions`` writes, built ahead of time."""
+
+    sessions: Path
+    documents: list[str]
+    records: list[tuple[str, str, int, bytes]]
+    """(path, session id, mtime_ns, encoded catalog record) per session."""
+
+    @property
+    def entries_and_operations(self) -> int:
+        return len(self.documents)
+
+
+def prebuild(sessions: Path) -> Prebuilt:
+    documents: list[str] = []
+    records: list[tuple[str, str, int, bytes]] = []
+    for path in iter_session_files(sessions):
+        session = read_session(path)
+        normalized = normalize_session(session)
+        name = str(path)
+        documents.extend(
+            memory_index.item_json(item, name, session.session_id) for item in normalized.items
+        )
+        mtime = path.stat().st_mtime_ns
+        record = SessionRecord(
+            path=name, session_id=session.session_id, mtime_ns=mtime, size=session.size,
+            source_hash=session.source_hash,
+            lineage_fingerprint=session.lineage_fingerprint("active"),
+            entries=normalized.entries, operations=normalized.operations, indexed_at=now_iso(),
+            checked=(mtime, session.size),
+        )
+        records.append((name, session.session_id, mtime, record.encode()))
+    return Prebuilt(sessions, documents, records)
+
+
+def tantivy_floor(prebuilt: Prebuilt, directory: Path) -> int:
+    """Add the prebuilt documents and records to a fresh index with the same schema, commit.
+
+    Same schema, tokenizer, writer heap and threads as the memory index's writer.
+    """
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    index = tantivy.Index(memory_index.SCHEMA, path=str(directory), reuse=False)
+    index.register_tokenizer(memory_index.TEXT_TOKENIZER, memory_index.ANALYZER)
+    heap, threads = memory_index.writer_options()
+    writer = index.writer(heap_size=heap, num_threads=threads)
+    for document in prebuilt.documents:
+        writer.add_json(document)
+    for path, session_id, mtime, record in prebuilt.records:
+        doc = tantivy.Document(kind=memory_index.SESSION_KIND, path=path,
+                               session_id=session_id, mtime_ns=mtime)
+        doc.add_bytes("record", record)
+        writer.add_document(doc)
+    writer.commit()
+    writer.wait_merging_threads()
+    return len(prebuilt.documents)
+
+
+def reindex_pair(prebuilt: Prebuilt, scratch: Path) -> Pair:
+    """A full reindex into a fresh directory vs :func:`tantivy_floor` (both rebuilt each call)."""
+    ours_dir, floor_dir = scratch / "ours", scratch / "floor"
+
+    def ours() -> int:
+        if ours_dir.exists():
+            shutil.rmtree(ours_dir)
+        report = reindex(sessions=prebuilt.sessions, index=ours_dir, full=True)
+        return report["entries"] + report["operations"]
+
+    def floor() -> int:
+        return tantivy_floor(prebuilt, floor_dir)
+
+    return Pair(ours, floor, float(len(prebuilt.documents)))
+
+
+def noop_reindex(sessions: Path, index: Path) -> Call:
+    """An incremental reindex with nothing changed (``index`` must be up to date)."""
+
+    def run() -> int:
+        report = reindex(sessions=sessions, index=index)
+        if report["indexed"]:
+            raise AssertionError(f"no-op reindex indexed {report['indexed']} sessions")
+        return report["skipped"]
+
+    return run
+
+
+# --- recall ---------------------------------------------------------------------------
+
+STRUCTURAL = (("pi.read", "succeeded"), ("omp.read", "succeeded"), ("pi.edit", "failed"),
+              ("omp.grep", "failed"), ("pi.bash", "succeeded"), ("fabric.workflow.phase",
+                                                                  "succeeded"),
+              ("mesh.publish", "succeeded"), ("pi.write", "failed"))
+RECALL_MODES = ("literal", "phrase", "structural", "regex")
+
+
+def recall_requests(mode: str) -> list[dict[str, Any]]:
+    """The rotating requests of one mode (each names words the generator writes)."""
+    if mode == "literal":
+        return [{"query": word} for word in WORDS]
+    if mode == "phrase":
+        return [{"query": f"how does {word}", "mode": "phrase"} for word in WORDS]
+    if mode == "regex":
+        return [{"query": f"{word[:3]}.*", "mode": "regex"} for word in WORDS]
+    return [{"ref": ref, "outcome": outcome} for ref, outcome in STRUCTURAL]
+
+
+def _bare_query(request: dict[str, Any]) -> tuple[tantivy.Query, bool]:
+    """The query Tantivy itself would run for ``request`` (no kind filter, no wrapping)."""
+    schema = memory_index.SCHEMA
+    if "ref" in request:
+        return tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "ref", request["ref"])),
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "outcome",
+                                                          request["outcome"])),
+        ]), False
+    if request.get("mode") == "regex":
+        return tantivy.Query.regex_query(schema, "text", request["query"]), True
+    words = memory_index.analyze(request["query"])
+    if request.get("mode") == "phrase":
+        return tantivy.Query.phrase_query(schema, "text", list[str | tuple[int, str]](words)), True
+    return tantivy.Query.term_query(schema, "text", words[0]), True
+
+
+def raw_searcher(index: Path) -> tantivy.Searcher:
+    handle = memory_index.MemoryIndex(index)
+    raw = tantivy.Index.open(str(handle.directory))
+    raw.register_tokenizer(memory_index.TEXT_TOKENIZER, memory_index.ANALYZER)
+    return raw.searcher()
+
+
+def recall_pair(index: Path, sessions: Path, mode: str) -> Pair:
+    """One ``recall`` per call (rotating requests) vs the bare Tantivy search + stored docs."""
+    requests = recall_requests(mode)
+    ours_cycle: Iterator[dict[str, Any]] = itertools.cycle(requests)
+    bare = [_bare_query(request) for request in requests]
+    floor_cycle = itertools.cycle(bare)
+    searcher = raw_searcher(index)
+
+    def ours() -> int:
+        return recall(**next(ours_cycle), index=index, sessions=sessions)["total"]
+
+    def floor() -> int:
+        query, scored = next(floor_cycle)
+        if scored:
+            result = searcher.search(query, limit=10, count=True)
+        else:
+            result = searcher.search(query, limit=10, count=True, order_by_field="time_ms",
+                                     order=tantivy.Order.Desc)
+        for _, address in result.hits:
+            searcher.doc(address).to_dict()
+        return len(result.hits)
+
+    return Pair(ours, floor)
+
+
+# --- expand ---------------------------------------------------------------------------
+
+
+def expand_pair(index: Path, sessions: Path, path: Path, selectors: int) -> Pair:
+    """``expand`` of ``selectors`` addresses of one session vs reading those lines directly.
+
+    Addresses are spread evenly over the session's documents (entries and operations),
+    rotating the starting point between calls.
+    """
+    session = read_session(path)
+    items = normalize_session(session).items
+    step = max(1, len(items) // max(selectors, 1))
+    batches: list[list[tuple[str, int, int]]] = []
+    for start in range(min(step, 16)):
+        chosen = items[start::step][:selectors]
+        batches.append([(item.address, item.offset, item.length) for item in chosen])
+    ours_cycle = itertools.cycle(batches)
+    floor_cycle = itertools.cycle(batches)
+    name = str(path)
+
+    def ours() -> int:
+        batch = next(ours_cycle)
+        page = expand(name, addresses=[a for a, _, _ in batch], index=index, sessions=sessions)
+        return len(page["entries"])
+
+    def floor() -> int:
+        batch = next(floor_cycle)
+        with open(name, "rb") as stream:
+            return sum(len(stream.read(length)) for _, offset, length in batch
+                       if stream.seek(offset) >= 0)
+
+    return Pair(ours, floor, float(selectors))
+
+
+# --- compaction -----------------------------------------------------------------------
+
+
+def compaction_pair(path: Path) -> Pair:
+    """One compaction cycle of a session file vs reading and parsing that file."""
+
+    def ours() -> int:
+        outcome = compact_session(path, COMPACTION_SETTINGS).outcome
+        return len(getattr(outcome, "summary", ""))
+
+    def floor() -> int:
+        return parse_floor(path)
+
+    return Pair(ours, floor, float(path.stat().st_size))
+
+
+def scratch_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="fm-bench-"))
+
+
+def workers() -> int:
+    return default_workers()

@@ -1,0 +1,98 @@
+"""Tests for bench.compare: the smoke run prints every figure beside its floor, with a ratio."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from bench.compare import Row, table
+from bench.data import QUICK
+
+REPO = Path(__file__).resolve().parents[1]
+MODES = ("literal", "phrase", "structural", "regex")
+EXPECTED = (
+    "guard",
+    "guard.lines",
+    "read.small",
+    "read.large",
+    "reindex.full",
+    "reindex.noop",
+    *(f"recall.{mode}.{size}" for size in ("medium", "large") for mode in MODES),
+    "expand.1",
+    "expand.100",
+    *(f"compaction.{kib}k" for kib in QUICK.compaction_kib),
+    "compaction.growth",
+    "reindex.rss",
+    "certify",
+)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.compare", "--quick", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    result: dict[str, Any] = orjson.loads(done.stdout)
+    return result
+
+
+@pytest.mark.slow
+def test_quick_run_has_every_row_with_its_ratio(quick_run: dict[str, Any]) -> None:
+    """`python -m bench.compare --quick --json` reports each figure once, measured, with a ratio."""
+    rows = quick_run["rows"]
+    assert [row["id"] for row in rows] == list(EXPECTED)
+    for row in rows:
+        assert isinstance(row["ours"], float) and math.isfinite(row["ours"]), row
+        assert row["ours"] > 0, row
+        assert isinstance(row["ratio"], float) and math.isfinite(row["ratio"]), row
+        assert row["ratio"] > 0, row
+        assert row["ok"] in (True, False, None), row
+        if row["floor"] is not None:
+            assert row["floor"] > 0, row
+    assert quick_run["scale"] == "quick"
+    assert quick_run["machine"]["cores"] >= 1
+
+
+@pytest.mark.slow
+def test_quick_run_measures_what_it_names(quick_run: dict[str, Any]) -> None:
+    """Ratios are consistent with the numbers beside them (ours over floor, or as stated)."""
+    by_id = {row["id"]: row for row in quick_run["rows"]}
+    full = by_id["reindex.full"]
+    assert full["ratio"] == pytest.approx(full["ours"] / full["floor"], rel=1e-2)
+    noop = by_id["reindex.noop"]
+    assert noop["floor"] == pytest.approx(full["ours"], rel=1e-2)  # compared with the full run
+    guard = by_id["guard"]
+    assert guard["ratio"] == pytest.approx(guard["ours"] / guard["floor"], rel=1e-2)
+    assert by_id["recall.literal.large"]["detail"]["documents"] > (
+        by_id["recall.literal.medium"]["detail"]["documents"]
+    )
+
+
+def test_table_marks_misses_and_rows_without_target() -> None:
+    """The printed table shows a miss as a miss, a row without target as '-', and the machine."""
+    rows = [
+        Row("a", "fast thing", 2.0, 1.0, "ms", 2.0, "ours/floor", "<= 3", True),
+        Row("b", "slow thing", 9.0, 1.0, "ms", 9.0, "ours/floor", "<= 3", False),
+        Row("c", "info", 5.0, None, "s", 0.5, "ours/budget", "-", None),
+    ]
+    result = {
+        "rows": [row.to_json() for row in rows], "scale": "quick", "seconds": 1.0, "notes": [],
+        "machine": {"cores": 2, "ramGiB": 8.0, "python": "3.11", "tantivy": "0.27",
+                    "orjson": "3", "date": "2026-01-01"},
+    }
+    lines = table(result).splitlines()
+    assert lines[2].endswith("| ok |") and "fast thing" in lines[2]
+    assert lines[3].endswith("| **miss** |") and "9 ms" in lines[3]
+    assert lines[4].endswith("| - |") and "| - |" in lines[4]
+    assert "2 cores" in lines[-1] and "tantivy 0.27" in lines[-1]
