@@ -639,7 +639,9 @@ def traces(draw: st.DrawFn, integral: bool = False) -> Any:
     if draw(st.booleans()):
         trace["error"] = draw(TEXT)
     for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
-        ops = trace.get("operations") if type(trace.get("operations")) is list else []
+        # An earlier breakage may have replaced operations, an operation or its sequence.
+        listed = trace.get("operations") if type(trace.get("operations")) is list else []
+        ops = [o for o in listed if type(o) is dict]
         op = draw(st.sampled_from(ops)) if ops else None
         counts = trace.get("counts") if type(trace.get("counts")) is dict else {}
         breakage = draw(st.sampled_from(["trace", "op", "count", "drop", "extra", "order"]))
@@ -655,8 +657,10 @@ def traces(draw: st.DrawFn, integral: bool = False) -> Any:
         elif breakage == "extra":
             target = draw(st.sampled_from([trace, op or trace, counts or trace]))
             target[draw(st.sampled_from(["__proto__", "audits", "", "id", 7]))] = 1
-        elif breakage == "order" and len(ops) > 1:
-            first, second = draw(st.permutations(range(len(ops))))[:2]
+        elif breakage == "order" and sum("sequence" in o for o in ops) > 1:
+            numbered = [o for o in ops if "sequence" in o]
+            first, second = draw(st.permutations(range(len(numbered))))[:2]
+            ops = numbered
             ops[first]["sequence"], ops[second]["sequence"] = (
                 ops[second]["sequence"],
                 ops[first]["sequence"],
