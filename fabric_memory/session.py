@@ -136,6 +136,38 @@ def lineage_fingerprint(mode: str, leaf_id: str | None, ids: list[str]) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class FileFingerprint:
+    """What a file holds right now: its byte count, ``sourceHash`` and last byte."""
+
+    size: int
+    source_hash: str
+    last_byte: bytes
+
+
+def fingerprint_file(source: str | int) -> FileFingerprint:
+    """Hash every byte of a file (a path, or an open descriptor read positionally from 0
+    without moving its offset), the way :func:`read_session` computes ``sourceHash``."""
+    fd = os.open(source, os.O_RDONLY) if isinstance(source, str) else source
+    digest = xxhash.xxh3_128()
+    offset = 0
+    last = b""
+    try:
+        while chunk := os.pread(fd, CHUNK_BYTES, offset):
+            digest.update(chunk)
+            offset += len(chunk)
+            last = chunk[-1:]
+    finally:
+        if fd is not source:
+            os.close(fd)
+    return FileFingerprint(offset, digest.hexdigest(), last)
+
+
+def hash_file(source: str | int) -> str:
+    """``sourceHash`` of a file's current bytes (see :func:`fingerprint_file`)."""
+    return fingerprint_file(source).source_hash
+
+
 def iter_session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
     """Every ``*.jsonl`` file under ``root``, recursively, sorted by path.
 

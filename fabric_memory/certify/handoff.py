@@ -19,9 +19,9 @@ from typing import Any, Final
 import orjson
 
 from ..errors import ExpandError, FabricMemoryError
-from ..memory.catalog import hash_file, list_sessions
+from ..memory.catalog import list_sessions
 from ..memory.expand import ExpandPage
-from ..session import read_session
+from ..session import hash_file, read_session
 from .continuation import ContinuationFixture, encode_task, run_oracle, task_message
 from .cycle import Hook, call_hook, persist
 from .generate import EPOCH_MS, SessionBuilder, encoded_cwd, session_file_name

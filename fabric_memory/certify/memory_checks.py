@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ExpandError, FabricMemoryError
-from ..memory.catalog import SessionListing, hash_file, list_sessions, stats
+from ..memory.catalog import SessionListing, list_sessions, stats
 from ..memory.expand import MAX_CHARS, MAX_ENTRIES, MAX_SELECTORS, ExpandPage
 from ..memory.normalize import normalize_session, record_text, source_records
 from ..memory.recall import RecallHit, recall
 from ..memory.reindex import ReindexReport, reindex
-from ..session import iter_session_files, read_session
+from ..session import hash_file, iter_session_files, read_session
 from .generate import CorpusManifest, WrittenSession
 from .report import Check
 

@@ -29,7 +29,14 @@ import orjson
 import xxhash
 
 from ..errors import CompactionError, HookInputError, SessionChangedError
-from ..session import CURRENT_VERSION, DEFAULT_MAX_LINE_BYTES, Entry, Session, read_session
+from ..session import (
+    CURRENT_VERSION,
+    DEFAULT_MAX_LINE_BYTES,
+    Entry,
+    Session,
+    fingerprint_file,
+    read_session,
+)
 from .prepare import (
     CompactionSettings,
     Preparation,
@@ -516,34 +523,21 @@ def append_compaction(
         raise SessionChangedError(path, None, f"cannot open for appending: {exc.strerror}") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        size, digest, last = _fingerprint(fd)
-        if size != session.size or digest != session.source_hash:
+        current = fingerprint_file(fd)
+        if current.size != session.size or current.source_hash != session.source_hash:
             raise SessionChangedError(
                 path,
                 None,
-                f"changed since it was read (size {session.size} → {size}); "
+                f"changed since it was read (size {session.size} → {current.size}); "
                 "compact it again before appending",
             )
-        data = line if size == 0 or last == b"\n" else b"\n" + line
+        data = line if current.size == 0 or current.last_byte == b"\n" else b"\n" + line
         written = os.write(fd, data)
         if written != len(data):
             raise CompactionError(f"{path}: short write ({written} of {len(data)} bytes)")
         os.fsync(fd)
     finally:
         os.close(fd)
-    return AppendedEntry(entry["id"], size + len(data) - len(line), entry)
+    return AppendedEntry(entry["id"], current.size + len(data) - len(line), entry)
 
 
-def _fingerprint(fd: int) -> tuple[int, str, bytes]:
-    """Size, xxh3-128 hash and last byte of the open file."""
-    digest = xxhash.xxh3_128()
-    offset = 0
-    last = b""
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            break
-        digest.update(chunk)
-        offset += len(chunk)
-        last = chunk[-1:]
-    return offset, digest.hexdigest(), last

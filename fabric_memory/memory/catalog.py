@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Literal, NotRequired, TypedDict
 
 import orjson
-import xxhash
 
 from ..errors import ExpandError
+from ..session import hash_file
 from .index import SCHEMA_VERSION, MemoryIndex, open_index
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
 DEFAULT_HOT_SESSIONS = 50
-HASH_CHUNK = 4 * 1024 * 1024
 
 
 class SessionRecordJSON(TypedDict):
@@ -114,18 +113,6 @@ def stat_key(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size)
-
-
-def hash_file(path: str | int) -> str:
-    """``xxh3_128`` of the file's bytes (the sourceHash of what a reader would read).
-
-    ``path`` may be an open descriptor (read from its current position, left open).
-    """
-    digest = xxhash.xxh3_128()
-    with open(path, "rb", closefd=not isinstance(path, int)) as stream:
-        while chunk := stream.read(HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class Catalog:

@@ -22,8 +22,8 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 import orjson
 
 from ..errors import ExpandError, SessionError, UsageError
-from ..session import read_session
-from .catalog import SessionRecord, default_roots, hash_file, load_catalog
+from ..session import hash_file, read_session
+from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
 from .normalize import normalize_session, record_text, source_records
 

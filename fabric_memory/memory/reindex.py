@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from ..errors import IndexError_, SessionError, UsageError
-from ..session import DEFAULT_MAX_LINE_BYTES, iter_session_files, read_session
+from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, read_session
 from .catalog import (
     Catalog,
     SessionRecord,
     default_roots,
-    hash_file,
     load_catalog,
     now_iso,
     stat_key,
