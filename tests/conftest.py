@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from .corpus import CORPUS, REPO
+
 FIXTURES = REPO / "fixtures"
-CORPUS = REPO.parent / "shared" / "corpus" / "pi-1.6.0"
+
+__all__ = ["CORPUS", "FIXTURES", "REPO"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,7 +30,7 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
-    """The real Pi 1.6.0 corpus with ground truth (read-only)."""
+    """The real Pi 1.6.0 corpus with ground truth, bundled in fixtures/ (read-only)."""
     assert CORPUS.is_dir(), f"ground-truth corpus missing at {CORPUS}"
     return CORPUS
 

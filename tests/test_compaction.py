@@ -48,6 +48,7 @@ from fabric_memory.session import Session, read_session
 from fabric_memory.trace import create_fabric_persisted_execution_details, read_fabric_result
 
 from .conftest import CORPUS, FIXTURES
+from .corpus import corpus_index, corpus_json
 
 SMALL = CompactionSettings(True, 63, 1)
 GOLDEN = Path(__file__).parent / "golden"
@@ -59,7 +60,7 @@ CLOSURE = FIXTURES / "closure"
 
 @cache
 def _index() -> dict[str, dict[str, Any]]:
-    index = orjson.loads((CORPUS / "truth" / "INDEX.json").read_bytes())
+    index = corpus_index()
     return {item["name"]: item for item in index["files"] if item.get("entryCount")}
 
 
@@ -69,7 +70,7 @@ def _corpus(name: str) -> Path:
 
 @cache
 def _truth(name: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = orjson.loads((CORPUS / _index()[name]["truth"]).read_bytes())
+    loaded: dict[str, Any] = corpus_json(_index()[name]["truth"])
     return loaded
 
 

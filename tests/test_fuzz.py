@@ -42,6 +42,7 @@ from fabric_memory.trace import (
 
 from . import fuzz
 from .conftest import CORPUS, FIXTURES
+from .corpus import corpus_index
 from .fuzz import SMALL_SETTINGS, Fuzzer, FuzzFailure, case_budget, fuzz_seed
 
 MUTATION_CASES = case_budget(3000)
@@ -64,7 +65,7 @@ def _user(entry_id: str, parent: str | None, role: Any = "user") -> bytes:
 def seed_paths() -> list[Path]:
     paths = [*sorted(FIXTURES.glob("sessions/**/*.jsonl")), *sorted(FIXTURES.glob("closure/*")),
              *sorted(FIXTURES.glob("audit/**/*.jsonl"))]
-    index = orjson.loads((CORPUS / "truth" / "INDEX.json").read_bytes())
+    index = corpus_index()
     paths += [CORPUS / item["file"] for item in index["files"] if item["name"] in CORPUS_SEEDS]
     return paths
 

@@ -13,11 +13,12 @@ from fabric_memory.memory.normalize import normalize_session, record_text, sourc
 from fabric_memory.session import read_session
 
 from .conftest import CORPUS
+from .corpus import corpus_index, corpus_json
 from .memory_builder import SECRETS, VISIBLE, SessionBuilder, operation, secret_session
 
 
 def _truth_files() -> list[dict[str, Any]]:
-    index = json.loads((CORPUS / "truth" / "INDEX.json").read_text())
+    index = corpus_index()
     return [f for f in index["files"] if f.get("entryCount")]
 
 
@@ -27,7 +28,7 @@ TRUTH = _truth_files()
 @pytest.mark.parametrize("item", TRUTH, ids=[str(f["name"]) for f in TRUTH])
 def test_documents_agree_with_pi_truth(item: dict[str, Any]) -> None:
     """Entry documents follow file order and each valid trace adds exactly Pi's child addresses."""
-    truth = json.loads((CORPUS / item["truth"]).read_text())
+    truth = corpus_json(item["truth"])
     session = read_session(CORPUS / item["file"])
     items = normalize_session(session).items
     assert [i.address for i in items if i.kind == "entry"] == [e["id"] for e in truth["entries"]]
@@ -47,7 +48,7 @@ def test_documents_agree_with_pi_truth(item: dict[str, Any]) -> None:
 @pytest.mark.parametrize("item", TRUTH, ids=[str(f["name"]) for f in TRUTH])
 def test_decoys_never_become_searchable(item: dict[str, Any]) -> None:
     """Paths planted in audits, outer output and fabric_exec code appear in no document text."""
-    truth = json.loads((CORPUS / item["truth"]).read_text())
+    truth = corpus_json(item["truth"])
     decoys = [d["value"] for d in truth.get("decoys", {}).get("values", [])]
     texts = "\n".join(i.text for i in normalize_session(read_session(CORPUS / item["file"])).items)
     assert [d for d in decoys if d in texts] == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import orjson
@@ -12,13 +11,13 @@ from fabric_memory.errors import QueryError, UsageError
 from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.recall import MAX_RESPONSE_CHARS, recall, recall_request
 
-from .conftest import CORPUS
+from .corpus import corpus_index, corpus_json
 from .memory_builder import HOT_SESSIONS, SECRETS, UNICODE_FACT, UNICODE_WORD, VISIBLE, MemoryCorpus
 
 
 def _truth() -> list[dict[str, Any]]:
-    index = json.loads((CORPUS / "truth" / "INDEX.json").read_text())
-    return [json.loads((CORPUS / f["truth"]).read_text())
+    index = corpus_index()
+    return [corpus_json(f["truth"])
             for f in index["files"] if f.get("entryCount")]
 
 

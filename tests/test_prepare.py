@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import cache
 from typing import Any
 
@@ -32,11 +31,12 @@ from fabric_memory.errors import CompactionError
 from fabric_memory.session import Entry, Session, read_session
 
 from .conftest import CORPUS
+from .corpus import corpus_index, corpus_json
 
 
 def _truth_files() -> list[dict[str, Any]]:
-    index = json.loads((CORPUS / "truth" / "INDEX.json").read_text())
-    truths = [json.loads((CORPUS / f["truth"]).read_text()) for f in index["files"]]
+    index = corpus_index()
+    truths = [corpus_json(f["truth"]) for f in index["files"]]
     return [truth for truth in truths if "entries" in truth]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -16,13 +15,14 @@ from fabric_memory.errors import LineTooLongError, NotASessionError, SessionErro
 from fabric_memory.session import iter_session_files, migrated_id, read_line, read_session
 
 from .conftest import CORPUS, FIXTURES
+from .corpus import corpus_index, corpus_json
 
 SESSIONS = FIXTURES / "sessions"
 APP = SESSIONS / "--home-dev-fixture-app--"
 
 
 def _truth_files() -> list[dict[str, object]]:
-    index = json.loads((CORPUS / "truth" / "INDEX.json").read_text())
+    index = corpus_index()
     return [f for f in index["files"] if f["file"].endswith(".jsonl")]
 
 
@@ -30,7 +30,7 @@ TRUTH = _truth_files()
 
 
 def _truth(item: dict[str, object]) -> dict[str, object]:
-    return json.loads((CORPUS / str(item["truth"])).read_text())
+    return corpus_json(str(item["truth"]))
 
 
 @pytest.mark.parametrize("item", TRUTH, ids=[str(f["name"]) for f in TRUTH])

@@ -36,8 +36,9 @@ from fabric_memory.trace import (
     trace_rejection,
 )
 
+from .corpus import CORPUS, corpus_bytes, corpus_json, truth_files
+
 LIMIT = 512 * 1024
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "pi-1.6.0"
 
 
 # --- an independent reference checker (shares nothing with the module) ----------------
@@ -480,11 +481,11 @@ def test_operation_guard_on_its_own() -> None:
 @functools.cache
 def corpus_cases() -> list[tuple[int, str, Any, bool]]:
     expected = {}
-    for line in (CORPUS / "traces.expected.jsonl").read_bytes().splitlines():
+    for line in corpus_bytes("traces.expected.jsonl").splitlines():
         case = orjson.loads(line)
         expected[case["id"]] = case["expected"]
     cases = []
-    for line in (CORPUS / "traces.jsonl").read_bytes().splitlines():
+    for line in corpus_bytes("traces.jsonl").splitlines():
         case = orjson.loads(line)  # as it is: -0, 2.0, 2^53+1, __proto__, duplicates
         cases.append((case["id"], case["rule"], case["trace"], expected[case["id"]]))
     return cases
@@ -1191,15 +1192,17 @@ def test_only_fabric_exec_results_are_read(message: dict[str, Any], verdict: str
 
 # --- agreement with Pi's own truth for every corpus session ----------------------------
 
-TRUTH_FILES = sorted((CORPUS / "truth" / "sessions").rglob("*.json"))
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "truth_file" in metafunc.fixturenames:
+        files = truth_files()
+        metafunc.parametrize("truth_file", files, ids=[Path(f).name for f in files])
 
 
-@pytest.mark.parametrize("truth_file", TRUTH_FILES, ids=[p.name for p in TRUTH_FILES])
-def test_fabric_results_match_corpus_truth(truth_file: Path) -> None:
+def test_fabric_results_match_corpus_truth(truth_file: str) -> None:
     """Every fabric_exec result's verdict, addresses and legacy outcome match Pi's truth."""
-    truth = orjson.loads(truth_file.read_bytes())
+    truth = corpus_json(truth_file)
     expected = truth.get("fabric") or []
-    source = CORPUS / truth_file.relative_to(CORPUS / "truth").with_suffix("")
+    source = CORPUS / Path(truth_file).relative_to("truth").with_suffix("")
     try:
         session = read_session(source)
     except SessionError:
