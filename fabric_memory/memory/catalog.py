@@ -17,6 +17,7 @@ from typing import Literal, NotRequired, TypedDict
 
 import orjson
 
+from .._js import iso_time
 from ..errors import ExpandError
 from ..session import hash_file
 from .index import SCHEMA_VERSION, MemoryIndex, open_index
@@ -103,7 +104,7 @@ class SessionRecord:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(datetime.now(UTC))
 
 
 def stat_key(path: str) -> tuple[int, int] | None:
