@@ -255,9 +255,9 @@ def _run_compact(args: argparse.Namespace) -> Outcome:
 
 def _certify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=int, default=1000, metavar="N",
-                        help="synthetic sessions to generate and index (SPEC: 1,000)")
+                        help="synthetic sessions to generate and index (full scale: 1,000)")
     parser.add_argument("--cycles", type=int, default=100, metavar="N",
-                        help="compaction cycles of the endurance session (SPEC: 100)")
+                        help="compaction cycles of the endurance session (full scale: 100)")
     parser.add_argument("--seed", default=None, metavar="S", help="generator seed (default 991)")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="also write the JSON report to PATH")
@@ -325,7 +325,7 @@ COMMANDS: list[Command] = [
             _verify_arguments, _run_verify),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
-    Command("certify", "run the SPEC §7 certification (compaction endurance, memory, "
+    Command("certify", "run the certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,
             json_flag=False),
 ]

@@ -133,7 +133,7 @@ class QueryError(FabricMemoryError):
 
 
 class ExpandError(FabricMemoryError):
-    """An expand request failed with one of the SPEC §5 codes."""
+    """An expand request failed with one of the codes in docs/errors.md#expand."""
 
     CODES = (
         "stale_pointer",

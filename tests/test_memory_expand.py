@@ -168,7 +168,7 @@ def test_changed_file_without_expectations_is_read_from_source(small: dict[str, 
 
 
 def test_every_error_code(small: dict[str, Any]) -> None:
-    """Each SPEC error code is raised by the situation it names."""
+    """Each expand error code (docs/errors.md#expand) is raised by the situation it names."""
     common, path, entry = small["common"], str(small["path"]), small["entry"]
     assert _code(lambda: expand(path, entries=["nope"], **common)) == "address_not_found"
     assert _code(lambda: expand(path, addresses=[f"{entry}/9"], **common)) == "address_not_found"
