@@ -1,11 +1,12 @@
-"""The Fabric execution trace V1 (see docs/trace.md).
+"""The Fabric execution trace V1 (docs/trace.md).
 
 ``toolResult.details`` of ``fabric_exec`` is the persisted envelope
 ``{success, trace, audits, phases, error?}``. Everything that interprets it is
 here, one job per module: the wire shapes (:mod:`.shapes`), the guard that
-decides whether ``details.trace`` is a V1 trace and says why not (:mod:`.guard`),
+decides whether ``details.trace`` is a V1 trace and says why not (:mod:`.guard`,
+docs/trace.md#guard-rules),
 the writer that bounds a new envelope to 512 KiB (:mod:`.writer`), reading one
-result into addressed operations and phases with the strict legacy adapter, and
+result into addressed operations and phases (docs/addresses.md) with the strict legacy adapter, and
 the lenient render-side reader (:mod:`.read`), and the write-side argument
 projection (:mod:`.projection`).
 """

@@ -392,7 +392,7 @@ def trace_rejection(value: object) -> str | None:
 
 
 def is_fabric_execution_trace_v1(value: object) -> bool:
-    """True when ``value`` passes every trace rule of SPEC §2 (never raises)."""
+    """True when ``value`` passes every rule of docs/trace.md#guard-rules (never raises)."""
     try:
         return _trace_failure(value) is None
     except Exception:

@@ -155,7 +155,7 @@ def _project_value(shape: str, value: object) -> object | None:
 
 
 def project_args(ref: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments a trace may keep for a call of ``ref`` (SPEC §2 projection).
+    """The arguments a trace may keep for a call of ``ref`` (docs/trace.md#projection).
 
     Exact refs only (``*`` is ``pi`` or ``omp``); unlisted refs keep nothing. Paths
     stay only when plain and local, minus any ``?query``/``#fragment``; numeric
