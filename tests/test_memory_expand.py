@@ -78,7 +78,7 @@ def test_every_address_expands_to_a_fresh_normalization(memory_corpus: MemoryCor
 
 
 def test_selectors_by_index_range_and_anchor(memory_corpus: MemoryCorpus) -> None:
-    """--index, --range and --anchor select entries in file order (0-based, inclusive)."""
+    """Positions, ranges and anchors select entries in file order (0-based, inclusive)."""
     path = next(p for p in _sessions(memory_corpus) if "019b92ac" in p.name)
     session = read_session(path)
     ids = [e.id for e in session.entries]

@@ -144,7 +144,7 @@ def certify(
     config = config or Config()
     components = components or Components()
     if config.sessions < 2 or config.cycles < 1:
-        raise UsageError(f"certify: --sessions {config.sessions} must be at least 2 and "
+        raise UsageError(f"certify: --count {config.sessions} must be at least 2 and "
                          f"--cycles {config.cycles} at least 1")
     if config.workdir is None:
         with tempfile.TemporaryDirectory(prefix="fabric-memory-certify-") as temporary:
@@ -164,7 +164,7 @@ def certify(
         except OSError as exc:
             raise CertificationError(
                 f"{config.report_path}: cannot write the report ({exc.strerror or exc}); "
-                "pass a writable --json PATH"
+                "pass a writable --report PATH"
             ) from None
     return report
 
