@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from fabric_memory.compaction.hook import append_compaction, compact_session
+from fabric_memory.compaction import append_compaction, compact_session
 from fabric_memory.errors import (
     ExpandError,
     IndexError_,
