@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,29 @@ def test_session_not_found_and_usage_errors(
     assert main(["expand", roots["id"], "--index", roots["index"]]) == 2
     assert "needs a selector" in capsys.readouterr().err
     assert main(["recall", "--index", roots["index"], "--sessions", roots["sessions"]]) == 2
+
+
+def test_a_file_name_that_is_not_utf8_never_crashes(
+    roots: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session named with bytes that are not UTF-8: reindex reports it invalid (shown with
+    \\xNN) and indexes the rest; audit, compact and inspect print valid JSON naming it."""
+    source = Path(roots["path"])
+    odd = os.fsdecode(os.fsencode(source.parent) + b"/bad\xff.jsonl")
+    Path(odd).write_bytes(source.read_bytes())
+    shown = f"{source.parent}/bad\\xff.jsonl"
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    report = _json(capsys, ["reindex", *where, "--workers", "1", "--json"])
+    assert (report["sessions"], report["indexed"]) == (1, 1)
+    assert report["invalid"] == [{"path": shown, "reason": f"{shown}: file name is not valid "
+                                  "UTF-8; not indexed (rename it to index it)"}]
+    assert _json(capsys, ["recall", "zürich", *where, "--json"])["total"] == 1
+    audit = _json(capsys, ["audit", "--sessions", roots["sessions"], "--json"])
+    assert audit["sessions"] == 2
+    inspected = _json(capsys, ["inspect", odd, "--json"])
+    assert inspected["path"] == shown
+    compacted = _json(capsys, ["compact", odd, "--json", "--keep-recent-tokens", "1",
+                               "--reserve-tokens", "63"])
+    assert compacted["path"] == shown
+    assert main(["inspect", odd]) == 0
+    assert shown in capsys.readouterr().out
