@@ -17,6 +17,7 @@ from typing import Literal, NotRequired, TypedDict
 
 import orjson
 
+from .._js import iso_time
 from ..errors import ExpandError
 from ..session import hash_file
 from .index import I64_MAX, I64_MIN, SCHEMA_VERSION, MemoryIndex, open_index
@@ -105,7 +106,7 @@ class SessionRecord:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(datetime.now(UTC))
 
 
 StatKey = tuple[int, int, int]
