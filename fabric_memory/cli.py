@@ -140,7 +140,7 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     _locations(parser)
     parser.add_argument("--full", action="store_true", help="re-read every session")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="parser processes (default min(2, CPUs))")
+                        help="parser processes (default min(2, CPUs); capped at the CPU count)")
 
 
 def _run_reindex(args: argparse.Namespace) -> Outcome:
