@@ -18,7 +18,7 @@ import pytest
 from fabric_memory.compaction import append_compaction, compact_session
 from fabric_memory.errors import (
     ExpandError,
-    IndexError_,
+    MemoryIndexError,
     SessionChangedError,
 )
 from fabric_memory.memory import index as index_module
@@ -341,7 +341,7 @@ def _old_index_intact(roots: dict[str, Path], one: SessionBuilder) -> None:
 def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A commit that fails (disk full) raises IndexError_ naming the index; the previous
+    """A commit that fails (disk full) raises MemoryIndexError naming the index; the previous
     commit still answers, the lock is released, and the next run succeeds."""
     roots, one = _indexed_twice(tmp_path)
     real = index_module.MemoryIndex.writer
@@ -352,7 +352,7 @@ def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
         return writer
 
     monkeypatch.setattr(index_module.MemoryIndex, "writer", failing)
-    with pytest.raises(IndexError_) as caught:
+    with pytest.raises(MemoryIndexError) as caught:
         reindex(**roots, workers=1)
     FAULTS["commit fails (disk full)"] = 1
     assert str(roots["index"]) in caught.value.message

@@ -18,7 +18,7 @@ from typing import Literal, NotRequired, TypedDict
 import orjson
 
 from .._js import iso_time
-from ..errors import ExpandError
+from ..errors import ExpandError, clipped
 from ..session import hash_file
 from .index import I64_MAX, I64_MIN, SCHEMA_VERSION, MemoryIndex, open_index
 from .locations import contains, index_root, sessions_root
@@ -186,7 +186,7 @@ class Catalog:
         if not found:
             raise ExpandError(
                 "session_not_found",
-                f"session {session!r}: not in the memory index"
+                f"session {clipped(session)}: not in the memory index"
                 + (f" under {root}" if root is not None else "")
                 + "; run `fabric-memory reindex` or pass the session file path",
             )
@@ -194,7 +194,8 @@ class Catalog:
             paths = ", ".join(r.path for r in found)
             raise ExpandError(
                 "ambiguous_session",
-                f"session {session!r}: id shared by {len(found)} files ({paths}); pass the path",
+                f"session {clipped(session)}: id shared by {len(found)} files ({paths}); "
+                "pass the path",
             )
         return found[0]
 

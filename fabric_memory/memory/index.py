@@ -28,7 +28,7 @@ from typing import Any, Literal
 import orjson
 import tantivy
 
-from ..errors import IndexError_, IndexLockedError, QueryError
+from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
 from .normalize import Item
 
 SCHEMA_VERSION = 1
@@ -132,7 +132,7 @@ class IndexLock:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise IndexError_(
+            raise MemoryIndexError(
                 f"{self.path}: cannot create the lock ({exc.strerror or exc}); "
                 "pass --index DIR on a writable disk"
             ) from None
@@ -145,7 +145,7 @@ class IndexLock:
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     os.close(fd)
-                    raise IndexError_(f"{self.path}: cannot lock ({exc.strerror})") from exc
+                    raise MemoryIndexError(f"{self.path}: cannot lock ({exc.strerror})") from exc
             if time.monotonic() >= deadline:
                 holder = _read_pid(fd)
                 os.close(fd)
@@ -225,7 +225,7 @@ def _translated(where: str) -> Iterator[None]:
     try:
         yield
     except ValueError as exc:
-        raise IndexError_(f"{where}: {exc}; run `fabric-memory reindex --full`") from exc
+        raise MemoryIndexError(f"{where}: {exc}; run `fabric-memory reindex --full`") from exc
 
 
 def writer_options(threads: int = 0) -> tuple[int, int]:
@@ -256,10 +256,10 @@ class MemoryIndex:
     def _open(self) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
-                raise IndexError_(self._missing_reason())
+                raise MemoryIndexError(self._missing_reason())
             with _translated(str(self.directory)):
                 if not tantivy.Index.is_compatible(str(self.directory)):
-                    raise IndexError_(
+                    raise MemoryIndexError(
                         f"{self.directory}: index written by another Tantivy format; "
                         "run `fabric-memory reindex` to rebuild it"
                     )
@@ -293,7 +293,7 @@ class MemoryIndex:
         key = self._stat_meta()
         if key is None:  # removed or renamed under us (another process rebuilt it)
             self._index = None
-            raise IndexError_(self._missing_reason())
+            raise MemoryIndexError(self._missing_reason())
         if key != self._meta_key:
             with _translated(str(self.directory)):
                 index.reload()
@@ -339,7 +339,7 @@ class MemoryIndex:
             try:
                 notice = self.prepare_for_writing()
             except OSError as exc:
-                raise IndexError_(
+                raise MemoryIndexError(
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
                     "pass --index DIR on a writable disk"
                 ) from None
@@ -527,10 +527,10 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
             return tantivy.Query.regex_query(SCHEMA, "text", spec.text)
         except ValueError as exc:
             reason = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
-            raise QueryError(f"regex {spec.text!r}: {reason}") from None
+            raise QueryError(f"regex {clipped(spec.text)}: {reason}") from None
     words = analyze(spec.text)
     if not words:
-        raise QueryError(f"query {spec.text!r} has no searchable words (letters or digits)")
+        raise QueryError(f"query {clipped(spec.text)} has no searchable words (letters or digits)")
     if spec.mode == "phrase" and len(words) > 1:
         return tantivy.Query.phrase_query(SCHEMA, "text", list[str | tuple[int, str]](words))
     terms = [tantivy.Query.term_query(SCHEMA, "text", word) for word in dict.fromkeys(words)]
@@ -566,7 +566,7 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             raise QueryError(
-                f"regex {pattern!r}: too expensive (not compiled within {seconds:g}s); use "
+                f"regex {clipped(pattern)}: too expensive (not compiled within {seconds:g}s); use "
                 "fewer nested repetitions and narrower classes ([a-z] instead of \\w)"
             )
         time.sleep(delay)
