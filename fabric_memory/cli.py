@@ -294,7 +294,8 @@ def _compact_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_compact(args: argparse.Namespace) -> Outcome:
-    from .compaction.hook import Cancel, compact_session
+    from .compaction.compactor import Cancel
+    from .compaction.files import compact_session
     from .compaction.prepare import CompactionSettings
 
     given = {"reserve_tokens": args.reserve_tokens, "keep_recent_tokens": args.keep_recent_tokens}

@@ -16,7 +16,7 @@ import orjson
 import pytest
 import tantivy
 
-from fabric_memory.compaction.hook import append_compaction, compact_session
+from fabric_memory.compaction import append_compaction, compact_session
 from fabric_memory.errors import (
     ExpandError,
     IndexError_,

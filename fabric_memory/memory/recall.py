@@ -15,11 +15,11 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
+from .._js import iso_ms
 from ..errors import QueryError, UsageError
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
 from .expand import ExpandRequest
 from .index import Hit, SearchSpec, TextMode
-from .normalize import parse_time
 from .tiers import revalidate
 
 Match = Literal["any", "all"]
@@ -183,7 +183,7 @@ def _check_options(
 def _time(text: str | None, option: str) -> int | None:
     if text is None:
         return None
-    parsed = parse_time(text)
+    parsed = iso_ms(text.strip())
     if parsed is None:
         raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
     return parsed
