@@ -28,6 +28,7 @@ EXPECTED = (
     "expand.100",
     *(f"compaction.{kib}k" for kib in QUICK.compaction_kib),
     "compaction.growth",
+    "plateau",
     "reindex.rss",
     "certify",
 )
