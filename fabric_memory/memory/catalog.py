@@ -345,5 +345,6 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
 def default_roots(
     sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None
 ) -> tuple[Path, MemoryIndex]:
-    """The sessions root and the index handle for explicit or default locations."""
-    return sessions_root(sessions).absolute(), open_index(index_root(index))
+    """The sessions root (its real path: every file is keyed by its real path) and the index
+    handle for explicit or default locations."""
+    return sessions_root(sessions).resolve(), open_index(index_root(index))

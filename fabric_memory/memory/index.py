@@ -468,6 +468,12 @@ class Writer:
                 self._raw.add_json(document)
                 self.pending += 1
 
+    def remove_session(self, path: str) -> None:
+        """Delete every document of ``path``: its entries, operations and catalog record."""
+        with _translated(str(self.index.directory)):
+            self._raw.delete_documents_by_term("path", path)
+        self.pending += 1
+
     def put_record(self, path: str, session_id: str, mtime_ns: int, record: bytes) -> None:
         """Replace the catalog record of ``path`` (its entry documents stay as they are)."""
         doc = tantivy.Document(kind=SESSION_KIND, path=path, session_id=session_id,
