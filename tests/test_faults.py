@@ -21,6 +21,7 @@ from fabric_memory.errors import (
     ExpandError,
     IndexError_,
     SessionChangedError,
+    SessionError,
 )
 from fabric_memory.memory import index as index_module
 from fabric_memory.memory import reindex as reindex_module
@@ -358,6 +359,9 @@ def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
     FAULTS["commit fails (disk full)"] = 1
     assert str(roots["index"]) in caught.value.message
     assert "No space left on device" in caught.value.message
+    assert caught.value.message.endswith("free disk space (or pass --index DIR on another "
+                                         "disk) and run the command again")
+    assert "--full" not in caught.value.message  # rebuilding cannot cure a full disk
     assert "\n" not in caught.value.message
     monkeypatch.setattr(index_module.MemoryIndex, "writer", real)
     _old_index_intact(roots, one)
@@ -403,7 +407,7 @@ def test_read_only_index_directory_is_a_clear_error(tmp_path_factory: pytest.Tem
     message = err.decode().strip()
     assert status == 1 and message.count("\n") == 0, (status, message)
     assert message.startswith("fabric-memory reindex: ") and str(roots["index"]) in message
-    assert "Permission denied" in message
+    assert "Permission denied" in message and "--full" not in message
     assert orjson.loads(out)["error"]["code"] == "index_error"
     assert {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()} == before
     _old_index_intact(roots, one)
@@ -678,6 +682,32 @@ for n in range(count):
     os.close(fd)
     time.sleep(0.002)
 """
+
+
+def test_compact_append_to_a_read_only_file_names_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`compact --append` on a file it may not write says so (not session_changed) with a fix
+    that works; the file is untouched."""
+    path = _compactable(tmp_path)
+    original = path.read_bytes()
+    real = os.open
+
+    def read_only(name: Any, flags: int, *args: Any) -> int:
+        if flags & os.O_APPEND:
+            raise PermissionError(13, "Permission denied")
+        return real(name, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(SessionError) as caught:
+        compact_session(path, SMALL_SETTINGS, append=True)
+    FAULTS["compact --append on a read-only file"] = 1
+    assert caught.value.code == "session_error"
+    assert caught.value.message == (f"{path}: cannot open for appending (Permission denied); "
+                                    "make the file writable, or compact without --append")
+    monkeypatch.setattr(os, "open", real)
+    assert path.read_bytes() == original
+    assert compact_session(path, SMALL_SETTINGS, append=False).appended is None
 
 
 def test_compact_append_racing_a_host_writer(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import orjson
 import tantivy
 
-from ..errors import IndexError_, IndexLockedError, QueryError
+from ..errors import IndexError_, IndexLockedError, QueryError, clipped
 from .normalize import Item
 
 SCHEMA_VERSION = 1
@@ -232,13 +232,26 @@ def _translated(where: str) -> Iterator[None]:
     try:
         yield
     except ValueError as exc:
-        raise IndexError_(f"{where}: {_first_line(exc)}; {REBUILD}") from None
+        raise IndexError_(f"{where}: {_first_line(exc)}; {_advice(str(exc))}") from None
     except BaseException as exc:
         if type(exc).__name__ != "PanicException":
             raise
         raise IndexError_(
             f"{where}: the index is damaged (Tantivy failed: {_first_line(exc)}); {REBUILD}"
         ) from None
+
+
+_DISK_ADVICE = (
+    ("No space left on device", "free disk space (or pass --index DIR on another disk) and "
+     "run the command again"),
+    ("Read-only file system", "pass --index DIR on a writable disk"),
+    ("Permission denied", "pass --index DIR you may write (or run as the index's owner)"),
+)
+
+
+def _advice(error: str) -> str:
+    """A fix that works for the error: a full or read-only disk is not cured by rebuilding."""
+    return next((fix for cause, fix in _DISK_ADVICE if cause in error), REBUILD)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -586,11 +599,16 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         try:
             return tantivy.Query.regex_query(SCHEMA, "text", spec.text)
         except ValueError as exc:
-            reason = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
-            raise QueryError(f"regex {spec.text!r}: {reason}") from None
+            raise QueryError(f"regex {clipped(spec.text)}: {_regex_reason(exc)}") from None
     words = analyze(spec.text)
     if not words:
-        raise QueryError(f"query {spec.text!r} has no searchable words (letters or digits)")
+        if any(word.isalnum() for word in spec.text.split()):
+            raise QueryError(
+                f"query {clipped(spec.text)}: every word is longer than {MAX_TOKEN_CHARS} "
+                f"characters, and the index keeps no word that long; search for shorter "
+                "words of the same entry"
+            )
+        raise QueryError(f"query {clipped(spec.text)} has no searchable words (letters or digits)")
     if spec.mode == "phrase" and len(words) > 1:
         return tantivy.Query.phrase_query(SCHEMA, "text", list[str | tuple[int, str]](words))
     terms = [tantivy.Query.term_query(SCHEMA, "text", word) for word in dict.fromkeys(words)]
@@ -598,6 +616,15 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         return terms[0]
     occur = tantivy.Occur.Must if spec.match_all or spec.mode == "phrase" else tantivy.Occur.Should
     return tantivy.Query.boolean_query([(occur, term) for term in terms])
+
+
+def _regex_reason(exc: ValueError) -> str:
+    """The regex parser's complaint on one line (it draws a caret under the pattern)."""
+    text = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    error = next((line.removeprefix("error: ") for line in lines if line.startswith("error:")),
+                 lines[-1] if lines else "invalid")
+    return error if len(lines) <= 1 else f"{error} (regex syntax error)"
 
 
 _CHEAP_REGEX = re.compile(r"[A-Za-z0-9_]*(?:\.[*+?]?)?[A-Za-z0-9_]*")
