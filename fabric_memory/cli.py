@@ -264,7 +264,7 @@ def _run_verify(args: argparse.Namespace) -> Outcome:
     from .memory.render import render_verify
 
     report = verify(index=args.index_dir)
-    healthy = report["changed"] == 0 and report["missing"] == 0
+    healthy = report["changed"] == 0 and report["missing"] == 0 and not report["indexProblems"]
     return Outcome(report, render_verify(report), 0 if healthy else 1)
 
 
