@@ -413,6 +413,54 @@ def test_read_only_index_directory_is_a_clear_error(tmp_path_factory: pytest.Tem
     _old_index_intact(roots, one)
 
 
+QUERY_AS_NOBODY = """
+import os, sys
+from fabric_memory.cli import main
+import fabric_memory.memory.recall, fabric_memory.memory.render  # imported while still root
+import fabric_memory.memory.catalog, fabric_memory.memory.expand
+os.setgid(65534)
+os.setuid(65534)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_queries_answer_from_an_index_they_may_not_write(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """recall, expand, sessions, stats and verify work on an index this process may not write
+    (a read-only disk, another user's index): reading takes no lock in the index directory."""
+    base = Path(tmp_path_factory.mktemp("readonly-queries"))
+    roots, one = _indexed_twice(base)
+    reindex(**roots, workers=1)
+    before = {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()}
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    commands = [("recall", "gamma", *where, "--json"),
+                ("expand", str(one.path), "--position", "0", *where, "--json"),
+                ("sessions", "--index", str(roots["index"]), "--json"),
+                ("stats", "--index", str(roots["index"]), "--json"),
+                ("verify", "--index", str(roots["index"]), "--json")]
+    if os.geteuid() == 0:  # root writes anywhere: query as nobody instead
+        for parent in [base, *base.parents]:
+            parent.chmod(parent.stat().st_mode | 0o005)
+        _readable_by_all(base)
+        for path in [roots["index"], *roots["index"].rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        results = [finish(python(QUERY_AS_NOBODY, *command)) for command in commands]
+    else:
+        for path in [roots["index"], *roots["index"].rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        results = [finish(cli(*command)) for command in commands]
+    FAULTS["queries on a read-only index"] = len(commands)
+    for command, (status, _, err) in zip(commands, results, strict=True):
+        assert status == 0, (command[0], err.decode())
+    recalled = orjson.loads(results[0][1])
+    assert recalled["total"] == 1 and recalled["hits"][0]["path"] == str(one.path)
+    assert "one: alpha" in orjson.loads(results[1][1])["entries"][0]["text"]
+    assert orjson.loads(results[3][1])["sessions"] == 2
+    assert orjson.loads(results[4][1])["indexProblems"] == []
+    assert {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()} == before
+
+
 def test_a_file_where_the_index_directory_should_be(tmp_path: Path) -> None:
     """--index naming a regular file is one clear error; the file is left as it was."""
     roots = _roots(tmp_path)

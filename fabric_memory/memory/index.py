@@ -18,7 +18,9 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,7 @@ import orjson
 import tantivy
 
 from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
+from .locations import make_private_dirs
 from .normalize import Item
 
 SCHEMA_VERSION = 1
@@ -129,7 +132,7 @@ class IndexLock:
     def acquire(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds; raise :class:`IndexLockedError` past it."""
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
             if self.path.is_dir() and not self.path.is_symlink():
                 shutil.rmtree(self.path)  # never a lock: flock needs a file we can open
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -284,22 +287,36 @@ class MemoryIndex:
     def exists(self) -> bool:
         return (self.directory / "meta.json").is_file()
 
-    def _open(self) -> tantivy.Index:
+    def _open(self, *, writing: bool = False) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
                 raise MemoryIndexError(self._missing_reason())
+            where = self.directory
+            if not writing and not _writable(self.directory):
+                where = self._read_only_view()
             with _translated(str(self.directory)):
-                if not tantivy.Index.is_compatible(str(self.directory)):
+                if not tantivy.Index.is_compatible(str(where)):
                     raise MemoryIndexError(
                         f"{self.directory}: index written by another Tantivy format; "
                         "run `fabric-memory reindex` to rebuild it"
                     )
-                index = tantivy.Index.open(str(self.directory))
+                index = tantivy.Index.open(str(where))
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
             self._index = index
             self._meta_key = self._stat_meta()
             self.generation += 1
         return self._index
+
+    def _read_only_view(self) -> Path:
+        """A private folder of symlinks to the index files, for an index this process may not
+        write (a read-only disk, another user's index): Tantivy takes a lock file to read,
+        and creates it beside the links instead. Made afresh per open (a commit adds files)."""
+        view = Path(tempfile.mkdtemp(prefix="fabric-memory-read-"))
+        weakref.finalize(self, shutil.rmtree, view, True)
+        for entry in os.scandir(self.directory):
+            if entry.name not in TANTIVY_LOCKS:
+                os.symlink(entry.path, view / entry.name)
+        return view
 
     def _missing_reason(self) -> str:
         others = _version_dirs(self.root) - {SCHEMA_VERSION}
@@ -326,6 +343,10 @@ class MemoryIndex:
             self._index = None
             raise MemoryIndexError(self._missing_reason())
         if key != self._meta_key:
+            if not _writable(self.directory):  # the view lacks the new files: open anew
+                self._index = None
+                self._open()
+                return self.generation
             with _translated(str(self.directory)):
                 index.reload()
             self._meta_key = key
@@ -338,7 +359,7 @@ class MemoryIndex:
 
         Call with the writer lock held. Returns the one-line notice of a rebuild.
         """
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(self.root)
         notice = None
         for version in sorted(_version_dirs(self.root) - {SCHEMA_VERSION}):
             shutil.rmtree(self.root / f"v{version}")
@@ -355,7 +376,7 @@ class MemoryIndex:
             raise MemoryIndexError(f"{self.directory}: the index {damage}; {REBUILD}")
         self._index = None
         if not self.exists():
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(self.directory)
             with _translated(str(self.directory)):
                 index = tantivy.Index(SCHEMA, path=str(self.directory), reuse=False)
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
@@ -396,7 +417,7 @@ class MemoryIndex:
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
                     "pass --index DIR on a writable disk"
                 ) from None
-            index = self._open()
+            index = self._open(writing=True)
             heap, threads = writer_options(threads)
             with _translated(str(self.directory)):
                 raw = index.writer(heap_size=heap, num_threads=threads)
@@ -663,6 +684,12 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
 INCOMPATIBLE = "was written by another Tantivy format"
 NO_META = "had no meta.json (an interrupted first run)"
 TANTIVY_LOCKS = (".tantivy-writer.lock", ".tantivy-meta.lock")
+
+
+def _writable(directory: Path) -> bool:
+    """Whether this process can create Tantivy's lock files in ``directory``."""
+    lock = directory / TANTIVY_LOCKS[1]
+    return os.access(directory, os.W_OK) and (not lock.exists() or os.access(lock, os.W_OK))
 
 
 def _clear_tantivy_locks(directory: Path) -> None:
