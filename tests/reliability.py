@@ -79,9 +79,12 @@ class Expected:
 
     def agrees(self, item: Mapping[str, Any]) -> bool:
         """Whether one expanded item is exactly this file's text for its address."""
-        expected = self.addresses.get(item["address"])
-        if expected is None and item["kind"] == "entry":
+        # An entry is known by its position: with duplicate ids, its address names the
+        # first occurrence only.
+        if item["kind"] == "entry":
             expected = self.by_index.get(item["index"])
+        else:
+            expected = self.addresses.get(item["address"])
         start = item["textOffset"]
         return expected is not None and expected[start : start + len(item["text"])] == item[
             "text"]
