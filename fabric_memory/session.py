@@ -3,6 +3,9 @@
 A session file is read once, in chunks, hashing exactly the bytes read. Lines are
 split on ``\\n`` only (U+2028/U+2029 inside strings are data), a trailing ``\\r`` is
 stripped, and no line longer than ``max_line_bytes`` is ever held in memory.
+
+Entries, ids, the leaf and version 1/2 migration follow Pi 1.6.0's own reading of a file
+(docs/sessions.md lists every rule and the few deliberate differences).
 """
 
 from __future__ import annotations
@@ -83,6 +86,18 @@ class LineProblem:
 
 
 @dataclass(frozen=True, slots=True)
+class GluedLine:
+    """A line Pi drops because a crash glued complete JSON objects together on it: no
+    entry of the session, but its objects can still be remembered (see
+    docs/sessions.md#glued-lines)."""
+
+    line: int
+    offset: int
+    length: int
+    objects: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     """A parsed session file. Entries are in file order; ``by_id`` maps each id to
     its last occurrence (as Pi's own index does)."""
@@ -99,6 +114,8 @@ class Session:
     truncated_tail: LineProblem | None = None
     duplicate_ids: tuple[str, ...] = ()
     by_id: Mapping[str, Entry] = field(default_factory=dict)
+    glued: tuple[GluedLine, ...] = ()
+    """Malformed lines that are complete JSON objects glued together (also in ``malformed``)."""
 
     @property
     def leaf_id(self) -> str | None:
@@ -343,6 +360,7 @@ class _Scan:
     kept: list[_Line | None] = field(default_factory=list)
     """Pi's parsed values after the header, in order; ``None`` for a repeated header."""
     malformed: list[LineProblem] = field(default_factory=list)
+    glued: list[GluedLine] = field(default_factory=list)
     truncated: LineProblem | None = None
     not_a_session: NotASessionError | None = None
     """The first line before the header that is not JSON (raised if no header follows)."""
@@ -389,6 +407,7 @@ def _parse(
         truncated_tail=scan.truncated,
         duplicate_ids=tuple(duplicates),
         by_id=by_id,
+        glued=tuple(scan.glued),
     )
 
 
@@ -416,6 +435,11 @@ def _scan_line(
             scan.truncated = LineProblem(number, "truncated_tail: half-written last line ignored")
         else:
             reason = f"malformed JSON line skipped ({_short(exc)})"
+            objects = glued_objects(data) if exc.msg == _TRAILING else ()
+            if objects:
+                scan.glued.append(GluedLine(number, offset, len(data), objects))
+                reason = (f"complete JSON objects glued together ({len(objects)} kept for "
+                          "memory); skipped as Pi does")
             scan.malformed.append(LineProblem(number, reason))
         return
     if not _js_truthy(value):
@@ -439,6 +463,39 @@ def _scan_line(
 
 _TOO_DEEP = "depth limit exceeded"
 """orjson's message for JSON nested past its limit (1,024 levels)."""
+_TRAILING = "unexpected content after document"
+"""orjson's message for a complete JSON value followed by more text."""
+MAX_GLUED_OBJECTS = 64
+
+
+def glued_objects(data: bytes) -> tuple[dict[str, Any], ...]:
+    """The complete JSON objects a line holds back to back (a crash glued lines together),
+    in order; an incomplete or non-object rest is left out. At most
+    :data:`MAX_GLUED_OBJECTS`."""
+    try:
+        rest = data.decode()
+    except UnicodeDecodeError:
+        return ()
+    objects: list[dict[str, Any]] = []
+    while rest.strip() and len(objects) < MAX_GLUED_OBJECTS:
+        try:
+            value, rest = orjson.loads(rest), ""
+        except orjson.JSONDecodeError as exc:
+            if exc.msg != _TRAILING or exc.pos == 0:
+                break
+            # ``pos`` counts characters of the text orjson was given.
+            value, rest = _loads_or_none(rest[: exc.pos]), rest[exc.pos :]
+        if not isinstance(value, dict):
+            break
+        objects.append(value)
+    return tuple(objects)
+
+
+def _loads_or_none(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _js_truthy(value: Any) -> bool:
@@ -529,7 +586,9 @@ def _migrate_v1(kept: list[_Line | None], malformed: list[LineProblem]) -> list[
             # Pi cannot migrate a file with a number or string line (it throws).
             malformed.append(LineProblem(item.line, "v1 entry is not a JSON object; skipped"))
             continue
-        raw = item.value if isinstance(item.value, dict) else {}
+        # As Pi holds it after migrating: its id and parent set in place.
+        raw = dict(item.value) if isinstance(item.value, dict) else {}
+        raw["id"], raw["parentId"] = ids[position], previous
         if raw.get("type") == "compaction":
             raw = _first_kept_by_index(raw, position, kept, ids)
         entries.append(_entry(item, raw, ids[position], previous, migrated=True))

@@ -105,7 +105,12 @@ def expected_texts(path: Path) -> Expected:
         addresses.setdefault(entry.id, text)
         for address, record in source_records(entry.id, entry.raw).items():
             addresses.setdefault(address, record_text(record))
-    return Expected(session.source_hash, len(session.entries), addresses, by_index)
+    # Objects salvaged from glued lines come after the entries; each expands to its line.
+    salvaged = [glued for glued in session.glued for _ in glued.objects]
+    for position, glued in enumerate(salvaged, start=len(session.entries)):
+        by_index[position] = data[glued.offset : glued.offset + glued.length].decode(
+            "utf-8", errors="replace")
+    return Expected(session.source_hash, len(by_index), addresses, by_index)
 
 
 def environment(**extra: str) -> dict[str, str]:

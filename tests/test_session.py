@@ -378,3 +378,23 @@ def test_v1_number_line_is_skipped(tmp_path: Path) -> None:
     assert session.entries[1].parent_id == "L2"
     assert [(p.line, p.reason) for p in session.malformed] == [
         (3, "v1 entry is not a JSON object; skipped")]
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [(b'{"a":1}{"b":2}', 2), (b'{"a":"}{"} {"b":"\xc3\xa9"}', 2), (b'{"a":1}{"b":', 1),
+     (b'{"a":1}[1]{"c":3}', 1), (b"{" * 3, 0), (b'{"a":1}' * 100, 64)],
+    ids=["two", "braces-in-strings", "torn-second", "array-second", "torn", "many"],
+)
+def test_glued_lines_are_split_into_complete_objects(
+    tmp_path: Path, line: bytes, kept: int
+) -> None:
+    """A malformed line holding complete objects back to back is skipped as Pi does, and
+    its complete objects (at most 64) are kept aside for the memory index."""
+    session = read_session(_write(tmp_path, V3, _message("a", None, "x"), line,
+                                  _message("b", "a", "y")))
+    assert [e.id for e in session.entries] == ["a", "b"]
+    assert [p.line for p in session.malformed] == [3]
+    assert [(g.line, len(g.objects)) for g in session.glued] == ([(3, kept)] if kept else [])
+    if kept:
+        assert "a" in session.glued[0].objects[0]

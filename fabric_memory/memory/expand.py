@@ -272,10 +272,11 @@ class ParsedSource:
                               "expand again")
         self.source_hash = session.source_hash
         self.lineage_fingerprint = session.lineage_fingerprint("active")
-        self.entries = len(session.entries)
+        normalized = normalize_session(session)
+        self.entries = normalized.entries
         self._by_address: dict[str, list[Located]] = {}
         self._by_position: dict[int, Located] = {}
-        for item in normalize_session(session).items:
+        for item in normalized.items:
             located = Located(item.kind, item.address, item.entry_id, item.position, item.type,
                               item.line, item.offset, item.length, item.sequence)
             self._by_address.setdefault(item.address, []).append(located)

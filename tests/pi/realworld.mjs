@@ -241,11 +241,14 @@ function buildFiles() {
 	const last = [...one];
 	last[last.length - 1] = withoutId(last[last.length - 1]);
 	files["v3-last-line-without-id.jsonl"] = last;
-	// A crash glued the second compaction and the next entry (an assistant turn with thinking)
-	// on one line: Pi drops that line.
+	// Crashes glued two lines into one, twice: the second compaction with the next user
+	// message, and later an assistant turn with thinking with its tool result. Pi drops both.
 	const glued = [...two];
 	const at = compactionAt(two, 2);
-	glued.splice(at, 2, text(JSON.stringify(two[at].value) + JSON.stringify(two[at + 1].value)));
+	const thinking = glued.findIndex((item, i) => i > at + 1 && item.value?.message?.content?.[0]?.type === "thinking");
+	const glue = (i) => text(JSON.stringify(glued[i].value) + JSON.stringify(glued[i + 1].value));
+	glued.splice(thinking, 2, glue(thinking));
+	glued.splice(at, 2, glue(at));
 	files["v3-glued-lines.jsonl"] = glued;
 	return Object.fromEntries(Object.entries(files).map(([name, items]) => [name, render(items)]));
 }
