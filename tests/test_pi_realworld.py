@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from fabric_memory.cli import main
-from fabric_memory.compaction.hook import Compaction, compact_session
+from fabric_memory.compaction import Compaction, compact_session
 from fabric_memory.compaction.prepare import (
     CompactionSettings,
     build_session_context,
