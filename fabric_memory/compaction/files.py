@@ -20,7 +20,7 @@ import orjson
 import xxhash
 
 from .._js import iso_time
-from ..errors import CompactionError, SessionChangedError
+from ..errors import CompactionError, SessionChangedError, SessionError
 from ..session import (
     CURRENT_VERSION,
     DEFAULT_MAX_LINE_BYTES,
@@ -206,7 +206,8 @@ def append_compaction(
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND)
     except OSError as exc:
-        raise SessionChangedError(path, None, f"cannot open for appending: {exc.strerror}") from exc
+        raise SessionError(path, None, f"cannot open for appending ({exc.strerror or exc}); "
+                           "make the file writable, or compact without --append") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         current = fingerprint_file(fd)
