@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
+from fabric_memory import session as session_module
 from fabric_memory.cli import main
 from fabric_memory.compaction import Compaction, compact_session
 from fabric_memory.compaction.prepare import (
@@ -159,7 +160,7 @@ def test_fixtures_are_what_pi_computes_now(tmp_path: Path) -> None:
     tests/pi); there a missing install fails instead of skipping."""
     if not NODE.exists():
         message = f"Pi is not installed: run `npm ci --no-audit --no-fund` in {PI_HOST}"
-        if os.environ.get("CI") == "true":
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message)
         pytest.skip(message)
     subprocess.run([str(NODE), str(PI_HOST / "realworld.mjs"), str(tmp_path)], check=True,
@@ -176,3 +177,27 @@ def test_fixtures_are_what_pi_computes_now(tmp_path: Path) -> None:
         "regenerate: tests/pi/node_modules/.bin/node tests/pi/realworld.mjs "
         "fixtures/pi-1.6.0-realworld"
     )
+
+
+def test_regeneration_check_fails_in_ci_without_pi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``CI=true`` a missing Pi install fails the tie to Pi instead of skipping it."""
+    monkeypatch.setattr(f"{__name__}.NODE", tmp_path / "no-node")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="npm ci"):
+        test_fixtures_are_what_pi_computes_now(tmp_path)
+
+
+def test_ignoring_first_kept_entry_index_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sabotage: a reader that leaves v1 compactions without firstKeptEntryId (the old
+    behaviour) disagrees with Pi's context on the v1 files with compactions."""
+    monkeypatch.setattr(session_module, "_first_kept_by_index", lambda raw, *_: raw)
+    wrong = []
+    for name in NAMES:
+        session = read_session(REALWORLD / "sessions" / name)
+        context = build_session_context(session.entries, session.leaf_id)
+        if len(context.messages) != TRUTH["files"][name]["context"]["messageCount"]:
+            wrong.append(name)
+    assert {"v1-one-compaction.jsonl", "v1-two-compactions.jsonl", "v1-prefix.jsonl",
+            "v1-ends-on-compaction.jsonl"} <= set(wrong)
