@@ -396,3 +396,17 @@ def test_workers_are_capped_at_the_cpu_count(tmp_path: Path, monkeypatch: pytest
     assert report["notices"] == ["--workers 1000: capped at 2, the number of CPUs (more "
                                  "parsers than CPUs only compete for them)"]
     assert report["indexed"] == 6
+
+
+def test_a_deleted_hot_session_is_forgotten_by_the_next_query(tmp_path: Path) -> None:
+    """A query's hot-tier refresh forgets a hot session whose file was deleted: no reindex
+    is needed for it to leave memory."""
+    roots = _roots(tmp_path)
+    gone = _small(tmp_path, "gone", "alpha words")
+    _small(tmp_path, "kept", "beta words")
+    reindex(**roots, workers=1)
+    gone.path.unlink()
+    assert recall("words", **roots)["total"] == 1
+    assert recall("alpha", hot_sessions=0, **roots)["total"] == 0
+    assert [s["path"] for s in list_sessions(index=roots["index"])["sessions"]] == [
+        str(tmp_path / "sessions" / "--repo--" / "kept.jsonl")]
