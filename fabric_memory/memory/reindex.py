@@ -437,9 +437,13 @@ def _apply(
         return
     record = parsed.record
     assert record is not None
+    refused = writer.replace_session(parsed.path, parsed.documents)
+    if refused is not None:
+        reason = f"{parsed.path}: not indexed: the index refused a document ({refused})"
+        report["invalid"].append({"path": parsed.path, "reason": reason})
+        return
     report["notes"].extend({"path": parsed.path, "reason": note} for note in parsed.notes)
     report["salvaged"].extend({"path": parsed.path, "reason": line} for line in parsed.salvaged)
-    writer.replace_session(parsed.path, parsed.documents)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
     report["entries"] += record.entries
