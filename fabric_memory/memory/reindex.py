@@ -116,8 +116,10 @@ def reindex(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     commit_every: int = DEFAULT_COMMIT_EVERY,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    session: str | os.PathLike[str] | None = None,
 ) -> ReindexReport:
-    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them)."""
+    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them);
+    with ``session``, only that file (it must lie under the sessions root)."""
     started = time.perf_counter()
     root, handle = default_roots(sessions, index)
     if not root.is_dir():
@@ -130,13 +132,15 @@ def reindex(
         raise UsageError(f"--workers {count}: must be at least 1")
     report = _report(str(root), handle)
     report["workers"] = count
-    files, outside = _inside(root, iter_session_files(root))
+    candidates = iter_session_files(root) if session is None else [_one_session(root, session)]
+    files, outside = _inside(root, candidates)
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
+    only = None if session is None else set(files)
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
-    pending, gone = _plan_all(files, _committed(handle), full, max_line_bytes)
+    pending, gone = _plan_all(files, _committed(handle), full, max_line_bytes, only)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
         report["seconds"] = round(time.perf_counter() - started, 4)
@@ -147,7 +151,7 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, missing = _plan_all(files, catalog, full, max_line_bytes)
+        tasks, missing = _plan_all(files, catalog, full, max_line_bytes, only)
         report["skipped"] = done = len(files) - len(tasks)
         for parsed in _parse_all(tasks, pool, 4 * count):
             _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
@@ -163,6 +167,20 @@ def reindex(
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
+    """``session`` spelled as the walk of ``root`` spells it (so its catalog record is the
+    same one); a file elsewhere is a usage error."""
+    path = Path(session).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--session {session}: no such session file")
+    if not contains(root, path.parent):
+        raise UsageError(
+            f"--session {session}: not under the sessions root {root}; pass --sessions DIR "
+            "or set FABRIC_MEMORY_SESSIONS to the directory that holds it"
+        )
+    return root / path.parent.resolve().relative_to(root.resolve()) / path.name
 
 
 def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
@@ -198,13 +216,17 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 
 def _plan_all(
-    files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
+    files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
+    only: set[str] | None = None,
 ) -> tuple[list[_Task], list[SessionRecord]]:
-    """Files to parse, and records whose file is gone (kept, to be marked stale)."""
+    """Files to parse, and records whose file is gone (kept, to be marked stale); ``only``:
+    the one session asked for, whose record alone is looked at."""
     tasks = [task for path in files
              if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
     seen = set(files)
-    missing = [r for r in catalog.records
+    records = catalog.records if only is None else [
+        record for path in only if (record := catalog.by_path.get(path)) is not None]
+    missing = [r for r in records
                if r.path not in seen and r.checked is not None and stat_key(r.path) is None]
     return tasks, missing
 
