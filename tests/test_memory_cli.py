@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +51,10 @@ def test_reindex_recall_expand_round_trip(
     page = _json(capsys, ["expand", roots["id"], "--address", hit["address"],
                           "--expected-source-hash", hit["follow"]["expectedSourceHash"],
                           "--expected-lineage", hit["follow"]["expectedLineageFingerprint"],
-                          "--index-dir", roots["index"], "--sessions", roots["sessions"],
+                          "--index", roots["index"], "--sessions", roots["sessions"],
                           "--json"])
     assert orjson.loads(page["entries"][0]["text"])["error"] == "no match"
-    page = _json(capsys, ["expand", roots["path"], "--index", "0", "--index-dir",
+    page = _json(capsys, ["expand", roots["path"], "--position", "0", "--index",
                           roots["index"], "--sessions", roots["sessions"], "--json"])
     assert "Zürich parser" in page["entries"][0]["text"]
 
@@ -80,10 +81,10 @@ def test_human_output_and_catalog_commands(
 
 @pytest.mark.parametrize(("argv", "code"), [
     (["--entry", "nope"], "address_not_found"),
-    (["--index", "42"], "index_out_of_bounds"),
-    (["--index", "0", "--expected-source-hash", "0" * 32], "stale_pointer"),
-    (["--index", "0", "--text-offset", "999999"], "text_offset_out_of_bounds"),
-], ids=["address", "index", "stale", "text-offset"])
+    (["--position", "42"], "index_out_of_bounds"),
+    (["--position", "0", "--expected-source-hash", "0" * 32], "stale_pointer"),
+    (["--position", "0", "--text-offset", "999999"], "text_offset_out_of_bounds"),
+], ids=["address", "position", "stale", "text-offset"])
 def test_expand_errors_are_json_with_their_exit_status(
     roots: dict[str, Any], capsys: pytest.CaptureFixture[str], argv: list[str], code: str
 ) -> None:
@@ -91,7 +92,7 @@ def test_expand_errors_are_json_with_their_exit_status(
     assert main(["reindex", "--sessions", roots["sessions"], "--index", roots["index"],
                  "--workers", "1"]) == 0
     capsys.readouterr()
-    status = main(["expand", roots["id"], *argv, "--index-dir", roots["index"], "--sessions",
+    status = main(["expand", roots["id"], *argv, "--index", roots["index"], "--sessions",
                    roots["sessions"], "--json"])
     captured = capsys.readouterr()
     error = orjson.loads(captured.out)["error"]
@@ -107,8 +108,34 @@ def test_session_not_found_and_usage_errors(
     """An unknown session and a selector-less expand each fail with one clear line."""
     assert main(["reindex", "--sessions", roots["sessions"], "--index", roots["index"],
                  "--workers", "1"]) == 0
-    assert main(["expand", "ghost", "--index", "0", "--index-dir", roots["index"]]) == (
+    assert main(["expand", "ghost", "--position", "0", "--index", roots["index"]]) == (
         ExpandError.EXIT_STATUS["session_not_found"])
-    assert main(["expand", roots["id"], "--index-dir", roots["index"]]) == 2
+    assert main(["expand", roots["id"], "--index", roots["index"]]) == 2
     assert "needs a selector" in capsys.readouterr().err
     assert main(["recall", "--index", roots["index"], "--sessions", roots["sessions"]]) == 2
+
+
+def test_a_file_name_that_is_not_utf8_never_crashes(
+    roots: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session named with bytes that are not UTF-8: reindex reports it invalid (shown with
+    \\xNN) and indexes the rest; audit, compact and inspect print valid JSON naming it."""
+    source = Path(roots["path"])
+    odd = os.fsdecode(os.fsencode(source.parent) + b"/bad\xff.jsonl")
+    Path(odd).write_bytes(source.read_bytes())
+    shown = f"{source.parent}/bad\\xff.jsonl"
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    report = _json(capsys, ["reindex", *where, "--workers", "1", "--json"])
+    assert (report["sessions"], report["indexed"]) == (1, 1)
+    assert report["invalid"] == [{"path": shown, "reason": f"{shown}: file name is not valid "
+                                  "UTF-8; not indexed (rename it to index it)"}]
+    assert _json(capsys, ["recall", "zürich", *where, "--json"])["total"] == 1
+    audit = _json(capsys, ["audit", "--sessions", roots["sessions"], "--json"])
+    assert audit["sessions"] == 2
+    inspected = _json(capsys, ["inspect", odd, "--json"])
+    assert inspected["path"] == shown
+    compacted = _json(capsys, ["compact", odd, "--json", "--keep-recent-tokens", "1",
+                               "--reserve-tokens", "63"])
+    assert compacted["path"] == shown
+    assert main(["inspect", odd]) == 0
+    assert shown in capsys.readouterr().out

@@ -51,6 +51,8 @@ INT_FIELDS = (
     ("mtime_ns", False, True), ("entries", False, False), ("operations", False, False),
 )
 BOOL_FIELDS = ("is_error", "on_active")
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+"""What Tantivy's integer fields hold; every number is brought inside before it is added."""
 ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
 
@@ -465,6 +467,12 @@ class Writer:
             for document in documents:
                 self._raw.add_json(document)
                 self.pending += 1
+
+    def remove_session(self, path: str) -> None:
+        """Delete every document of ``path``: its entries, operations and catalog record."""
+        with _translated(str(self.index.directory)):
+            self._raw.delete_documents_by_term("path", path)
+        self.pending += 1
 
     def put_record(self, path: str, session_id: str, mtime_ns: int, record: bytes) -> None:
         """Replace the catalog record of ``path`` (its entry documents stay as they are)."""

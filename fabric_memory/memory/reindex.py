@@ -7,7 +7,11 @@ held, and let this process be the single writer. Each session's documents and ca
 replaced together; commits happen every ``commit_every`` documents and at the end,
 so a crash leaves the last commit intact and the next run redoes only what it lost.
 Invalid files are reported and skipped; documents of an earlier good version are
-kept and their record marked stale.
+kept and their record marked stale. A file that is gone from under the root is forgotten:
+its documents and record are deleted (deleting a session removes it from memory).
+
+Every file is keyed by its real path (symlinks and ``..`` resolved), so one file is one
+record whatever the spelling of the root or a symlink to it inside the root.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from ..errors import IndexError_, SessionError, UsageError
+from ..errors import IndexError_, SessionError, UsageError, is_utf8, printable
 from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, read_session
 from .catalog import (
     Catalog,
     SessionRecord,
+    StatKey,
+    clamped_time,
     default_roots,
     load_catalog,
     now_iso,
@@ -62,6 +68,10 @@ class ReindexReport(TypedDict):
     invalid: list[PathReason]
     stale: list[PathReason]
     incomplete: list[PathReason]
+    removed: list[PathReason]
+    """Records of files gone from under the root: their documents were deleted."""
+    notes: list[PathReason]
+    """Values changed to fit the index (a time out of range), each with its file:line."""
     entries: int
     operations: int
     commits: int
@@ -84,7 +94,7 @@ ProgressCallback = Callable[[Progress], None]
 @dataclass(frozen=True, slots=True)
 class _Task:
     path: str
-    checked: tuple[int, int] | None
+    checked: StatKey | None
     known_hash: str | None
     """Set when only the mtime moved: hash first, parse only if the bytes changed."""
     max_line_bytes: int
@@ -100,6 +110,7 @@ class _Parsed:
     unchanged: bool = False
     """The bytes hash to the recorded sourceHash (only the mtime moved)."""
     invalid: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def default_workers() -> int:
@@ -136,11 +147,11 @@ def reindex(
     files, outside = _inside(root, candidates)
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
-    only = None if session is None else set(files)
+    one = session is not None
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
-    pending, gone = _plan_all(files, _committed(handle), full, max_line_bytes, only)
+    pending, gone = _plan_all(root, files, _committed(handle), full, max_line_bytes, one)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
         report["seconds"] = round(time.perf_counter() - started, 4)
@@ -151,7 +162,7 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, missing = _plan_all(files, catalog, full, max_line_bytes, only)
+        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes, one)
         report["skipped"] = done = len(files) - len(tasks)
         for parsed in _parse_all(tasks, pool, 4 * count):
             _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
@@ -161,8 +172,8 @@ def reindex(
             done += 1
             if progress is not None:
                 progress(Progress(done, len(files), report["indexed"], report["skipped"]))
-        for record in missing:
-            _mark_stale(writer, record, "missing: the session file is gone", None, report)
+        for record in gone:
+            _forget(writer, record, report)
         writer.commit()
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
@@ -170,8 +181,8 @@ def reindex(
 
 
 def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
-    """``session`` spelled as the walk of ``root`` spells it (so its catalog record is the
-    same one); a file elsewhere is a usage error."""
+    """``session`` as a path under ``root`` (its real folder, as the walk of ``root`` spells
+    it, so its catalog record is the same one); a file elsewhere is a usage error."""
     path = Path(session).expanduser()
     if not path.is_file():
         raise UsageError(f"--session {session}: no such session file")
@@ -180,31 +191,33 @@ def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
             f"--session {session}: not under the sessions root {root}; pass --sessions DIR "
             "or set FABRIC_MEMORY_SESSIONS to the directory that holds it"
         )
-    return root / path.parent.resolve().relative_to(root.resolve()) / path.name
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
-    """Session files under ``root``, and those a symlink leads outside it (never read).
+    """The real paths of the session files under ``root`` (each once), and the files that
+    cannot be indexed: a symlink leading outside the root (never read), a name that is not
+    UTF-8 (the index holds text).
 
-    A file that is not itself a symlink resolves to its directory's real path plus its
-    name, so the whole path is resolved only for symlinks and for files whose directory
-    resolves outside ``root``: one resolve per directory, one ``lstat`` per file.
+    ``root`` is a real path and the walk enters no symlinked folder, so only a symlinked
+    file needs resolving: one ``lstat`` per file.
     """
-    inside: list[str] = []
-    outside: list[PathReason] = []
-    directories: dict[str, bool] = {}
+    inside: dict[str, None] = {}
+    refused: list[PathReason] = []
     for path in paths:
         name = str(path)
-        folder = os.path.dirname(name)
-        parent = directories.get(folder)
-        if parent is None:
-            parent = directories[folder] = contains(root, folder)
-        if (parent and not os.path.islink(name)) or contains(root, path):
-            inside.append(name)
+        if not is_utf8(name):
+            shown = printable(name)
+            refused.append({"path": shown, "reason": f"{shown}: file name is not valid UTF-8; "
+                            "not indexed (rename it to index it)"})
+        elif not os.path.islink(name):
+            inside[name] = None
+        elif contains(root, path):
+            inside[os.path.realpath(name)] = None
         else:
             reason = f"{path}: symlink to a file outside the sessions root {root}; not indexed"
-            outside.append({"path": str(path), "reason": reason})
-    return inside, outside
+            refused.append({"path": name, "reason": reason})
+    return list(inside), refused
 
 
 def _committed(handle: MemoryIndex) -> Catalog:
@@ -216,19 +229,21 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 
 def _plan_all(
-    files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
-    only: set[str] | None = None,
+    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
+    one: bool = False,
 ) -> tuple[list[_Task], list[SessionRecord]]:
-    """Files to parse, and records whose file is gone (kept, to be marked stale); ``only``:
-    the one session asked for, whose record alone is looked at."""
+    """Files to parse, and records under ``root`` whose file is gone (to be forgotten): a
+    deleted or renamed file, or one indexed under another spelling of its path; ``one``:
+    ``files`` is the one session asked for, so no other record is looked at."""
     tasks = [task for path in files
              if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
+    if one:
+        return tasks, []
     seen = set(files)
-    records = catalog.records if only is None else [
-        record for path in only if (record := catalog.by_path.get(path)) is not None]
-    missing = [r for r in records
-               if r.path not in seen and r.checked is not None and stat_key(r.path) is None]
-    return tasks, missing
+    prefix = os.path.join(root, "")
+    gone = [r for r in catalog.records
+            if r.path not in seen and (r.path.startswith(prefix) or contains(root, r.path))]
+    return tasks, gone
 
 
 def refresh_sessions(
@@ -249,7 +264,7 @@ def refresh_sessions(
             if record is None:
                 continue
             if stat_key(record.path) is None:
-                _mark_stale(writer, record, "missing: the session file is gone", None, report)
+                _forget(writer, record, report)
                 continue
             task = _plan(record.path, record, False, DEFAULT_MAX_LINE_BYTES)
             if task is None:
@@ -265,8 +280,8 @@ def refresh_sessions(
 def _report(root: str, handle: MemoryIndex) -> ReindexReport:
     return {
         "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
-        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "entries": 0,
-        "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
+        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "removed": [], "notes": [],
+        "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
     }
 
 
@@ -298,7 +313,12 @@ def _parse(task: _Task) -> _Parsed:
         f"{session.path}: duplicate address {a!r} (ambiguous)"
         for a in normalized.duplicate_addresses
     )
-    checked = task.checked or (0, session.size)
+    checked = task.checked or (0, session.size, 0)
+    notes = [p.located(session.path) for p in normalized.notes]
+    if clamped_time(checked):
+        notes.append(f"{session.path}: modified after 2262, past the index's 64-bit nanosecond "
+                     "range; mtime clamped (changes are still seen by size and ctime)")
+    problems.extend(notes)
     cwd = session.header.get("cwd")
     record = SessionRecord(
         path=task.path,
@@ -312,11 +332,11 @@ def _parse(task: _Task) -> _Parsed:
         indexed_at=now_iso(),
         complete=not normalized.duplicate_addresses,
         problems=tuple(problems[:MAX_PROBLEMS]),
-        checked=(checked[0], session.size),
+        checked=(checked[0], session.size, checked[2]),
         cwd=cwd if isinstance(cwd, str) else None,
     )
     documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
-    return _Parsed(task.path, record=record, documents=documents)
+    return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes))
 
 
 def _hash_or_none(path: str) -> str | None:
@@ -409,6 +429,7 @@ def _apply(
         return
     record = parsed.record
     assert record is not None
+    report["notes"].extend({"path": parsed.path, "reason": note} for note in parsed.notes)
     writer.replace_session(parsed.path, parsed.documents)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
@@ -418,16 +439,22 @@ def _apply(
         report["incomplete"].append({"path": record.path, "reason": "duplicate entry ids"})
 
 
-def _touched(record: SessionRecord, checked: tuple[int, int] | None) -> SessionRecord:
+def _touched(record: SessionRecord, checked: StatKey | None) -> SessionRecord:
     mtime = checked[0] if checked is not None else record.mtime_ns
     return replace(record, mtime_ns=mtime, checked=checked)
+
+
+def _forget(writer: Writer, record: SessionRecord, report: ReindexReport) -> None:
+    writer.remove_session(record.path)
+    report["removed"].append({"path": record.path,
+                              "reason": "the session file is gone; its documents removed"})
 
 
 def _mark_stale(
     writer: Writer,
     record: SessionRecord,
     reason: str,
-    checked: tuple[int, int] | None,
+    checked: StatKey | None,
     report: ReindexReport,
 ) -> None:
     stale = record.marked_stale(reason, checked)
