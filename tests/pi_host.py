@@ -3,8 +3,9 @@ mode, for the tests that prove the extension against the host itself.
 
 :func:`pi_host` finds Node 22 and Pi's CLI, or skips the test with the command that
 installs them; under ``CI=true`` a missing Pi fails the test instead, so CI cannot pass
-without running them. :class:`PiRpc` is a small JSONL client (Pi's docs/rpc.md): records
-split on LF only, commands correlated by id, every record kept for the test to inspect.
+without running them. :class:`PiRpc` is a small JSONL client (Pi's
+pi-coding-agent/docs/rpc.md): records split on LF only, commands correlated by id, every
+record kept for the test to inspect.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class PiRpc:
         self._reader.start()
 
     def _read(self, stream: IO[bytes]) -> None:
-        for line in stream:  # binary lines: split on LF only (docs/rpc.md, Framing)
+        for line in stream:  # binary lines: split on LF only (pi-coding-agent/docs/rpc.md, Framing)
             try:
                 self._incoming.put(json.loads(line))
             except ValueError:

@@ -236,6 +236,32 @@ def test_compact_falls_back_to_pis_own_when_the_hook_cannot_answer(
             os.kill(pid, 0)  # the hung hook was killed, not left behind
 
 
+def test_pis_abort_signal_kills_the_hook(host: PiHost, tmp_path: Path) -> None:
+    """Pi aborting a compaction (its signal) stops a running hook and Pi's own compaction
+    path is left alone (nothing returned, nothing announced)."""
+    slow, pid_file = tmp_path / "slow-fabric-memory", tmp_path / "slow.pid"
+    slow.write_text(f"#!/bin/sh\necho $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}\n"
+                    "exec sleep 300\n")
+    slow.chmod(0o755)
+    env = {**os.environ, "FABRIC_MEMORY_BIN": str(slow), "FABRIC_MEMORY_HOOK_TIMEOUT": "600"}
+    done = subprocess.run([str(host.node), str(PI_DIR / "abort-check.mjs"),
+                           str(EXTENSION_ENTRY), str(pid_file)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome == {"result": None, "aborted": True, "notices": []}
+    pid = int(pid_file.read_text())
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(gone, "the aborted hook's exit", deadline=10)
+
+
 def test_extension_type_checks_against_pis_declarations(host: PiHost) -> None:
     check = subprocess.run([str(host.node), str(TSC), "--noEmit", "-p", str(PI_DIR)],
                            capture_output=True, text=True, check=False)

@@ -14,7 +14,7 @@ PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
 def sessions_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``explicit``, else ``$FABRIC_MEMORY_SESSIONS``, else where Pi keeps sessions:
     ``$PI_CODING_AGENT_SESSION_DIR``, else ``sessions`` of ``$PI_CODING_AGENT_DIR``, else
-    ``~/.pi/agent/sessions`` (Pi's docs/environment-variables.md)."""
+    ``~/.pi/agent/sessions`` (Pi's pi-coding-agent/docs/environment-variables.md)."""
     if explicit is not None:
         return Path(explicit).expanduser()
     for variable in (SESSIONS_ENV, PI_SESSION_DIR_ENV):
@@ -26,7 +26,7 @@ def sessions_root(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 def pi_agent_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``explicit``, else ``$PI_CODING_AGENT_DIR``, else ``~/.pi/agent``, as Pi resolves
-    its agent directory (Pi's docs/configuration.md)."""
+    its agent directory (Pi's pi-coding-agent/docs/configuration.md)."""
     if explicit is not None:
         return Path(explicit).expanduser()
     configured = os.environ.get(PI_AGENT_DIR_ENV)

@@ -2,7 +2,8 @@
 Pi load it (:mod:`.install`) and the memory tools it calls (:mod:`.tools`).
 
 The extension directory is a Pi package (a ``package.json`` whose ``pi.extensions`` names
-``index.ts``); Pi loads TypeScript without compiling it (Pi's docs/extensions.md).
+``index.ts``); Pi loads TypeScript without compiling it (Pi 1.6.0's
+pi-coding-agent/docs/extensions.md).
 """
 
 from __future__ import annotations

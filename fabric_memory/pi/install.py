@@ -1,10 +1,12 @@
 """Make Pi load the extension: the extension directory is a local Pi package, listed in
 ``packages`` of Pi's settings, exactly as ``pi install PATH`` (``-l``: the project's) does
-(Pi's docs/packages.md and docs/settings.md). Installing twice changes nothing; uninstalling
-removes that entry, and the ``packages`` list or the settings file when it leaves them empty.
+(Pi 1.6.0's pi-coding-agent/docs/packages.md and .../settings.md). Installing twice
+changes nothing; uninstalling removes that entry, and the ``packages`` list or the
+settings file when it leaves them empty.
 
-Pi's agent directory is ``$PI_CODING_AGENT_DIR``, else ``~/.pi/agent`` (docs/configuration.md);
-``local`` uses ``.pi/`` of the current directory, which Pi reads once the project is trusted.
+Pi's agent directory is ``$PI_CODING_AGENT_DIR``, else ``~/.pi/agent``
+(pi-coding-agent/docs/configuration.md); ``local`` uses ``.pi/`` of the current
+directory, which Pi reads once the project is trusted.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 /**
  * Test-only Pi extension: a scripted model provider, so the end-to-end tests can drive the
- * real Pi without a network model (docs/custom-provider.md, "Implement custom streaming").
+ * real Pi without a network model (pi-coding-agent/docs/custom-provider.md, "Implement custom streaming").
  *
  * It answers deterministically from the last message of the request:
  * - Pi's own summarization request (its system prompt starts with SUMMARY_PROMPT): a fixed

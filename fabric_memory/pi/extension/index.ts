@@ -12,7 +12,7 @@
  * The program is `$FABRIC_MEMORY_BIN`, else `fabric-memory` on PATH, looked for at the first
  * call (never while Pi loads the extension). `$FABRIC_MEMORY_HOOK_TIMEOUT` (seconds, default
  * 30) bounds the hook: Pi puts no time limit on extension handlers. Pi's own contract for these
- * events and tools: its docs/extensions.md and docs/compaction.md.
+ * events and tools: pi-coding-agent/docs/extensions.md and .../compaction.md.
  */
 
 import { spawn } from "node:child_process";
