@@ -1,7 +1,7 @@
 """``python -m bench.pi_extension [--quick] [--json]``: what compaction through the Pi
 extension costs, against what it cannot avoid.
 
-For each large generated session, three figures, medians of the repeats:
+For each large generated session, three figures, medians of interleaved rounds:
 
 - **through the extension** — Pi 1.6.0's own runtime (tests/pi, ``npm ci`` there) loads
   the shipped extension, prepares the cut with Pi's ``prepareCompaction`` and awaits the
@@ -59,35 +59,40 @@ SMALL_EVENT = {
 
 
 def measure(size: int, runs: int, work: Path, keep_recent_tokens: int = 20_000) -> dict[str, Any]:
+    """The three figures for one generated session of ``size`` bytes, in interleaved rounds
+    (one of each per round), so a busy machine weighs on all three alike."""
     session = work / f"session-{size}.jsonl"
     rich_session(session, size, seed=7)
     event_file = work / f"event-{size}.json"
-    env_program = {"FABRIC_MEMORY_BIN": str(PROGRAM)}
-    done = subprocess.run(
-        [str(NODE), str(SCRIPT), str(PI_DIR), str(EXTENSION_ENTRY), str(session),
-         str(event_file), str(runs), str(keep_recent_tokens)],
-        capture_output=True, text=True, check=False, env={**os.environ, **env_program},
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"bench/pi_extension.mjs failed: {done.stderr.strip()[-2000:]}")
-    through = orjson.loads(done.stdout)
-    event = event_file.read_bytes()
-    in_process = []
+    small = orjson.dumps(SMALL_EVENT)
+    through: list[float] = []
+    in_process: list[float] = []
+    starts: list[float] = []
+    entries = 0
     for _ in range(runs):
+        done = subprocess.run(
+            [str(NODE), str(SCRIPT), str(PI_DIR), str(EXTENSION_ENTRY), str(session),
+             str(event_file), "1", str(keep_recent_tokens)],
+            capture_output=True, text=True, check=False,
+            env={**os.environ, "FABRIC_MEMORY_BIN": str(PROGRAM)},
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"bench/pi_extension.mjs failed: {done.stderr.strip()[-2000:]}")
+        answer = orjson.loads(done.stdout)
+        through.extend(answer["ms"])
+        entries = answer["entries"]
+        event = event_file.read_bytes()
         started = time.perf_counter()
         result, status = run_hook(event)
         in_process.append((time.perf_counter() - started) * 1000)
         assert status == 0 and "compaction" in result, result
-    small = orjson.dumps(SMALL_EVENT)
-    starts = []
-    for _ in range(runs):
         started = time.perf_counter()
         subprocess.run([str(PROGRAM), "hook"], input=small, capture_output=True, check=True)
         starts.append((time.perf_counter() - started) * 1000)
-    extension, hook, start = (statistics.median(v) for v in (through["ms"], in_process, starts))
+    extension, hook, start = (statistics.median(v) for v in (through, in_process, starts))
     return {
         "sessionBytes": session.stat().st_size, "eventBytes": len(event),
-        "entries": through["entries"], "runs": runs,
+        "entries": entries, "runs": runs,
         "extensionMs": round(extension, 1), "hookInProcessMs": round(hook, 1),
         "processStartMs": round(start, 1),
         "overheadMs": round(extension - hook - start, 1),

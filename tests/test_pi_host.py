@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,14 @@ def test_extension_type_checks_against_pis_declarations(host: PiHost) -> None:
     check = subprocess.run([str(host.node), str(TSC), "--noEmit", "-p", str(PI_DIR)],
                            capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_bench_runs_through_pis_runtime(host: PiHost) -> None:
+    """``python -m bench.pi_extension --quick`` (a smoke run; the figures are README's)."""
+    del host
+    done = subprocess.run([sys.executable, "-m", "bench.pi_extension", "--quick", "--json"],
+                          capture_output=True, text=True, cwd=PI_DIR.parent.parent, check=False)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)
+    assert row["entries"] > 0 and row["eventBytes"] > row["sessionBytes"] // 2
+    assert min(row["extensionMs"], row["hookInProcessMs"], row["processStartMs"]) > 0
