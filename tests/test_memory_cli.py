@@ -10,9 +10,11 @@ import orjson
 import pytest
 
 from fabric_memory.cli import main
-from fabric_memory.errors import ExpandError
+from fabric_memory.errors import ExpandError, clipped
+from fabric_memory.memory.recall import MAX_OFFSET
 
 from .memory_builder import SessionBuilder, operation
+from .reliability import cli, finish
 
 
 @pytest.fixture
@@ -139,3 +141,51 @@ def test_a_file_name_that_is_not_utf8_never_crashes(
     assert compacted["path"] == shown
     assert main(["inspect", odd]) == 0
     assert shown in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--offset", "4294967295"), ("--offset", "99999999999999999999"), ("--offset", "-1"),
+    ("--limit", "0"), ("--limit", "99999999999999999999"),
+])
+def test_recall_offset_and_limit_are_bounded(
+    roots: dict[str, Any], option: str, value: str
+) -> None:
+    """An --offset or --limit out of range is one usage line and exit 2: never a Rust abort or
+    an OverflowError."""
+    where = ("--sessions", roots["sessions"], "--index", roots["index"])
+    assert finish(cli("reindex", *where))[0] == 0
+    status, out, err = finish(cli("recall", "zürich", *where, option, value, "--json"))
+    text = err.decode()
+    assert status == 2 and text.count("\n") == 1, text
+    assert text.startswith(f"fabric-memory recall: {option} {value}: must be between ")
+    assert orjson.loads(out)["error"]["code"] == "usage"
+
+
+def test_recall_at_the_last_offset_is_an_empty_page(
+    roots: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The largest offset allowed answers (no hits there, no next)."""
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    assert main(["reindex", *where]) == 0
+    capsys.readouterr()
+    page = _json(capsys, ["recall", "zürich", *where, "--offset", str(MAX_OFFSET), "--json"])
+    assert (page["total"], page["hits"], page["next"]) == (1, [], None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mode", "regex", "a(b"], "regex 'a(b': unclosed group (regex syntax error)"),
+    (["a" * 65], f"query {clipped('a' * 65)}: every word is longer than 64 characters, and the "
+                 "index keeps no word that long; search for shorter words of the same entry"),
+    (["--mode", "regex", "x" * 300], "regex is 300 characters; the limit is 256"),
+], ids=["regex-syntax", "65-letter-word", "long-regex"])
+def test_query_errors_are_one_line_naming_the_real_cause(
+    roots: dict[str, Any], argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad query is one line with its real cause (the parser's complaint without its caret
+    drawing; the 64-character word limit), exit 2."""
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    assert main(["reindex", *where]) == 0
+    capsys.readouterr()
+    assert main(["recall", *argv, *where]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fabric-memory recall: {message}\n"

@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from fabric_memory.errors import IndexLockedError
+from fabric_memory.memory import reindex as reindex_module
 from fabric_memory.memory.catalog import list_sessions, load_catalog, stats, verify
 from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.index import IndexLock, open_index
@@ -372,3 +374,25 @@ def test_one_file_is_one_record_whatever_the_root_spelling(tmp_path: Path) -> No
         assert expand_request(follow)["entries"]
     records = load_catalog(open_index(roots["index"])).records
     assert [r.path for r in records] == [str(session.path.resolve())]
+
+
+def test_workers_are_capped_at_the_cpu_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    """--workers 1000 starts no more parser processes than there are CPUs, and says so."""
+    roots = _roots(tmp_path)
+    for n in range(6):
+        _small(tmp_path, f"s{n}", f"words {n}")
+    started: list[int] = []
+    real = reindex_module._workers
+
+    def counting(count: int) -> Any:
+        started.append(count)
+        return real(count)
+
+    monkeypatch.setattr(reindex_module, "_workers", counting)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    report = reindex(**roots, workers=1000)
+    assert started == [2] and report["workers"] == 2
+    assert report["notices"] == ["--workers 1000: capped at 2, the number of CPUs (more "
+                                 "parsers than CPUs only compete for them)"]
+    assert report["indexed"] == 6

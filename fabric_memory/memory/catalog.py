@@ -18,9 +18,9 @@ from typing import Literal, NotRequired, TypedDict
 import orjson
 
 from .._js import iso_time
-from ..errors import ExpandError
+from ..errors import ExpandError, IndexError_
 from ..session import hash_file
-from .index import I64_MAX, I64_MIN, SCHEMA_VERSION, MemoryIndex, open_index
+from .index import I64_MAX, I64_MIN, REBUILD, SCHEMA_VERSION, MemoryIndex, open_index
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
@@ -208,7 +208,11 @@ def load_catalog(index: MemoryIndex) -> Catalog:
     cached = _CACHE.get(index.root)
     if cached is not None and cached[0] == generation:
         return cached[1]
-    records = (SessionRecord.from_json(orjson.loads(raw)) for raw in index.session_records())
+    try:
+        records = [SessionRecord.from_json(orjson.loads(raw)) for raw in index.session_records()]
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise IndexError_(f"{index.directory}: a session record in the index is damaged "
+                          f"({type(exc).__name__}); {REBUILD}") from None
     catalog = Catalog(records)
     _CACHE[index.root] = (generation, catalog)
     return catalog
@@ -312,10 +316,19 @@ class VerifyReport(TypedDict):
     changed: int
     missing: int
     sessions: list[VerifyItem]
+    sampledDocuments: int
+    indexProblems: list[str]
+    """What is wrong in the index itself (documents lost, stored data unreadable); the fix
+    is ``fabric-memory reindex --full``."""
+
+
+VERIFY_SAMPLE = 512
+"""Stored documents verify reads back (spread over the index)."""
 
 
 def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
-    """Every indexed session against its file: ``ok`` (same bytes), ``changed`` or ``missing``.
+    """Every indexed session against its file: ``ok`` (same bytes), ``changed`` or ``missing``;
+    and the index against its records (``indexProblems``).
 
     A file whose mtime and size match is still hashed: verify trusts nothing but bytes.
     """
@@ -338,8 +351,26 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
                 item["reason"] = "sourceHash differs; run `fabric-memory reindex`"
         items.append(item)
     count = Counter(item["state"] for item in items)
+    sampled, problems = _index_problems(handle, catalog)
     return {"index": str(handle.root), "ok": count["ok"], "changed": count["changed"],
-            "missing": count["missing"], "sessions": items}
+            "missing": count["missing"], "sessions": items, "sampledDocuments": sampled,
+            "indexProblems": problems}
+
+
+def _index_problems(handle: MemoryIndex, catalog: Catalog) -> tuple[int, list[str]]:
+    """The index against its own records: each session's entry, operation and record
+    documents counted, and a sample of stored documents read back."""
+    problems = []
+    for record in sorted(catalog.records, key=lambda r: r.path):
+        for kind, expected in (("entry", record.entries), ("operation", record.operations),
+                               ("session", 1)):
+            found = handle.count(kind, record.path)
+            if found != expected:
+                problems.append(f"{record.path}: the index holds {found} {kind} documents, "
+                                f"its record says {expected}")
+    sampled, unreadable = handle.unreadable_documents(VERIFY_SAMPLE)
+    problems.extend(unreadable)
+    return sampled, problems
 
 
 def default_roots(

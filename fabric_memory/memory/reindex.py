@@ -142,6 +142,11 @@ def reindex(
     if count < 1:
         raise UsageError(f"--workers {count}: must be at least 1")
     report = _report(str(root), handle)
+    cpus = os.cpu_count() or 1
+    if count > cpus:
+        report["notices"].append(f"--workers {count}: capped at {cpus}, the number of CPUs "
+                                 "(more parsers than CPUs only compete for them)")
+        count = cpus
     report["workers"] = count
     candidates = iter_session_files(root) if session is None else [_one_session(root, session)]
     files, outside = _inside(root, candidates)
@@ -151,19 +156,23 @@ def reindex(
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
-    pending, gone = _plan_all(root, files, _committed(handle), full, max_line_bytes, one)
+    committed = _committed(handle)
+    pending, gone = _plan_all(root, files, committed, full, max_line_bytes, one)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
+        report["invalid"].extend(_still_invalid(files, committed))
         report["seconds"] = round(time.perf_counter() - started, 4)
         return report
     with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool, \
-            handle.writer(timeout=lock_timeout) as writer:
+            handle.writer(timeout=lock_timeout, rebuild=full) as writer:
         if writer.notice:
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
         tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes, one)
         report["skipped"] = done = len(files) - len(tasks)
+        planned = {task.path for task in tasks}
+        report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
         for parsed in _parse_all(tasks, pool, 4 * count):
             _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
             if writer.pending >= commit_every:
@@ -218,6 +227,21 @@ def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReas
             reason = f"{path}: symlink to a file outside the sessions root {root}; not indexed"
             refused.append({"path": name, "reason": reason})
     return list(inside), refused
+
+
+INVALID = "invalid: "
+"""How the stale reason of a record whose file turned invalid starts."""
+
+
+def _still_invalid(skipped: Iterable[str], catalog: Catalog) -> list[PathReason]:
+    """Unchanged files that were invalid when last read: reported again without reading."""
+    found: list[PathReason] = []
+    for path in skipped:
+        record = catalog.by_path.get(path)
+        reason = record.stale_reason if record is not None else None
+        if reason is not None and reason.startswith(INVALID):
+            found.append({"path": path, "reason": reason.removeprefix(INVALID)})
+    return found
 
 
 def _committed(handle: MemoryIndex) -> Catalog:
@@ -416,7 +440,7 @@ def _apply(
     if parsed.invalid is not None:
         report["invalid"].append({"path": parsed.path, "reason": parsed.invalid})
         if previous is not None:
-            _mark_stale(writer, previous, f"invalid: {parsed.invalid}",
+            _mark_stale(writer, previous, f"{INVALID}{parsed.invalid}",
                         stat_key(parsed.path), report)
         return
     if parsed.unchanged:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .catalog import SessionsReport, StatsReport, VerifyReport
 from .expand import ExpandPage
+from .index import REBUILD
 from .recall import RecallResponse
 from .reindex import Progress, ReindexReport
 
@@ -110,4 +111,7 @@ def render_verify(report: VerifyReport) -> str:
         for item in report["sessions"]
         if item["state"] != "ok"
     )
+    lines.extend(f"index: {problem}" for problem in report["indexProblems"])
+    if report["indexProblems"]:
+        lines.append(f"index: {REBUILD}")
     return "\n".join(lines)
