@@ -130,8 +130,10 @@ def reindex(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     commit_every: int = DEFAULT_COMMIT_EVERY,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    session: str | os.PathLike[str] | None = None,
 ) -> ReindexReport:
-    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them)."""
+    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them);
+    with ``session``, only that file (it must lie under the sessions root)."""
     started = time.perf_counter()
     root, handle = default_roots(sessions, index)
     if not root.is_dir():
@@ -149,14 +151,16 @@ def reindex(
                                  "(more parsers than CPUs only compete for them)")
         count = cpus
     report["workers"] = count
-    files, outside = _inside(root, iter_session_files(root))
+    candidates = iter_session_files(root) if session is None else [_one_session(root, session)]
+    files, outside = _inside(root, candidates)
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
+    one = session is not None
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
-    pending, gone = _plan_all(root, files, committed, full, max_line_bytes)
+    pending, gone = _plan_all(root, files, committed, full, max_line_bytes, one)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
         report["invalid"].extend(_still_invalid(files, committed))
@@ -168,7 +172,7 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes)
+        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes, one)
         report["skipped"] = done = len(files) - len(tasks)
         planned = {task.path for task in tasks}
         report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
@@ -186,6 +190,20 @@ def reindex(
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
+    """``session`` as a path under ``root`` (its real folder, as the walk of ``root`` spells
+    it, so its catalog record is the same one); a file elsewhere is a usage error."""
+    path = Path(session).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--session {session}: no such session file")
+    if not contains(root, path.parent):
+        raise UsageError(
+            f"--session {session}: not under the sessions root {root}; pass --sessions DIR "
+            "or set FABRIC_MEMORY_SESSIONS to the directory that holds it"
+        )
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
@@ -238,12 +256,16 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 
 def _plan_all(
-    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
+    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
+    one: bool = False,
 ) -> tuple[list[_Task], list[SessionRecord]]:
     """Files to parse, and records under ``root`` whose file is gone (to be forgotten): a
-    deleted or renamed file, or one indexed under another spelling of its path."""
+    deleted or renamed file, or one indexed under another spelling of its path; ``one``:
+    ``files`` is the one session asked for, so no other record is looked at."""
     tasks = [task for path in files
              if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
+    if one:
+        return tasks, []
     seen = set(files)
     prefix = os.path.join(root, "")
     gone = [r for r in catalog.records
