@@ -261,3 +261,22 @@ def test_sessions_root_follows_pi(clean_env: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", "/ours")
     assert sessions_root() == Path("/ours")
     assert sessions_root("/explicit") == Path("/explicit")
+
+
+# --- the tie to Pi ---------------------------------------------------------------------------
+
+
+def test_missing_pi_fails_under_ci_and_skips_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/test_pi_host.py cannot pass in CI without running Pi: a missing install is a
+    failure under ``CI=true`` and a skip (saying how to install it) otherwise."""
+    from tests import pi_host
+
+    monkeypatch.setattr(pi_host, "NODE", tmp_path / "no-node")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="npm ci"):
+        pi_host.pi_host()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="npm ci"):
+        pi_host.pi_host()
