@@ -331,7 +331,9 @@ COMMANDS: list[Command] = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (``only``) one with just that command: building every
+    sub-parser costs more than a recall takes to answer."""
     parser = argparse.ArgumentParser(
         prog="fabric-memory",
         description="Compaction and memory index for Pi coding-agent sessions.",
@@ -339,6 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fabric-memory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
+        if only is not None and command.name != only:
+            continue
         child = sub.add_parser(command.name, help=command.help, description=command.help)
         command.add_arguments(child)
         if command.json_flag:
@@ -348,8 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    named = given[0] if given and any(c.name == given[0] for c in COMMANDS) else None
+    args = build_parser(named).parse_args(given)
     try:
         outcome: Outcome = args.runner(args)
     except FabricMemoryError as exc:

@@ -18,8 +18,7 @@ from typing import Literal, NotRequired, TypedDict
 import orjson
 
 from ..errors import ExpandError
-from ..session import hash_file
-from .index import SCHEMA_VERSION, MemoryIndex, open_index
+from .index import SCHEMA_VERSION, MemoryIndex, RecordSnapshot, open_index
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
@@ -116,25 +115,80 @@ def stat_key(path: str) -> tuple[int, int] | None:
 
 
 class Catalog:
-    """Every record of one index generation, with tiers: newest ``hot_sessions`` by
-    mtime (ties by path) are hot, the rest cold."""
+    """The records of one index generation, with tiers: newest ``hot_sessions`` by
+    mtime (ties by path) are hot, the rest cold.
 
-    def __init__(self, records: Iterable[SessionRecord]) -> None:
-        self.records = tuple(sorted(records, key=lambda r: (-r.mtime_ns, r.path)))
-        self.by_path = {record.path: record for record in self.records}
+    Built from every record (``records``), or over a :class:`RecordSnapshot` that
+    fetches records only as they are asked for: a recall touches the hot tier and its
+    hits' sessions, not the whole catalog. ``records`` and ``by_path`` load everything
+    on first use.
+    """
+
+    def __init__(
+        self, records: Iterable[SessionRecord] = (), *, snapshot: RecordSnapshot | None = None
+    ) -> None:
+        self._snapshot = snapshot
+        self._all: tuple[SessionRecord, ...] | None = None
+        self._by_path: dict[str, SessionRecord] | None = None
         self._by_id: dict[str, list[SessionRecord]] = {}
-        for record in self.records:
+        self._fetched: dict[str, SessionRecord | None] = {}
+        self._newest: dict[int, tuple[SessionRecord, ...]] = {}
+        if snapshot is None:
+            self._load(records)
+
+    def _load(self, records: Iterable[SessionRecord]) -> None:
+        self._all = tuple(sorted(records, key=_recency))
+        self._by_path = {record.path: record for record in self._all}
+        self._by_id = {}
+        for record in self._all:
             self._by_id.setdefault(record.session_id, []).append(record)
 
+    @property
+    def records(self) -> tuple[SessionRecord, ...]:
+        if self._all is None:
+            assert self._snapshot is not None
+            self._load(map(_decode, self._snapshot.all()))
+        assert self._all is not None
+        return self._all
+
+    @property
+    def by_path(self) -> dict[str, SessionRecord]:
+        self.records  # noqa: B018 (loads every record)
+        assert self._by_path is not None
+        return self._by_path
+
+    def record(self, path: str) -> SessionRecord | None:
+        """The record of ``path``, or None when it is not indexed."""
+        if self._by_path is not None:
+            return self._by_path.get(path)
+        if path not in self._fetched:
+            assert self._snapshot is not None
+            found = [_decode(raw) for raw in self._snapshot.by_paths([path])]
+            self._fetched[path] = found[0] if found else None
+        return self._fetched[path]
+
+    def with_id(self, session_id: str) -> list[SessionRecord]:
+        if self._all is None and session_id not in self._by_id:
+            assert self._snapshot is not None
+            found = sorted(map(_decode, self._snapshot.by_id(session_id)), key=_recency)
+            self._by_id[session_id] = found
+        return self._by_id.get(session_id, [])
+
     def hot(self, hot_sessions: int) -> tuple[SessionRecord, ...]:
-        return self.records[: max(hot_sessions, 0)]
+        if self._all is None:
+            if hot_sessions not in self._newest:
+                assert self._snapshot is not None
+                newest = sorted(map(_decode, self._snapshot.newest(hot_sessions)), key=_recency)
+                self._newest[hot_sessions] = tuple(newest[: max(hot_sessions, 0)])
+            return self._newest[hot_sessions]
+        return self._all[: max(hot_sessions, 0)]
 
     def tiers(self, hot_sessions: int) -> dict[str, Tier]:
         hot = max(hot_sessions, 0)
         return {r.path: ("hot" if i < hot else "cold") for i, r in enumerate(self.records)}
 
     def unique_id(self, record: SessionRecord) -> bool:
-        return len(self._by_id.get(record.session_id, ())) == 1
+        return len(self.with_id(record.session_id)) == 1
 
     def handle(self, record: SessionRecord) -> str:
         """How to name the session in a request: its id when unique, else its path."""
@@ -148,7 +202,7 @@ class Catalog:
                 if root is None or contains(root, record.path)]
 
     def _find(self, session: str, root: Path | None) -> list[SessionRecord]:
-        found = list(self._by_id.get(session, ()))
+        found = list(self.with_id(session))
         if found:
             return found
         candidates = [Path(session).expanduser()]
@@ -156,7 +210,7 @@ class Catalog:
             candidates.append(root / session)
         for candidate in candidates:
             for name in (str(candidate.absolute()), str(candidate.resolve())):
-                record = self.by_path.get(name)
+                record = self.record(name)
                 if record is not None:
                     return [record]
         return []
@@ -181,17 +235,25 @@ class Catalog:
         return found[0]
 
 
+def _recency(record: SessionRecord) -> tuple[int, str]:
+    return (-record.mtime_ns, record.path)
+
+
+def _decode(raw: bytes) -> SessionRecord:
+    return SessionRecord.from_json(orjson.loads(raw))
+
+
 _CACHE: dict[Path, tuple[int, Catalog]] = {}
 
 
 def load_catalog(index: MemoryIndex) -> Catalog:
-    """The catalog of the index's current commit (cached per reader generation)."""
+    """The catalog of the index's current commit (cached per reader generation); records
+    are read from the index as they are asked for."""
     generation = index.refresh()
     cached = _CACHE.get(index.root)
     if cached is not None and cached[0] == generation:
         return cached[1]
-    records = (SessionRecord.from_json(orjson.loads(raw)) for raw in index.session_records())
-    catalog = Catalog(records)
+    catalog = Catalog(snapshot=index.records())
     _CACHE[index.root] = (generation, catalog)
     return catalog
 
@@ -301,6 +363,8 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
 
     A file whose mtime and size match is still hashed: verify trusts nothing but bytes.
     """
+    from ..session import hash_file  # a recall process never hashes: loaded here only
+
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
     items: list[VerifyItem] = []

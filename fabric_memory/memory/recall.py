@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
 from ..errors import QueryError, UsageError
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
-from .expand import ExpandRequest
 from .index import Hit, SearchSpec, TextMode
-from .normalize import parse_time
 from .tiers import revalidate
+
+if TYPE_CHECKING:
+    from .expand import ExpandRequest
 
 Match = Literal["any", "all"]
 Branches = Literal["active", "all"]
@@ -179,6 +180,8 @@ def _check_options(
 def _time(text: str | None, option: str) -> int | None:
     if text is None:
         return None
+    from .normalize import parse_time  # the normalizer loads the trace guard: only when needed
+
     parsed = parse_time(text)
     if parsed is None:
         raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
@@ -194,7 +197,7 @@ def _hit(
 ) -> RecallHit:
     fields = hit.fields
     path = str(fields["path"])
-    record = catalog.by_path.get(path)
+    record = catalog.record(path)
     follow: ExpandRequest = {
         "session": catalog.handle(record) if record is not None else path,
         "addresses": [str(fields["address"])],

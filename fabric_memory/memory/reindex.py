@@ -194,7 +194,7 @@ def _committed(handle: MemoryIndex) -> Catalog:
     try:
         return load_catalog(handle)
     except IndexError_:
-        return Catalog(())
+        return Catalog()
 
 
 def _plan_all(
@@ -222,7 +222,7 @@ def refresh_sessions(
     with handle.writer(timeout=timeout, threads=1) as writer:
         catalog = load_catalog(handle)
         for given in records:
-            record = catalog.by_path.get(given.path)
+            record = catalog.record(given.path)
             report["sessions"] += 1
             if record is None:
                 continue

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from .catalog import SessionsReport, StatsReport, VerifyReport
-from .expand import ExpandPage
-from .recall import RecallResponse
-from .reindex import Progress, ReindexReport
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types only: rendering a recall must not load the writer or expand
+    from .catalog import SessionsReport, StatsReport, VerifyReport
+    from .expand import ExpandPage
+    from .recall import RecallResponse
+    from .reindex import Progress, ReindexReport
 
 
 def render_progress(progress: Progress) -> str:
