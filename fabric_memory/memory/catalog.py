@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict, cast
 
 import orjson
 
-from ..errors import ExpandError
+from ..errors import ExpandError, QueryError, UsageError
 from .index import SCHEMA_VERSION, MemoryIndex, RecordSnapshot, open_index
 from .locations import contains, index_root, sessions_root
 
@@ -264,6 +264,8 @@ def load_catalog(index: MemoryIndex) -> Catalog:
 class SessionListing(TypedDict):
     sessionId: str
     path: str
+    cwd: str | None
+    modifiedAt: str
     tier: Tier
     entries: int
     operations: int
@@ -275,29 +277,100 @@ class SessionListing(TypedDict):
     complete: bool
 
 
+class SessionsRequest(TypedDict, total=False):
+    """The filters and page of a listing (what ``next`` holds)."""
+
+    project: str
+    since: str
+    until: str
+    limit: int
+    offset: int
+    hotSessions: int
+
+
 class SessionsReport(TypedDict):
     index: str
     hotSessions: int
+    total: int
+    offset: int
     sessions: list[SessionListing]
+    next: SessionsRequest | None
+
+
+MAX_SESSIONS_LIMIT = 200
 
 
 def list_sessions(
-    *, index: str | os.PathLike[str] | None = None, hot_sessions: int = DEFAULT_HOT_SESSIONS
+    *,
+    index: str | os.PathLike[str] | None = None,
+    hot_sessions: int = DEFAULT_HOT_SESSIONS,
+    project: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
 ) -> SessionsReport:
-    """Every indexed session, newest first, with its tier, counts and hashes."""
+    """Indexed sessions, newest first, with tier, counts, hashes and staleness.
+
+    ``project`` keeps sessions whose working directory (the header's ``cwd``) is that
+    folder or inside it; ``since``/``until`` (ISO-8601, inclusive) bound the file's last
+    modification. ``limit`` pages the listing (``next`` asks for the following page).
+    """
+    if limit is not None and not 1 <= limit <= MAX_SESSIONS_LIMIT:
+        raise UsageError(f"--limit {limit}: must be between 1 and {MAX_SESSIONS_LIMIT}")
+    if offset < 0:
+        raise UsageError(f"--offset {offset}: must not be negative")
+    low, high = _time_ns(since, "--since"), _time_ns(until, "--until")
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
     tiers = catalog.tiers(hot_sessions)
+    chosen = [r for r in catalog.records
+              if _in_project(r.cwd, project) and (low is None or r.mtime_ns >= low)
+              and (high is None or r.mtime_ns <= high)]
+    end = len(chosen) if limit is None else offset + limit
     listing: list[SessionListing] = [
         {
-            "sessionId": r.session_id, "path": r.path, "tier": tiers[r.path],
+            "sessionId": r.session_id, "path": r.path, "cwd": r.cwd,
+            "modifiedAt": _iso(r.mtime_ns), "tier": tiers[r.path],
             "entries": r.entries, "operations": r.operations, "sourceHash": r.source_hash,
             "lineageFingerprint": r.lineage_fingerprint, "indexedAt": r.indexed_at,
             "stale": r.stale, "staleReason": r.stale_reason, "complete": r.complete,
         }
-        for r in catalog.records
+        for r in chosen[offset:end]
     ]
-    return {"index": str(handle.root), "hotSessions": hot_sessions, "sessions": listing}
+    following: SessionsRequest | None = None
+    if end < len(chosen) and limit is not None:
+        given = {"project": project, "since": since, "until": until, "limit": limit,
+                 "hotSessions": None if hot_sessions == DEFAULT_HOT_SESSIONS else hot_sessions}
+        following = cast(SessionsRequest, {k: v for k, v in given.items() if v is not None})
+        following["offset"] = end
+    return {"index": str(handle.root), "hotSessions": hot_sessions, "total": len(chosen),
+            "offset": offset, "sessions": listing, "next": following}
+
+
+def _in_project(cwd: str | None, project: str | None) -> bool:
+    if project is None:
+        return True
+    if cwd is None:
+        return False
+    folder = project.rstrip("/") or "/"
+    return cwd == folder or cwd.startswith(folder if folder.endswith("/") else folder + "/")
+
+
+def _time_ns(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    from .normalize import parse_time
+
+    parsed = parse_time(text)
+    if parsed is None:
+        raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
+    return parsed * 1_000_000
+
+
+def _iso(mtime_ns: int) -> str:
+    moment = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class StatsReport(TypedDict):

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -247,6 +248,8 @@ class MemoryIndex:
         self.generation = 0
         self._index: tantivy.Index | None = None
         self._meta_key: tuple[int, int, int] | None = None
+        # A server answers queries while its live-index thread commits: both reload.
+        self._reload = threading.RLock()
 
     # opening ---------------------------------------------------------------------------
 
@@ -254,6 +257,10 @@ class MemoryIndex:
         return (self.directory / "meta.json").is_file()
 
     def _open(self) -> tantivy.Index:
+        with self._reload:
+            return self._opened()
+
+    def _opened(self) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
                 raise IndexError_(self._missing_reason())
@@ -289,7 +296,11 @@ class MemoryIndex:
 
     def refresh(self) -> int:
         """Reload if another writer committed since; return the reader generation."""
-        index = self._open()
+        with self._reload:
+            return self._refreshed()
+
+    def _refreshed(self) -> int:
+        index = self._opened()
         key = self._stat_meta()
         if key is None:  # removed or renamed under us (another process rebuilt it)
             self._index = None
@@ -531,6 +542,12 @@ class Writer:
             for document in documents:
                 self._raw.add_json(document)
                 self.pending += 1
+
+    def remove_session(self, path: str) -> None:
+        """Delete every document of ``path``, its catalog record included."""
+        with _translated(str(self.index.directory)):
+            self._raw.delete_documents_by_term("path", path)
+        self.pending += 1
 
     def put_record(self, path: str, session_id: str, mtime_ns: int, record: bytes) -> None:
         """Replace the catalog record of ``path`` (its entry documents stay as they are)."""

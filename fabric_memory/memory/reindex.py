@@ -68,6 +68,8 @@ class ReindexReport(TypedDict):
     seconds: float
     notices: list[str]
     workers: NotRequired[int]
+    removed: NotRequired[list[str]]
+    """Sessions whose file is gone, dropped from the index (:func:`reindex_paths`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +167,49 @@ def reindex(
     return report
 
 
-def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
+def reindex_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    sessions: str | os.PathLike[str] | None = None,
+    index: str | os.PathLike[str] | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> ReindexReport:
+    """Bring just these session files up to date, without walking the tree (the live
+    index's step): a new or changed file is read and re-indexed, a file that is gone is
+    dropped from the index with its record. One commit, under the writer lock."""
+    started = time.perf_counter()
+    root, handle = default_roots(sessions, index)
+    report = _report(str(root), handle)
+    report["removed"] = []
+    names = sorted({os.fspath(path) for path in paths})
+    present = [name for name in names if os.path.isfile(name)]
+    files, outside = _inside(root, present)
+    report["invalid"].extend(outside)
+    report["sessions"] = len(names)
+    gone = [name for name in names if name not in present]
+    with handle.writer(timeout=lock_timeout, threads=1) as writer:
+        if writer.notice:
+            report["notices"].append(writer.notice)
+        catalog = load_catalog(handle)
+        for name in gone:
+            if catalog.record(name) is not None:
+                writer.remove_session(name)
+                report["removed"].append(name)
+        for path in files:
+            record = catalog.record(path)
+            task = _plan(path, record, False, max_line_bytes)
+            if task is None:
+                report["skipped"] += 1
+            else:
+                _apply(writer, _parse(task), record, report)
+        writer.commit()
+        report["commits"] += 1
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+def _inside(root: Path, paths: Iterable[str | Path]) -> tuple[list[str], list[PathReason]]:
     """Session files under ``root``, and those a symlink leads outside it (never read).
 
     A file that is not itself a symlink resolves to its directory's real path plus its

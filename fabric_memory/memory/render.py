@@ -82,7 +82,10 @@ def render_expand(page: ExpandPage) -> str:
 
 
 def render_sessions(report: SessionsReport) -> str:
-    lines = [f"{len(report['sessions'])} sessions in {report['index']}"]
+    shown = len(report["sessions"])
+    lines = [f"{report['total']} sessions in {report['index']}"
+             + (f", showing {report['offset'] + 1}-{report['offset'] + shown}"
+                if shown < report["total"] else "")]
     for item in report["sessions"]:
         flags = " STALE" if item["stale"] else ""
         flags += " INCOMPLETE" if not item["complete"] else ""
