@@ -35,7 +35,7 @@ from .data import FULL, QUICK, BuiltIndex, Scale
 from .workloads import Pair
 
 CERTIFY_BUDGET_S = 120.0
-QUICK_CERTIFY = ("--sessions", "20", "--cycles", "4")
+QUICK_CERTIFY = ("--count", "20", "--cycles", "4")
 USAGE = "usage: python -m bench.compare [--json] [--quick]"
 
 

@@ -1,7 +1,7 @@
 """``audit``: persisted traces that kept more than the exact-ref projection allows.
 
 A Fabric trace may keep, per exact ref, only the argument keys and shapes of the
-write-side projection (SPEC §2) and, from ``pi.write``/``omp.write``, the result
+write-side projection (docs/trace.md#projection) and, from ``pi.write``/``omp.write``, the result
 ``{"created": true}``. This walks every session under a root, reads each
 ``fabric_exec`` result through the guard (:func:`~fabric_memory.trace.read_fabric_result`)
 and reports every operation of a valid trace that kept more: by address and rule

@@ -9,6 +9,7 @@ with ``--json``) and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Runner
     json_flag: bool = True
-    """False when the command defines its own ``--json`` (``certify --json PATH``)."""
+    """False when the command defines its own ``--json`` (``certify``: see _JsonOrReport)."""
 
 
 def write_json(value: Any) -> None:
@@ -67,13 +68,51 @@ def _run_inspect(args: argparse.Namespace) -> Outcome:
 # --- memory index ----------------------------------------------------------------------
 
 
+def deprecated(old: str, new: str) -> None:
+    """The one-line note an old spelling prints; it keeps working for one release."""
+    print(f"fabric-memory: {old} is deprecated and will be removed in the next release; "
+          f"use {new}", file=sys.stderr)
+
+
+class _IndexOrPosition(argparse.Action):
+    """``expand --index``: the index directory, as everywhere; a bare integer is the old
+    spelling of ``--position N`` (kept for one release, with a note)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        text = str(values)
+        if re.fullmatch(r"-?\d+", text):
+            deprecated(f"expand --index {text} (an entry position)",
+                       f"--position {text}; --index names the index directory "
+                       f"(write ./{text} for a directory of that name)")
+            namespace.positions = [*namespace.positions, int(text)]
+        else:
+            namespace.index_dir = text
+
+
+class _Renamed(argparse.Action):
+    """An old option name that stores into its new name's destination, with a note."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        command = parser.prog.rpartition(" ")[2]
+        deprecated(f"{command} {option_string}", self.new)
+        setattr(namespace, self.dest, values)
+
+
 def _locations(parser: argparse.ArgumentParser, *, sessions: bool = True,
-               index_flag: str = "--index") -> None:
+               index_action: type[argparse.Action] | None = None) -> None:
     if sessions:
         parser.add_argument("--sessions", metavar="DIR", default=None,
                             help="sessions root (default $FABRIC_MEMORY_SESSIONS or "
                             "~/.pi/agent/sessions)")
-    parser.add_argument(index_flag, dest="index_dir", metavar="DIR", default=None,
+    parser.add_argument("--index", dest="index_dir", metavar="DIR", default=None,
+                        action=index_action or "store",
                         help="index directory (default $FABRIC_MEMORY_HOME/index or "
                         "~/.cache/fabric-memory/index)")
 
@@ -195,10 +234,10 @@ def _expand_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", metavar="SESSION", help="session id, or a path under the root")
     parser.add_argument("--entry", action="append", default=[], metavar="ID")
     parser.add_argument("--address", action="append", default=[], metavar="A")
-    parser.add_argument("--index", dest="indices", action="append", type=int, default=[],
-                        metavar="I", help="entry index in file order (0-based)")
+    parser.add_argument("--position", dest="positions", action="append", type=int, default=[],
+                        metavar="N", help="entry position in file order (0-based)")
     parser.add_argument("--range", default=None, metavar="FIRST:LAST",
-                        help="entry indices, inclusive")
+                        help="entry positions, inclusive")
     parser.add_argument("--anchor", default=None, metavar="ID")
     parser.add_argument("--before", type=int, default=0, metavar="N")
     parser.add_argument("--after", type=int, default=0, metavar="N")
@@ -208,8 +247,9 @@ def _expand_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-chars", type=int, default=20_000, metavar="N")
     parser.add_argument("--entry-offset", type=int, default=0, metavar="K")
     parser.add_argument("--text-offset", type=int, default=0, metavar="K")
-    # --index selects entries here, so the index directory is --index-dir.
-    _locations(parser, index_flag="--index-dir")
+    _locations(parser, index_action=_IndexOrPosition)
+    parser.add_argument("--index-dir", dest="index_dir", metavar="DIR", action=_Renamed,
+                        new="--index DIR")
 
 
 def _run_expand(args: argparse.Namespace) -> Outcome:
@@ -217,7 +257,7 @@ def _run_expand(args: argparse.Namespace) -> Outcome:
     from .memory.render import render_expand
 
     page = expand(
-        args.session, entries=args.entry, addresses=args.address, indices=args.indices,
+        args.session, entries=args.entry, addresses=args.address, indices=args.positions,
         range=args.range, anchor=args.anchor, before=args.before, after=args.after,
         expected_source_hash=args.expected_source_hash,
         expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
@@ -338,18 +378,35 @@ def _run_compact(args: argparse.Namespace) -> Outcome:
 # --- certify ----------------------------------------------------------------------------
 
 
+class _JsonOrReport(argparse.Action):
+    """``certify --json``: print the report as JSON, as ``--json`` does everywhere; with a
+    value it is the old spelling of ``--report PATH`` (kept for one release, with a note)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if values is None:
+            namespace.json = True
+        else:
+            deprecated(f"certify --json {values}", f"--report {values} (--json alone prints "
+                       "the report as JSON)")
+            namespace.report_path = values
+
+
 def _certify_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sessions", type=int, default=1000, metavar="N",
-                        help="synthetic sessions to generate and index (SPEC: 1,000)")
+    parser.add_argument("--count", type=int, default=1000, metavar="N",
+                        help="synthetic sessions to generate and index (full scale: 1,000)")
+    parser.add_argument("--sessions", dest="count", type=int, metavar="N", action=_Renamed,
+                        new="--count N")
     parser.add_argument("--cycles", type=int, default=100, metavar="N",
-                        help="compaction cycles of the endurance session (SPEC: 100)")
+                        help="compaction cycles of the endurance session (full scale: 100)")
     parser.add_argument("--seed", default=None, metavar="S", help="generator seed (default 991)")
-    parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
+    parser.add_argument("--report", dest="report_path", default=None, metavar="PATH",
                         help="also write the JSON report to PATH")
+    parser.add_argument("--json", nargs="?", default=False, metavar="PATH",
+                        action=_JsonOrReport, help="machine-readable output")
     parser.add_argument("--workdir", default=None, metavar="DIR",
                         help="keep the generated data in DIR (default: a temporary directory, "
                         "removed)")
-    parser.set_defaults(json=False)
 
 
 def _run_certify(args: argparse.Namespace) -> Outcome:
@@ -363,9 +420,9 @@ def _run_certify(args: argparse.Namespace) -> Outcome:
         sys.stderr.flush()
 
     config = Config(
-        sessions=args.sessions, cycles=args.cycles, seed=parse_seed(args.seed),
+        sessions=args.count, cycles=args.cycles, seed=parse_seed(args.seed),
         workdir=None if args.workdir is None else Path(args.workdir),
-        report_path=None if args.json_path is None else Path(args.json_path),
+        report_path=None if args.report_path is None else Path(args.report_path),
     )
     tty = sys.stderr.isatty()
     report = certify(config, progress=progress if tty else None)
@@ -412,7 +469,7 @@ COMMANDS: list[Command] = [
             "index; needs the mcp extra", _serve_arguments, _run_serve, json_flag=False),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
-    Command("certify", "run the SPEC §7 certification (compaction endurance, memory, "
+    Command("certify", "run the certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,
             json_flag=False),
 ]

@@ -9,6 +9,21 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+SHOWN_CHARS = 60
+"""How much of a bad value an error message echoes."""
+
+
+def clipped(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters with its full length named, so a message
+    stays one short line whatever was sent (a 100 KB string, a deep list)."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested past recursion; an int past str's digit cap
+        text = f"<{type(value).__name__}>"
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(text)} characters)"
+
 
 class FabricMemoryError(Exception):
     """Base class of every error the engine raises on purpose."""
@@ -131,7 +146,7 @@ class QueryError(FabricMemoryError):
 
 
 class ExpandError(FabricMemoryError):
-    """An expand request failed with one of the SPEC §5 codes."""
+    """An expand request failed with one of the codes in docs/errors.md#expand."""
 
     CODES = (
         "stale_pointer",

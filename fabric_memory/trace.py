@@ -2,9 +2,9 @@
 
 ``toolResult.details`` of ``fabric_exec`` is the persisted envelope
 ``{success, trace, audits, phases, error?}``. Everything that interprets it goes
-through this module: the guard (SPEC §2) decides whether ``details.trace`` is a V1
+through this module: the guard (docs/trace.md#guard-rules) decides whether ``details.trace`` is a V1
 trace, :func:`read_fabric_result` turns one tool result into addressed operations
-and phases (SPEC §3), the writer bounds a new envelope to 512 KiB, and the
+and phases (docs/addresses.md), the writer bounds a new envelope to 512 KiB, and the
 write-side projection says which call arguments a trace may keep.
 
 Values are what ``orjson.loads`` produces (``dict``, ``list``, ``str``, ``int``,
@@ -575,7 +575,7 @@ def trace_rejection(value: object) -> str | None:
 
 
 def is_fabric_execution_trace_v1(value: object) -> bool:
-    """True when ``value`` passes every trace rule of SPEC §2 (never raises)."""
+    """True when ``value`` passes every rule of docs/trace.md#guard-rules (never raises)."""
     try:
         return _trace_failure(value) is None
     except Exception:
@@ -1138,7 +1138,7 @@ def _project_value(shape: str, value: object) -> object | None:
 
 
 def project_args(ref: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments a trace may keep for a call of ``ref`` (SPEC §2 projection).
+    """The arguments a trace may keep for a call of ``ref`` (docs/trace.md#projection).
 
     Exact refs only (``*`` is ``pi`` or ``omp``); unlisted refs keep nothing. Paths
     stay only when plain and local, minus any ``?query``/``#fragment``; numeric

@@ -673,6 +673,67 @@ def test_stdio_hook_bad_input(
     assert run_hook(b'{"preparation": {}}')[1] == 2
 
 
+@pytest.mark.parametrize("tokens", [1e300, 2**64 - 1, 2**53, -1.0, 1.5],
+                         ids=["1e300", "2^64-1", "2^53", "-1.0", "1.5"])
+def test_stdio_hook_rejects_tokens_past_safe_integers(
+    tokens: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tokensBefore no JavaScript host can send exactly is a bad event: JSON error, exit 2."""
+    event = _event(read_session(_corpus("fabric-valid-3")), SMALL, tokensBefore=tokens)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(orjson.dumps(event))))
+    assert main(["hook"]) == 2
+    error = orjson.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "bad_event"
+    assert error["message"].startswith("event.preparation.tokensBefore: expected an integer")
+
+
+def test_hook_error_clips_an_echoed_value() -> None:
+    """A 100 KB bad value is echoed clipped: the error stays one short line."""
+    result, status = run_hook(orjson.dumps({"type": "x" * 100_000, "preparation": {}}))
+    message = result["error"]["message"]
+    assert status == 2 and message.startswith("event.type:") and "100002 characters" in message
+    assert len(message) < 200 and "\n" not in message
+
+
+@pytest.mark.parametrize("where", ["counts", "entries", "dropped"])
+def test_previous_counts_past_safe_integers_rebuild(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A previous compaction whose counts are 2^64-1 is damaged: the state is rebuilt from the
+    branch, and `compact --json` and the hook print JSON instead of crashing."""
+    path = _writable(_corpus("fabric-valid-1"), tmp_path)
+    _, session = _compact_and_append(path, SMALL)
+    _append_turn(path, session.leaf_id or "", 1)
+    rebuilt = path.read_text(encoding="utf-8").replace('"compactor":"fabric-memory"',
+                                                       '"compactor":"someone-else"')
+    lines = path.read_bytes().splitlines()
+    for index, line in enumerate(lines):
+        entry = orjson.loads(line)
+        if entry.get("type") == "compaction":
+            state = entry["details"]["state"]
+            if where == "counts":
+                state["counts"]["operations"] = 2**64 - 1
+            elif where == "entries":
+                state["coverage"]["entries"] = 2**64 - 1
+            else:
+                state["ledgers"]["activity"]["dropped"] = 2**64 - 1
+                state["ledgers"]["activity"]["droppedFirst"] = "a"
+                state["ledgers"]["activity"]["droppedLast"] = "b"
+            lines[index] = orjson.dumps(entry)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert main(["compact", str(path), "--json", "--keep-recent-tokens", "1",
+                 "--reserve-tokens", "63"]) == 0
+    printed = orjson.loads(capsys.readouterr().out)
+    other = tmp_path / "rebuilt.jsonl"
+    other.write_text(rebuilt, encoding="utf-8")
+    expected = compact_session(other, SMALL).outcome
+    assert isinstance(expected, Compaction)
+    counts = printed["compaction"]["details"]["state"]["counts"]
+    assert counts == expected.details["state"]["counts"]
+    result, status = run_hook(orjson.dumps(_event(read_session(path), SMALL)))
+    assert status == 0 and orjson.dumps(result)
+
+
 def test_cli_compact_append_then_inspect(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -50,10 +50,10 @@ def test_reindex_recall_expand_round_trip(
     page = _json(capsys, ["expand", roots["id"], "--address", hit["address"],
                           "--expected-source-hash", hit["follow"]["expectedSourceHash"],
                           "--expected-lineage", hit["follow"]["expectedLineageFingerprint"],
-                          "--index-dir", roots["index"], "--sessions", roots["sessions"],
+                          "--index", roots["index"], "--sessions", roots["sessions"],
                           "--json"])
     assert orjson.loads(page["entries"][0]["text"])["error"] == "no match"
-    page = _json(capsys, ["expand", roots["path"], "--index", "0", "--index-dir",
+    page = _json(capsys, ["expand", roots["path"], "--position", "0", "--index",
                           roots["index"], "--sessions", roots["sessions"], "--json"])
     assert "Zürich parser" in page["entries"][0]["text"]
 
@@ -80,10 +80,10 @@ def test_human_output_and_catalog_commands(
 
 @pytest.mark.parametrize(("argv", "code"), [
     (["--entry", "nope"], "address_not_found"),
-    (["--index", "42"], "index_out_of_bounds"),
-    (["--index", "0", "--expected-source-hash", "0" * 32], "stale_pointer"),
-    (["--index", "0", "--text-offset", "999999"], "text_offset_out_of_bounds"),
-], ids=["address", "index", "stale", "text-offset"])
+    (["--position", "42"], "index_out_of_bounds"),
+    (["--position", "0", "--expected-source-hash", "0" * 32], "stale_pointer"),
+    (["--position", "0", "--text-offset", "999999"], "text_offset_out_of_bounds"),
+], ids=["address", "position", "stale", "text-offset"])
 def test_expand_errors_are_json_with_their_exit_status(
     roots: dict[str, Any], capsys: pytest.CaptureFixture[str], argv: list[str], code: str
 ) -> None:
@@ -91,7 +91,7 @@ def test_expand_errors_are_json_with_their_exit_status(
     assert main(["reindex", "--sessions", roots["sessions"], "--index", roots["index"],
                  "--workers", "1"]) == 0
     capsys.readouterr()
-    status = main(["expand", roots["id"], *argv, "--index-dir", roots["index"], "--sessions",
+    status = main(["expand", roots["id"], *argv, "--index", roots["index"], "--sessions",
                    roots["sessions"], "--json"])
     captured = capsys.readouterr()
     error = orjson.loads(captured.out)["error"]
@@ -107,8 +107,8 @@ def test_session_not_found_and_usage_errors(
     """An unknown session and a selector-less expand each fail with one clear line."""
     assert main(["reindex", "--sessions", roots["sessions"], "--index", roots["index"],
                  "--workers", "1"]) == 0
-    assert main(["expand", "ghost", "--index", "0", "--index-dir", roots["index"]]) == (
+    assert main(["expand", "ghost", "--position", "0", "--index", roots["index"]]) == (
         ExpandError.EXIT_STATUS["session_not_found"])
-    assert main(["expand", roots["id"], "--index-dir", roots["index"]]) == 2
+    assert main(["expand", roots["id"], "--index", roots["index"]]) == 2
     assert "needs a selector" in capsys.readouterr().err
     assert main(["recall", "--index", roots["index"], "--sessions", roots["sessions"]]) == 2

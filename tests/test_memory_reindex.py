@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -222,3 +223,79 @@ def test_thousand_sessions_reindex_then_noop(tmp_path: Path, corpus_dir: Path) -
     listed = stats(index=roots["index"], hot_sessions=50)
     assert (listed["sessions"], listed["hot"], listed["cold"]) == (1000, 50, 950)
     assert listed["entries"] == first["entries"]
+
+
+# --- numbers Tantivy cannot hold ---------------------------------------------------------
+
+
+def test_a_timestamp_outside_the_index_range_is_dropped_with_a_note(tmp_path: Path) -> None:
+    """A message.timestamp of 2^64-1 is dropped with a file:line note; every session is
+    indexed and recallable, the others keep their times."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "a", "alpha words")
+    odd = SessionBuilder(tmp_path / "sessions" / "--repo--" / "b.jsonl")
+    for n, (text, stamp) in enumerate([("beta words", 18446744073709551615),
+                                       ("more beta", -(2**62))], start=1):
+        odd.lines.append(json.dumps({
+            "type": "message", "id": f"e{n}", "parentId": f"e{n - 1}" if n > 1 else None,
+            "message": {"role": "user", "content": text, "timestamp": stamp}}).encode())
+    odd.write()
+    _small(tmp_path, "c", "gamma words")
+    report = reindex(**roots, workers=1)
+    assert (report["indexed"], report["invalid"], report["commits"]) == (3, [], 1)
+    notes = [note["reason"] for note in report["notes"]]
+    assert notes == [f"{odd.path}:2: message.timestamp 18446744073709551615 is outside "
+                     "JavaScript's date range; indexed without a time",
+                     f"{odd.path}:3: message.timestamp {-(2**62)} is outside "
+                     "JavaScript's date range; indexed without a time"]
+    hits = recall("words", **roots)["hits"]
+    assert sorted(hit["path"].rsplit("/", 1)[1] for hit in hits) == ["a.jsonl", "b.jsonl",
+                                                                      "c.jsonl"]
+    assert len(recall("words", since="2000-01-01T00:00:00Z", **roots)["hits"]) == 2
+    _complete(roots["index"])
+
+
+def test_an_mtime_after_2262_is_clamped_with_a_note(tmp_path: Path) -> None:
+    """A file modified after 2262 (past a 64-bit nanosecond count) is indexed with its mtime
+    clamped and a note; no Tantivy worker panics and the other sessions are indexed."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "a", "alpha words")
+    late = _small(tmp_path, "c", "gamma words")
+    future = 2**63 + 10**18
+    os.utime(late.path, ns=(future, future))
+    if os.stat(late.path).st_mtime_ns != future:
+        pytest.skip("this filesystem cannot store an mtime after 2262")
+    report = reindex(**roots, workers=1)
+    assert (report["indexed"], report["invalid"]) == (2, [])
+    assert [note["reason"] for note in report["notes"]] == [
+        f"{late.path}: modified after 2262, past the index's 64-bit nanosecond range; "
+        "mtime clamped (changes are still seen by size and ctime)"]
+    assert len(recall("words", **roots)["hits"]) == 2
+    again = reindex(**roots, workers=1)
+    assert (again["indexed"], again["skipped"], again["commits"]) == (0, 2, 0)
+    late.append("delta words")
+    os.utime(late.path, ns=(future, future))
+    assert reindex(**roots, workers=1)["indexed"] == 1
+    assert len(recall("delta", **roots)["hits"]) == 1
+    _complete(roots["index"])
+
+
+def test_a_same_size_rewrite_under_an_unchanged_mtime_is_reindexed(tmp_path: Path) -> None:
+    """verify's `changed` advice works: a same-size in-place rewrite with its mtime set back is
+    re-read by `reindex` (its ctime moved), after which verify is clean and recall serves the
+    new text."""
+    roots = _roots(tmp_path)
+    session = _small(tmp_path, "one", "alpha words")
+    reindex(**roots, workers=1)
+    before = os.stat(session.path)
+    session.path.write_bytes(session.path.read_bytes().replace(b"alpha", b"omega"))
+    os.utime(session.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(session.path)
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    flagged = verify(index=roots["index"])
+    assert flagged["changed"] == 1
+    assert "run `fabric-memory reindex`" in flagged["sessions"][0]["reason"]
+    assert reindex(**roots, workers=1)["indexed"] == 1
+    assert verify(index=roots["index"])["changed"] == 0
+    assert recall("omega", **roots)["total"] == 1
+    assert recall("alpha", **roots)["total"] == 0

@@ -28,7 +28,7 @@ from typing import Any, Final, TypedDict
 import orjson
 import xxhash
 
-from ..errors import CompactionError, HookInputError, SessionChangedError
+from ..errors import CompactionError, HookInputError, SessionChangedError, clipped
 from ..session import (
     CURRENT_VERSION,
     DEFAULT_MAX_LINE_BYTES,
@@ -51,6 +51,7 @@ from .project import (
     ToolCall,
     fold,
     index_tool_calls,
+    is_count,
     project_entries,
     read_state,
     result_call_id,
@@ -289,7 +290,7 @@ def read_event(event: Any) -> HookRequest:
         raise HookInputError("event: expected a JSON object")
     kind = event.get("type")
     if kind is not None and kind != EVENT_TYPE:
-        raise HookInputError(f"event.type: expected {EVENT_TYPE!r}, got {kind!r}")
+        raise HookInputError(f"event.type: expected {EVENT_TYPE!r}, got {clipped(kind)}")
     preparation = event.get("preparation")
     if not isinstance(preparation, Mapping):
         raise HookInputError("event.preparation: expected an object")
@@ -297,10 +298,13 @@ def read_event(event: Any) -> HookRequest:
     if not isinstance(first_kept, str):
         raise HookInputError("event.preparation.firstKeptEntryId: expected a string")
     tokens = preparation.get("tokensBefore")
-    if type(tokens) is float and tokens.is_integer():
+    if type(tokens) is float and tokens.is_integer() and abs(tokens) < 2.0**53:
         tokens = int(tokens)
-    if type(tokens) is not int or tokens < 0:
-        raise HookInputError("event.preparation.tokensBefore: expected a non-negative integer")
+    if not is_count(tokens):
+        raise HookInputError(
+            "event.preparation.tokensBefore: expected an integer from 0 to 2^53-1, got "
+            f"{clipped(tokens)}"
+        )
     branch = entries_from_json(event.get("branchEntries"), "event.branchEntries")
     session_id = event.get("sessionId")
     signal = event.get("signal")

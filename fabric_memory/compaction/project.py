@@ -20,10 +20,10 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypedDict, cast
+from typing import Any, Final, Literal, TypedDict, TypeGuard, cast
 
 from ..session import Entry
-from ..trace import FabricResult, TraceOperation, read_fabric_result
+from ..trace import MAX_SAFE_INTEGER, FabricResult, TraceOperation, read_fabric_result
 
 STATE_VERSION: Final = 1
 
@@ -604,7 +604,7 @@ class Ledger:
         first, last = value.get("droppedFirst"), value.get("droppedLast")
         if not isinstance(head, list) or not isinstance(tail, list):
             return None
-        if type(dropped) is not int or dropped < 0:
+        if not is_count(dropped):
             return None
         if not all(bound is None or isinstance(bound, str) for bound in (first, last)):
             return None
@@ -778,6 +778,12 @@ class CumulativeState:
         return list(found)
 
 
+def is_count(value: object) -> TypeGuard[int]:
+    """A count as JSON from a JavaScript host can hold it exactly: an integer from 0 to
+    2^53-1. A larger one (a damaged or hand-edited entry) would overflow as it grows."""
+    return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
+
+
 def read_state(value: Any) -> CumulativeState | None:
     """The state stored by :meth:`CumulativeState.to_json`, or None if ``value`` is not one
     (another version, another compactor, or damaged)."""
@@ -792,9 +798,9 @@ def read_state(value: Any) -> CumulativeState | None:
     first, last, entries = coverage.get("first"), coverage.get("last"), coverage.get("entries")
     if not all(bound is None or isinstance(bound, str) for bound in (first, last)):
         return None
-    if type(entries) is not int or entries < 0:
+    if not is_count(entries):
         return None
-    if not all(isinstance(k, str) and type(v) is int for k, v in counts.items()):
+    if not all(isinstance(k, str) and is_count(v) for k, v in counts.items()):
         return None
     status_items = [Item.from_json(item) for item in status]
     parsed = {name: Ledger.from_json(ledgers.get(name)) for name in LEDGERS}

@@ -18,7 +18,7 @@ from typing import Literal, NotRequired, TypedDict, cast
 import orjson
 
 from ..errors import ExpandError, QueryError, UsageError
-from .index import SCHEMA_VERSION, MemoryIndex, RecordSnapshot, open_index
+from .index import I64_MAX, I64_MIN, SCHEMA_VERSION, MemoryIndex, RecordSnapshot, open_index
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
@@ -63,8 +63,9 @@ class SessionRecord:
     complete: bool = True
     """False when duplicate entry ids make some addresses ambiguous."""
     problems: tuple[str, ...] = ()
-    checked: tuple[int, int] | None = None
-    """(mtime_ns, size) of the file when last looked at; None when it was missing."""
+    checked: StatKey | None = None
+    """What :func:`stat_key` said of the file when last looked at; None when it was missing
+    (or the record predates the ctime in the key)."""
     cwd: str | None = None
 
     def to_json(self) -> SessionRecordJSON:
@@ -90,14 +91,15 @@ class SessionRecord:
             stale=value["stale"], stale_reason=value["staleReason"],
             schema_version=value["schemaVersion"], complete=value["complete"],
             problems=tuple(value["problems"]),
-            checked=(checked[0], checked[1]) if checked is not None else None,
+            checked=(checked[0], checked[1], checked[2])
+            if checked is not None and len(checked) == 3 else None,
             cwd=value.get("cwd"),
         )
 
     def encode(self) -> bytes:
         return orjson.dumps(self.to_json())
 
-    def marked_stale(self, reason: str, checked: tuple[int, int] | None) -> SessionRecord:
+    def marked_stale(self, reason: str, checked: StatKey | None) -> SessionRecord:
         return replace(self, stale=True, stale_reason=reason, checked=checked)
 
 
@@ -105,13 +107,28 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def stat_key(path: str) -> tuple[int, int] | None:
-    """``(mtime_ns, size)`` of ``path``, or None when it cannot be stat'ed."""
+StatKey = tuple[int, int, int]
+"""``(mtime_ns, size, ctime_ns)``: the ctime moves on every write even when the mtime is
+set back, so a same-size rewrite under an unchanged mtime is still seen."""
+
+
+def stat_key(path: str) -> StatKey | None:
+    """The :data:`StatKey` of ``path`` (times clamped into 64 bits), or None when it cannot
+    be stat'ed."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_mtime_ns, st.st_size)
+    return (_clamp(st.st_mtime_ns), st.st_size, _clamp(st.st_ctime_ns))
+
+
+def _clamp(value: int) -> int:
+    return min(max(value, I64_MIN), I64_MAX)
+
+
+def clamped_time(key: StatKey) -> bool:
+    """Whether the mtime was past what the index holds (a file modified after 2262)."""
+    return key[0] in (I64_MIN, I64_MAX)
 
 
 class Catalog:

@@ -54,6 +54,8 @@ INT_FIELDS = (
     ("mtime_ns", False, True), ("entries", False, False), ("operations", False, False),
 )
 BOOL_FIELDS = ("is_error", "on_active")
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+"""What Tantivy's integer fields hold; every number is brought inside before it is added."""
 ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
 

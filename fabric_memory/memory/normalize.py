@@ -17,11 +17,15 @@ from typing import Any, Literal
 
 import orjson
 
-from ..session import Entry, Session
+from ..errors import clipped
+from ..session import Entry, LineProblem, Session
 from ..trace import FabricResult, TraceOperation, TracePhase, read_fabric_result
 
 ItemKind = Literal["entry", "operation"]
 FABRIC_TOOL = "fabric_exec"
+MAX_TIME_MS = 8_640_000_000_000_000
+"""JavaScript's Date range (±10^8 days from 1970), which holds every time Pi writes; Tantivy's
+64-bit fields hold it too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,24 +69,30 @@ class NormalizedSession:
     operations: int
     duplicate_addresses: tuple[str, ...]
     """Addresses that occur more than once (duplicate entry ids): incomplete coverage."""
+    notes: tuple[LineProblem, ...] = ()
+    """Values left out of the documents (a time outside JavaScript's date range)."""
 
 
 def normalize_session(session: Session) -> NormalizedSession:
     """Every entry of ``session`` as an :class:`Item`, children after their parent."""
     active = session.active_ids()
     items: list[Item] = []
+    notes: list[LineProblem] = []
     operations = 0
     for position, entry in enumerate(session.entries):
         fabric = _fabric_result(entry)
         parent = _entry_item(entry, position, entry.id in active, fabric)
         items.append(parent)
+        if parent.time_ms is None and (note := _time_note(entry)) is not None:
+            notes.append(note)
         if fabric is not None and fabric.verdict == "valid":
             for op in fabric.operations:
                 items.append(_operation_item(parent, op))
                 operations += 1
     counts = Counter(item.address for item in items)
     duplicates = tuple(sorted(address for address, n in counts.items() if n > 1))
-    return NormalizedSession(tuple(items), len(session.entries), operations, duplicates)
+    return NormalizedSession(tuple(items), len(session.entries), operations, duplicates,
+                             tuple(notes))
 
 
 def source_records(entry_id: str, raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -140,9 +150,22 @@ def timestamp_ms(entry: Entry) -> int | None:
         parsed = parse_time(entry.timestamp)
         if parsed is not None:
             return parsed
+    stamp = _message_time(entry)
+    return stamp if type(stamp) is int and abs(stamp) <= MAX_TIME_MS else None
+
+
+def _message_time(entry: Entry) -> object:
     message = entry.message
-    stamp = message.get("timestamp") if message is not None else None
-    return stamp if type(stamp) is int else None
+    return message.get("timestamp") if message is not None else None
+
+
+def _time_note(entry: Entry) -> LineProblem | None:
+    """Why an entry without a time has none, when it had an integer out of range."""
+    stamp = _message_time(entry)
+    if type(stamp) is not int:
+        return None
+    return LineProblem(entry.line, f"message.timestamp {clipped(stamp)} is outside "
+                                   "JavaScript's date range; indexed without a time")
 
 
 def parse_time(text: str) -> int | None:

@@ -29,6 +29,8 @@ from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, rea
 from .catalog import (
     Catalog,
     SessionRecord,
+    StatKey,
+    clamped_time,
     default_roots,
     load_catalog,
     now_iso,
@@ -62,6 +64,8 @@ class ReindexReport(TypedDict):
     invalid: list[PathReason]
     stale: list[PathReason]
     incomplete: list[PathReason]
+    notes: list[PathReason]
+    """Values changed to fit the index (a time out of range), each with its file:line."""
     entries: int
     operations: int
     commits: int
@@ -86,7 +90,7 @@ ProgressCallback = Callable[[Progress], None]
 @dataclass(frozen=True, slots=True)
 class _Task:
     path: str
-    checked: tuple[int, int] | None
+    checked: StatKey | None
     known_hash: str | None
     """Set when only the mtime moved: hash first, parse only if the bytes changed."""
     max_line_bytes: int
@@ -102,6 +106,7 @@ class _Parsed:
     unchanged: bool = False
     """The bytes hash to the recorded sourceHash (only the mtime moved)."""
     invalid: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def default_workers() -> int:
@@ -287,7 +292,7 @@ def refresh_sessions(
 def _report(root: str, handle: MemoryIndex) -> ReindexReport:
     return {
         "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
-        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "entries": 0,
+        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "notes": [], "entries": 0,
         "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
     }
 
@@ -320,7 +325,12 @@ def _parse(task: _Task) -> _Parsed:
         f"{session.path}: duplicate address {a!r} (ambiguous)"
         for a in normalized.duplicate_addresses
     )
-    checked = task.checked or (0, session.size)
+    checked = task.checked or (0, session.size, 0)
+    notes = [p.located(session.path) for p in normalized.notes]
+    if clamped_time(checked):
+        notes.append(f"{session.path}: modified after 2262, past the index's 64-bit nanosecond "
+                     "range; mtime clamped (changes are still seen by size and ctime)")
+    problems.extend(notes)
     cwd = session.header.get("cwd")
     record = SessionRecord(
         path=task.path,
@@ -334,11 +344,11 @@ def _parse(task: _Task) -> _Parsed:
         indexed_at=now_iso(),
         complete=not normalized.duplicate_addresses,
         problems=tuple(problems[:MAX_PROBLEMS]),
-        checked=(checked[0], session.size),
+        checked=(checked[0], session.size, checked[2]),
         cwd=cwd if isinstance(cwd, str) else None,
     )
     documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
-    return _Parsed(task.path, record=record, documents=documents)
+    return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes))
 
 
 def _hash_or_none(path: str) -> str | None:
@@ -431,6 +441,7 @@ def _apply(
         return
     record = parsed.record
     assert record is not None
+    report["notes"].extend({"path": parsed.path, "reason": note} for note in parsed.notes)
     writer.replace_session(parsed.path, parsed.documents)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
@@ -440,7 +451,7 @@ def _apply(
         report["incomplete"].append({"path": record.path, "reason": "duplicate entry ids"})
 
 
-def _touched(record: SessionRecord, checked: tuple[int, int] | None) -> SessionRecord:
+def _touched(record: SessionRecord, checked: StatKey | None) -> SessionRecord:
     mtime = checked[0] if checked is not None else record.mtime_ns
     return replace(record, mtime_ns=mtime, checked=checked)
 
@@ -449,7 +460,7 @@ def _mark_stale(
     writer: Writer,
     record: SessionRecord,
     reason: str,
-    checked: tuple[int, int] | None,
+    checked: StatKey | None,
     report: ReindexReport,
 ) -> None:
     stale = record.marked_stale(reason, checked)
