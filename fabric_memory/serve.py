@@ -14,6 +14,7 @@ parameters are a contract documented in README ("MCP server").
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -254,22 +255,29 @@ def serve(
         watcher = threading.Thread(target=_keep_live, args=(places, stop, log),
                                    name="fabric-memory-live", daemon=True)
         watcher.start()
-    try:
-        anyio.run(_serve_until_closed, server)
-    finally:
+
+    def finish() -> None:
         stop.set()
         if watcher is not None:
             watcher.join()
 
+    try:
+        anyio.run(_serve_until_closed, server, finish)
+    finally:
+        finish()
 
-async def _serve_until_closed(server: MemoryServer) -> None:
+
+async def _serve_until_closed(server: MemoryServer, finish: Callable[[], None]) -> None:
     async with anyio.create_task_group() as group:
 
         async def on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
                 async for _ in received:
-                    group.cancel_scope.cancel()
-                    return
+                    # The transport's stdin reader is a thread blocked in read(); nothing
+                    # cancels it, so after the live thread's last commit the process ends.
+                    finish()
+                    sys.stdout.flush()
+                    os._exit(0)
 
         group.start_soon(on_signal)
         await server.run_stdio_async()
