@@ -300,7 +300,6 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     _hot(parser)
     parser.add_argument("--no-watch", dest="live", action="store_false",
                         help="serve the index as it is; do not keep it live")
-    parser.set_defaults(json=False)
 
 
 def _run_serve(args: argparse.Namespace) -> Outcome:
@@ -315,6 +314,9 @@ def _run_serve(args: argparse.Namespace) -> Outcome:
         ) from None
     serve(sessions=args.sessions, index=args.index_dir, hot_sessions=args.hot_sessions,
           live=args.live, log=stderr_log("serve"))
+    # stdout was the protocol's: nothing more goes there (--json only shapes a start-up
+    # error, as in every command).
+    args.json = False
     return Outcome(None, "")
 
 
@@ -466,7 +468,7 @@ COMMANDS: list[Command] = [
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
     Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
-            "index; needs the mcp extra", _serve_arguments, _run_serve, json_flag=False),
+            "index; needs the mcp extra", _serve_arguments, _run_serve),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
     Command("certify", "run the certification (compaction endurance, memory, "

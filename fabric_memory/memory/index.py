@@ -710,11 +710,17 @@ def _version_dirs(root: Path) -> set[int]:
 
 
 _OPEN: dict[Path, MemoryIndex] = {}
+_RESOLVED: dict[Path, Path] = {}
 
 
 def open_index(root: Path) -> MemoryIndex:
-    """The process-wide handle of the index at ``root`` (kept open between calls)."""
-    key = root.resolve()
+    """The process-wide handle of the index at ``root`` (kept open between calls; a
+    server asks for it on every call, so each spelling is resolved once)."""
+    key = _RESOLVED.get(root)
+    if key is None:
+        key = root.resolve()
+        if root.is_absolute():  # a relative spelling depends on the working directory
+            _RESOLVED[root] = key
     handle = _OPEN.get(key)
     if handle is None:
         handle = _OPEN[key] = MemoryIndex(key)
