@@ -312,6 +312,56 @@ def compaction_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+HOOK_REFERENCE: tuple[tuple[str, str, Callable[[workloads.HookCase], bool], float, float], ...] = (
+    ("plain", "plain chats", lambda c: c.category == "plain", 0.10, 1.0),
+    ("fabric-valid", "fabric-valid", lambda c: c.category == "fabric-valid", 0.63, 1.0),
+    ("fabric-valid.largest", "largest fabric-valid", lambda c: c.name == "fabric-valid-5", 1.04,
+     1.0),
+    ("compaction", "compaction-heavy", lambda c: c.category == "compaction", 0.38, 1.0),
+    ("compaction.80", "80 entries, two earlier compactions",
+     lambda c: c.name == "compaction-2-cumulative", 0.86, 1.0),
+    ("rich", "330 KiB uncompacted", lambda c: c.category == "rich", 2.0, 1.0),
+    ("big", "~2,900-entry session", lambda c: c.category == "big", 20.6, 2.0),
+    ("all", "all compactable sessions", lambda c: True, 0.23, 1.0),
+)
+"""(row id, label, which corpus sessions, the reference handler's warm median ms per call
+(issue 12: the TypeScript reference timed in-process on these sessions at reserve 63 /
+keep 1), the target ratio ours/reference)."""
+
+
+def hook_time(case: workloads.HookCase, budget: float) -> float:
+    """Warm median seconds of one in-process hook call on ``case`` (at least 5 calls,
+    more while ``budget`` seconds last)."""
+    call = workloads.hook_call(case)
+    call()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < 5 or (spent < budget and len(times) < 200):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+        spent += times[-1]
+    return statistics.median(times)
+
+
+def hook_rows(ctx: Context) -> list[Row]:
+    """The hook in-process per kind of Pi corpus session beside the reference's figure."""
+    cases = workloads.hook_cases()
+    budget = 0.05 if ctx.scale is QUICK else 0.5
+    ours = {case.name: hook_time(case, budget) * 1e3 for case in cases}
+    rows = []
+    for key, label, chosen, reference, target in HOOK_REFERENCE:
+        picked = [case for case in cases if chosen(case)]
+        median = statistics.median(ours[case.name] for case in picked)
+        ratio = median / reference
+        entries = statistics.median(case.entries for case in picked)
+        rows.append(Row(f"hook.{key}", f"hook in-process, {label} ({len(picked)} sessions, "
+                        f"median {entries:g} entries; ms) vs the reference's", median, reference,
+                        "ms", ratio, "ours/reference time", f"<= {target:g}", ratio <= target,
+                        {"sessions": len(picked), "slowestMs": max(ours[c.name] for c in picked)}))
+    return rows
+
+
 def _fit(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
     """(k of time ~ size^k by least squares on logs, seconds per byte of a linear fit)."""
     xs = [math.log(s) for s in sizes]
@@ -385,6 +435,7 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("recall", recall_rows),
     ("expand", expand_rows),
     ("compaction", compaction_rows),
+    ("hook", hook_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),

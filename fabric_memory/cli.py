@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from . import __version__
-from .errors import FabricMemoryError
+from .errors import FabricMemoryError, printable
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +45,22 @@ class Command:
 
 
 def write_json(value: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError:  # a file name that is not UTF-8: shown with \xNN escapes
+        data = orjson.dumps(_printable(value), option=orjson.OPT_INDENT_2)
+    sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(item) for item in value]
+    return value
 
 
 # --- inspect ---------------------------------------------------------------------------
@@ -126,7 +140,7 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     _locations(parser)
     parser.add_argument("--full", action="store_true", help="re-read every session")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="parser processes (default min(2, CPUs))")
+                        help="parser processes (default min(2, CPUs); capped at the CPU count)")
     parser.add_argument("--watch", action="store_true",
                         help="then keep watching: re-index each session file as it changes "
                         "(until Ctrl-C or SIGTERM; needs the watch extra)")
@@ -173,14 +187,13 @@ def _watch(args: argparse.Namespace) -> Outcome:
     def step(done: LiveReport) -> None:
         steps[done.kind] += 1
         report = done.report
-        if done.kind == "catch-up" or report["indexed"] or report.get("removed") \
+        if done.kind == "catch-up" or report["indexed"] or report["removed"] \
                 or report["invalid"]:
             if args.json:
                 sys.stdout.buffer.write(orjson.dumps({"step": done.kind, **report}) + b"\n")
                 sys.stdout.flush()
             else:
-                removed = "".join(f"\nremoved: {path}" for path in report.get("removed", []))
-                print(f"[{done.kind}] {render_reindex(report)}{removed}", flush=True)
+                print(f"[{done.kind}] {render_reindex(report)}", flush=True)
 
     def failed(exc: FabricMemoryError) -> None:
         print(f"fabric-memory reindex: {exc.message} (retrying)", file=sys.stderr, flush=True)
@@ -506,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FabricMemoryError as exc:
         if getattr(args, "json", False):
             write_json({"error": exc.to_json()})
-        print(f"fabric-memory {args.command}: {exc.message}", file=sys.stderr)
+        print(f"fabric-memory {args.command}: {printable(exc.message)}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         print(f"fabric-memory {args.command}: interrupted", file=sys.stderr)
@@ -514,7 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         write_json(outcome.value)
     elif outcome.human:
-        sys.stdout.write(outcome.human if outcome.human.endswith("\n") else outcome.human + "\n")
+        human = printable(outcome.human)
+        sys.stdout.write(human if human.endswith("\n") else human + "\n")
     return outcome.status
 
 

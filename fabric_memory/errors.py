@@ -25,6 +25,24 @@ def clipped(value: object, limit: int = SHOWN_CHARS) -> str:
     return f"{text[: limit - 1]}… ({len(text)} characters)"
 
 
+def is_utf8(text: str) -> bool:
+    """False for a file name that was not UTF-8 (Python keeps its bytes as lone surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(text: str) -> str:
+    """``text`` as valid UTF-8: a name's undecodable bytes shown as ``\\xNN``."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no file name decodes to
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 class FabricMemoryError(Exception):
     """Base class of every error the engine raises on purpose."""
 
@@ -76,7 +94,7 @@ class SessionError(FabricMemoryError):
         self.path = path
         self.line = line
         self.reason = reason
-        where = f"{path}:{line}" if line is not None else path
+        where = f"{printable(path)}:{line}" if line is not None else printable(path)
         super().__init__(f"{where}: {reason}", code=code)
 
 

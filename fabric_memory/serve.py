@@ -287,10 +287,10 @@ async def _serve_until_closed(server: MemoryServer, finish: Callable[[], None]) 
 def _keep_live(places: Places, stop: threading.Event, log: Callable[[str], None] | None) -> None:
     def step(done: LiveReport) -> None:
         report = done.report
-        changed = report["indexed"] + len(report.get("removed", [])) + len(report["stale"])
+        changed = report["indexed"] + len(report["removed"]) + len(report["stale"])
         if log is not None and (changed or report["invalid"]):
             log(f"live index ({done.kind}): {report['indexed']} indexed, "
-                f"{len(report.get('removed', []))} removed, {len(report['invalid'])} invalid")
+                f"{len(report['removed'])} removed, {len(report['invalid'])} invalid")
 
     def failed(exc: FabricMemoryError) -> None:
         if log is not None:

@@ -290,21 +290,36 @@ def test_same_input_same_bytes(tmp_path: Path) -> None:
     assert orjson.dumps(first.details) == orjson.dumps(second.details)
 
 
+SETTINGS = {"small": SMALL, "default": CompactionSettings()}
 GOLDEN_CASES = [
-    "plain-chat-1", "fabric-valid-2", "legacy-2", "compaction-2-cumulative", "omp-flavoured"
+    (name, key) for name in _index() for key in SETTINGS
+    if _truth(name)["compaction"]["prepare"][key].get("result") is not None
 ]
 
 
-@pytest.mark.parametrize("name", GOLDEN_CASES)
-def test_golden_summary(name: str, update_golden: bool) -> None:
-    """The summary of a corpus session matches its golden file (rewrite: --update-golden)."""
-    outcome = compact_session(_corpus(name), SMALL).outcome
-    assert isinstance(outcome, Compaction)
-    golden = GOLDEN / f"{name}.md"
+@pytest.mark.parametrize(("name", "key"), GOLDEN_CASES, ids=[f"{n}-{k}" for n, k in GOLDEN_CASES])
+def test_golden_compaction(name: str, key: str, update_golden: bool) -> None:
+    """The hook's result for Pi's own preparation of a corpus session (summary, cut, details)
+    matches its golden file byte for byte, and compact_session gives the same result
+    (rewrite: --update-golden)."""
+    session = read_session(_corpus(name))
+    prepared = _truth(name)["compaction"]["prepare"][key]["result"]
+    event = {
+        "type": "session_before_compact",
+        "preparation": {"firstKeptEntryId": prepared["firstKeptEntryId"],
+                        "tokensBefore": prepared["tokensBefore"]},
+        "branchEntries": [entry.raw for entry in session.active_branch()],
+        "sessionId": session.session_id,
+    }
+    result = compaction_hook(event)
+    data = orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n"
+    golden = GOLDEN / "compaction" / f"{name}.{key}.json"
     if update_golden:
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(outcome.summary, encoding="utf-8")
-    assert golden.read_text(encoding="utf-8") == outcome.summary
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_bytes(data)
+    assert golden.read_bytes() == data
+    assert "compaction" in result
+    assert compact_session(_corpus(name), SETTINGS[key]).outcome.to_hook_result() == result
 
 
 # --- sampling ------------------------------------------------------------------------

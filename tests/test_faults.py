@@ -421,6 +421,47 @@ def test_a_file_where_the_index_directory_should_be(tmp_path: Path) -> None:
     assert roots["index"].read_bytes() == b"not a directory"
 
 
+# --- something that is not a regular file where a session was ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_folder_in_place_of_a_session_never_hangs(tmp_path: Path, kind: str) -> None:
+    """A FIFO (or a folder) replacing an indexed session: recall answers at once without
+    holding the writer lock, reindex reports the FIFO invalid (the folder's file is gone),
+    verify and expand say the file cannot be read."""
+    roots = _roots(tmp_path)
+    one = _session(roots["sessions"], "one", "alpha words")
+    _session(roots["sessions"], "two", "beta words")
+    reindex(**roots, workers=1)
+    one.path.unlink()
+    os.mkfifo(one.path) if kind == "fifo" else one.path.mkdir()
+    FAULTS[f"{kind} in place of a session"] = 1
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    status, out, err = finish(cli("recall", "words", *where, "--json"))
+    assert status == 0, err.decode()
+    hits = {Path(hit["path"]).name: hit["stale"] for hit in orjson.loads(out)["hits"]}
+    assert hits == {"one.jsonl": True, "two.jsonl": False}
+    with index_module.IndexLock(roots["index"]) as lock:
+        lock.acquire(0)  # no query left the writer lock held
+    status, out, err = finish(cli("verify", "--index", str(roots["index"]), "--json"))
+    one_state = next(item for item in orjson.loads(out)["sessions"]
+                     if item["path"] == str(one.path))
+    kind_name = "a FIFO" if kind == "fifo" else "a directory"
+    assert one_state["state"] == "missing"
+    assert one_state["reason"] == f"cannot read file: not a regular file ({kind_name})"
+    with pytest.raises(ExpandError) as caught:
+        expand(str(one.path), indices=[0], **roots)
+    assert caught.value.code == "source_unavailable"
+    assert f"not a regular file ({kind_name})" in caught.value.message
+    report = reindex(**roots, workers=1, lock_timeout=0)
+    if kind == "fifo":
+        assert report["invalid"] == [{"path": str(one.path), "reason": f"{one.path}: cannot "
+                                      "read file: not a regular file (a FIFO)"}]
+    else:
+        assert [item["path"] for item in report["removed"]] == [str(one.path)]
+    assert recall("beta", **roots)["total"] == 1
+
+
 # --- a session appended while it is being reindexed ------------------------------------------
 
 

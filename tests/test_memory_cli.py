@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,10 @@ import pytest
 
 from fabric_memory.cli import main
 from fabric_memory.errors import ExpandError
+from fabric_memory.memory.recall import MAX_OFFSET
 
 from .memory_builder import SessionBuilder, operation
+from .reliability import cli, finish
 
 
 @pytest.fixture
@@ -112,3 +115,58 @@ def test_session_not_found_and_usage_errors(
     assert main(["expand", roots["id"], "--index", roots["index"]]) == 2
     assert "needs a selector" in capsys.readouterr().err
     assert main(["recall", "--index", roots["index"], "--sessions", roots["sessions"]]) == 2
+
+
+def test_a_file_name_that_is_not_utf8_never_crashes(
+    roots: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session named with bytes that are not UTF-8: reindex reports it invalid (shown with
+    \\xNN) and indexes the rest; audit, compact and inspect print valid JSON naming it."""
+    source = Path(roots["path"])
+    odd = os.fsdecode(os.fsencode(source.parent) + b"/bad\xff.jsonl")
+    Path(odd).write_bytes(source.read_bytes())
+    shown = f"{source.parent}/bad\\xff.jsonl"
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    report = _json(capsys, ["reindex", *where, "--workers", "1", "--json"])
+    assert (report["sessions"], report["indexed"]) == (1, 1)
+    assert report["invalid"] == [{"path": shown, "reason": f"{shown}: file name is not valid "
+                                  "UTF-8; not indexed (rename it to index it)"}]
+    assert _json(capsys, ["recall", "zürich", *where, "--json"])["total"] == 1
+    audit = _json(capsys, ["audit", "--sessions", roots["sessions"], "--json"])
+    assert audit["sessions"] == 2
+    inspected = _json(capsys, ["inspect", odd, "--json"])
+    assert inspected["path"] == shown
+    compacted = _json(capsys, ["compact", odd, "--json", "--keep-recent-tokens", "1",
+                               "--reserve-tokens", "63"])
+    assert compacted["path"] == shown
+    assert main(["inspect", odd]) == 0
+    assert shown in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--offset", "4294967295"), ("--offset", "99999999999999999999"), ("--offset", "-1"),
+    ("--limit", "0"), ("--limit", "99999999999999999999"),
+])
+def test_recall_offset_and_limit_are_bounded(
+    roots: dict[str, Any], option: str, value: str
+) -> None:
+    """An --offset or --limit out of range is one usage line and exit 2: never a Rust abort or
+    an OverflowError."""
+    where = ("--sessions", roots["sessions"], "--index", roots["index"])
+    assert finish(cli("reindex", *where))[0] == 0
+    status, out, err = finish(cli("recall", "zürich", *where, option, value, "--json"))
+    text = err.decode()
+    assert status == 2 and text.count("\n") == 1, text
+    assert text.startswith(f"fabric-memory recall: {option} {value}: must be between ")
+    assert orjson.loads(out)["error"]["code"] == "usage"
+
+
+def test_recall_at_the_last_offset_is_an_empty_page(
+    roots: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The largest offset allowed answers (no hits there, no next)."""
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    assert main(["reindex", *where]) == 0
+    capsys.readouterr()
+    page = _json(capsys, ["recall", "zürich", *where, "--offset", str(MAX_OFFSET), "--json"])
+    assert (page["total"], page["hits"], page["next"]) == (1, [], None)

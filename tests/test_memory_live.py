@@ -53,7 +53,7 @@ def test_named_files_only(roots: dict[str, Path]) -> None:
     fresh.write()
     report = reindex_paths([repo / "one.jsonl", repo / "two.jsonl", fresh.path],
                            sessions=sessions, index=index)
-    assert report["removed"] == [str(repo / "one.jsonl")]
+    assert [item["path"] for item in report["removed"]] == [str(repo / "one.jsonl")]
     assert report["indexed"] == 2 and report["invalid"] == []
     found = {word: recall(word, index=index, sessions=sessions, hot_sessions=0)["total"]
              for word in ("narwhal", "okapi", "capybara", "walrus")}

@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from fabric_memory.errors import IndexLockedError
+from fabric_memory.memory import reindex as reindex_module
 from fabric_memory.memory.catalog import list_sessions, load_catalog, stats, verify
 from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.index import IndexLock, open_index
@@ -96,9 +98,10 @@ def test_invalid_file_is_reported_and_old_documents_stay_stale(tmp_path: Path) -
     assert listing[0]["stale"] is True and "invalid" in (listing[0]["staleReason"] or "")
     builder.path.unlink()
     third = reindex(**roots, workers=1)
-    assert [s["reason"] for s in third["stale"]] == ["missing: the session file is gone"]
-    assert recall("alpha", **roots)["total"] == 1
-    assert verify(index=roots["index"])["missing"] == 1
+    assert third["removed"] == [{"path": str(builder.path),
+                                 "reason": "the session file is gone; its documents removed"}]
+    assert recall("alpha", **roots)["total"] == 0
+    assert verify(index=roots["index"])["missing"] == 0
 
 
 def test_full_reindex_rereads_everything(tmp_path: Path) -> None:
@@ -299,3 +302,97 @@ def test_a_same_size_rewrite_under_an_unchanged_mtime_is_reindexed(tmp_path: Pat
     assert verify(index=roots["index"])["changed"] == 0
     assert recall("omega", **roots)["total"] == 1
     assert recall("alpha", **roots)["total"] == 0
+
+
+# --- forgetting what is gone, one record per file --------------------------------------------
+
+
+def test_a_deleted_session_is_forgotten(tmp_path: Path) -> None:
+    """Deleting a session file and running reindex removes its documents and its record:
+    nothing of it can be recalled, listed or expanded any more."""
+    roots = _roots(tmp_path)
+    gone = _small(tmp_path, "gone", "alpha private words")
+    _small(tmp_path, "kept", "beta words")
+    reindex(**roots, workers=1)
+    assert recall("alpha", **roots)["total"] == 1
+    gone.path.unlink()
+    report = reindex(**roots, workers=1)
+    assert [item["path"] for item in report["removed"]] == [str(gone.path)]
+    assert recall("alpha", **roots)["total"] == 0
+    assert recall("private", **roots)["total"] == 0
+    assert [s["path"] for s in list_sessions(index=roots["index"])["sessions"]] == [
+        str(tmp_path / "sessions" / "--repo--" / "kept.jsonl")]
+    assert open_index(roots["index"]).count("entry", str(gone.path)) == 0
+    assert verify(index=roots["index"])["missing"] == 0
+    assert reindex(**roots, workers=1)["commits"] == 0
+    _complete(roots["index"])
+
+
+def test_a_deleted_session_in_another_root_is_kept(tmp_path: Path) -> None:
+    """reindex of one root forgets only files under that root: another root's sessions in the
+    same index stay."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "here", "alpha words")
+    other = SessionBuilder(tmp_path / "elsewhere" / "there.jsonl")
+    other.user("beta words")
+    other.write()
+    reindex(sessions=tmp_path / "elsewhere", index=roots["index"], workers=1)
+    reindex(**roots, workers=1)
+    assert recall("beta", **roots)["total"] == 1
+
+
+def test_a_renamed_session_is_rekeyed_not_duplicated(tmp_path: Path) -> None:
+    """A renamed file is one record under its new name: one hit, expand by id works."""
+    roots = _roots(tmp_path)
+    session = _small(tmp_path, "before", "alpha words")
+    reindex(**roots, workers=1)
+    renamed = session.path.with_name("after.jsonl")
+    session.path.rename(renamed)
+    report = reindex(**roots, workers=1)
+    assert [item["path"] for item in report["removed"]] == [str(session.path)]
+    hits = recall("alpha", **roots)["hits"]
+    assert [hit["path"] for hit in hits] == [str(renamed)]
+    assert hits[0]["follow"]["session"] == session.session_id
+    assert expand_request(hits[0]["follow"])["entries"]
+    _complete(roots["index"])
+
+
+def test_one_file_is_one_record_whatever_the_root_spelling(tmp_path: Path) -> None:
+    """The same files indexed through a symlinked root, a `..` spelling and a symlinked file are
+    one record each: one hit per entry, and expand by session id is not ambiguous."""
+    roots = _roots(tmp_path)
+    session = _small(tmp_path, "one", "alpha words")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "sessions")
+    (tmp_path / "sessions" / "--repo--" / "alias.jsonl").symlink_to(session.path)
+    for spelling in (roots["sessions"], link, tmp_path / "sessions" / "--repo--" / ".."):
+        reindex(sessions=spelling, index=roots["index"], workers=1)
+        response = recall("alpha", sessions=spelling, index=roots["index"])
+        assert response["total"] == 1, spelling
+        follow = response["hits"][0]["follow"]
+        assert follow["session"] == session.session_id
+        assert expand_request(follow)["entries"]
+    records = load_catalog(open_index(roots["index"])).records
+    assert [r.path for r in records] == [str(session.path.resolve())]
+
+
+def test_workers_are_capped_at_the_cpu_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    """--workers 1000 starts no more parser processes than there are CPUs, and says so."""
+    roots = _roots(tmp_path)
+    for n in range(6):
+        _small(tmp_path, f"s{n}", f"words {n}")
+    started: list[int] = []
+    real = reindex_module._workers
+
+    def counting(count: int) -> Any:
+        started.append(count)
+        return real(count)
+
+    monkeypatch.setattr(reindex_module, "_workers", counting)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    report = reindex(**roots, workers=1000)
+    assert started == [2] and report["workers"] == 2
+    assert report["notices"] == ["--workers 1000: capped at 2, the number of CPUs (more "
+                                 "parsers than CPUs only compete for them)"]
+    assert report["indexed"] == 6

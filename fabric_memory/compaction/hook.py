@@ -28,6 +28,7 @@ from typing import Any, Final, TypedDict
 import orjson
 import xxhash
 
+from .._js import iso_time
 from ..errors import CompactionError, HookInputError, SessionChangedError, clipped
 from ..session import (
     CURRENT_VERSION,
@@ -480,9 +481,7 @@ def compaction_entry(
         "type": "compaction",
         "id": new_entry_id(session.source_hash, session.by_id),
         "parentId": session.leaf_id,
-        "timestamp": moment.astimezone(UTC).isoformat(timespec="milliseconds").replace(
-            "+00:00", "Z"
-        ),
+        "timestamp": iso_time(moment),
         "summary": compaction.summary,
         "firstKeptEntryId": compaction.first_kept_entry_id,
         "tokensBefore": compaction.tokens_before,

@@ -17,6 +17,7 @@ from typing import Literal, NotRequired, TypedDict, cast
 
 import orjson
 
+from .._js import iso_time
 from ..errors import ExpandError, QueryError, UsageError
 from .index import I64_MAX, I64_MIN, SCHEMA_VERSION, MemoryIndex, RecordSnapshot, open_index
 from .locations import contains, index_root, sessions_root
@@ -104,7 +105,7 @@ class SessionRecord:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(datetime.now(UTC))
 
 
 StatKey = tuple[int, int, int]
@@ -348,7 +349,8 @@ def list_sessions(
     listing: list[SessionListing] = [
         {
             "sessionId": r.session_id, "path": r.path, "cwd": r.cwd,
-            "modifiedAt": _iso(r.mtime_ns), "tier": tiers[r.path],
+            "modifiedAt": iso_time(datetime.fromtimestamp(r.mtime_ns / 1e9, UTC)),
+            "tier": tiers[r.path],
             "entries": r.entries, "operations": r.operations, "sourceHash": r.source_hash,
             "lineageFingerprint": r.lineage_fingerprint, "indexedAt": r.indexed_at,
             "stale": r.stale, "staleReason": r.stale_reason, "complete": r.complete,
@@ -383,11 +385,6 @@ def _time_ns(text: str | None, option: str) -> int | None:
     if parsed is None:
         raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
     return parsed * 1_000_000
-
-
-def _iso(mtime_ns: int) -> str:
-    moment = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class StatsReport(TypedDict):
@@ -481,5 +478,6 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
 def default_roots(
     sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None
 ) -> tuple[Path, MemoryIndex]:
-    """The sessions root and the index handle for explicit or default locations."""
-    return sessions_root(sessions).absolute(), open_index(index_root(index))
+    """The sessions root (its real path: every file is keyed by its real path) and the index
+    handle for explicit or default locations."""
+    return sessions_root(sessions).resolve(), open_index(index_root(index))

@@ -22,7 +22,7 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 import orjson
 
 from ..errors import ExpandError, SessionError, UsageError
-from ..session import hash_file, read_session
+from ..session import hash_file, open_regular, read_session
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
 from .normalize import normalize_session, record_text, source_records
@@ -315,7 +315,7 @@ def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
     this one with SIGBUS).
     """
     try:
-        fd = os.open(record.path, os.O_RDONLY)
+        fd = open_regular(record.path)
     except OSError as exc:
         raise ExpandError(
             "source_unavailable",

@@ -546,7 +546,7 @@ class Writer:
                 self.pending += 1
 
     def remove_session(self, path: str) -> None:
-        """Delete every document of ``path``, its catalog record included."""
+        """Delete every document of ``path``: its entries, operations and catalog record."""
         with _translated(str(self.index.directory)):
             self._raw.delete_documents_by_term("path", path)
         self.pending += 1

@@ -73,7 +73,7 @@ def watch_sessions(
             "watching needs the watchfiles package; install it with "
             "pip install 'fabric-memory[watch]' (or '[mcp]')"
         ) from None
-    root = sessions_root(sessions).absolute()
+    root = sessions_root(sessions).resolve()  # the index keys files by their real path
     where = index_root(index)
     if not root.is_dir():
         raise UsageError(

@@ -28,6 +28,9 @@ Branches = Literal["active", "all"]
 MODES: tuple[TextMode, ...] = ("literal", "phrase", "regex")
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
+MAX_OFFSET = 10_000
+"""Deepest page start: Tantivy collects offset + limit documents to answer a page, so a
+huge offset would exhaust memory. Filters (--since, --session, ...) reach older hits."""
 MAX_RESPONSE_CHARS = 30_000
 SNIPPET_CHARS = 240
 SHORT_SNIPPET_CHARS = 80
@@ -171,8 +174,9 @@ def _check_options(
         raise UsageError(f"--branches {branches!r}: use active or all")
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageError(f"--limit {limit}: must be between 1 and {MAX_LIMIT}")
-    if offset < 0:
-        raise UsageError(f"--offset {offset}: must not be negative")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise UsageError(f"--offset {offset}: must be between 0 and {MAX_OFFSET} (narrow the "
+                         "query with --since, --until or --session to reach older hits)")
     if hot_sessions < 0:
         raise UsageError(f"--hot-sessions {hot_sessions}: must not be negative")
 
@@ -245,7 +249,7 @@ def _bounded(
     def build(kept: list[RecallHit]) -> RecallResponse:
         end = offset + len(kept)
         following: RecallRequest | None = None
-        if end < total:
+        if end < total and end <= MAX_OFFSET:
             following = {**request, "offset": end}
         return {"total": total, "offset": offset, "hits": kept, "next": following}
 

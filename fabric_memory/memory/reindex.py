@@ -7,7 +7,11 @@ held, and let this process be the single writer. Each session's documents and ca
 replaced together; commits happen every ``commit_every`` documents and at the end,
 so a crash leaves the last commit intact and the next run redoes only what it lost.
 Invalid files are reported and skipped; documents of an earlier good version are
-kept and their record marked stale.
+kept and their record marked stale. A file that is gone from under the root is forgotten:
+its documents and record are deleted (deleting a session removes it from memory).
+
+Every file is keyed by its real path (symlinks and ``..`` resolved), so one file is one
+record whatever the spelling of the root or a symlink to it inside the root.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from ..errors import IndexError_, SessionError, UsageError
+from ..errors import IndexError_, SessionError, UsageError, is_utf8, printable
 from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, read_session
 from .catalog import (
     Catalog,
@@ -64,6 +68,8 @@ class ReindexReport(TypedDict):
     invalid: list[PathReason]
     stale: list[PathReason]
     incomplete: list[PathReason]
+    removed: list[PathReason]
+    """Records of files gone from under the root: their documents were deleted."""
     notes: list[PathReason]
     """Values changed to fit the index (a time out of range), each with its file:line."""
     entries: int
@@ -72,8 +78,6 @@ class ReindexReport(TypedDict):
     seconds: float
     notices: list[str]
     workers: NotRequired[int]
-    removed: NotRequired[list[str]]
-    """Sessions whose file is gone, dropped from the index (:func:`reindex_paths`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,11 @@ def reindex(
     if count < 1:
         raise UsageError(f"--workers {count}: must be at least 1")
     report = _report(str(root), handle)
+    cpus = os.cpu_count() or 1
+    if count > cpus:
+        report["notices"].append(f"--workers {count}: capped at {cpus}, the number of CPUs "
+                                 "(more parsers than CPUs only compete for them)")
+        count = cpus
     report["workers"] = count
     files, outside = _inside(root, iter_session_files(root))
     report["invalid"].extend(outside)
@@ -143,9 +152,11 @@ def reindex(
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
-    pending, gone = _plan_all(files, _committed(handle), full, max_line_bytes)
+    committed = _committed(handle)
+    pending, gone = _plan_all(root, files, committed, full, max_line_bytes)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
+        report["invalid"].extend(_still_invalid(files, committed))
         report["seconds"] = round(time.perf_counter() - started, 4)
         return report
     with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool, \
@@ -154,8 +165,10 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, missing = _plan_all(files, catalog, full, max_line_bytes)
+        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes)
         report["skipped"] = done = len(files) - len(tasks)
+        planned = {task.path for task in tasks}
+        report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
         for parsed in _parse_all(tasks, pool, 4 * count):
             _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
             if writer.pending >= commit_every:
@@ -164,8 +177,8 @@ def reindex(
             done += 1
             if progress is not None:
                 progress(Progress(done, len(files), report["indexed"], report["skipped"]))
-        for record in missing:
-            _mark_stale(writer, record, "missing: the session file is gone", None, report)
+        for record in gone:
+            _forget(writer, record, report)
         writer.commit()
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
@@ -186,7 +199,6 @@ def reindex_paths(
     started = time.perf_counter()
     root, handle = default_roots(sessions, index)
     report = _report(str(root), handle)
-    report["removed"] = []
     names = sorted({os.fspath(path) for path in paths})
     present = [name for name in names if os.path.isfile(name)]
     files, outside = _inside(root, present)
@@ -198,9 +210,9 @@ def reindex_paths(
             report["notices"].append(writer.notice)
         catalog = load_catalog(handle)
         for name in gone:
-            if catalog.record(name) is not None:
-                writer.remove_session(name)
-                report["removed"].append(name)
+            record = catalog.record(name)
+            if record is not None:
+                _forget(writer, record, report)
         for path in files:
             record = catalog.record(path)
             task = _plan(path, record, False, max_line_bytes)
@@ -215,27 +227,44 @@ def reindex_paths(
 
 
 def _inside(root: Path, paths: Iterable[str | Path]) -> tuple[list[str], list[PathReason]]:
-    """Session files under ``root``, and those a symlink leads outside it (never read).
+    """The real paths of the session files under ``root`` (each once), and the files that
+    cannot be indexed: a symlink leading outside the root (never read), a name that is not
+    UTF-8 (the index holds text).
 
-    A file that is not itself a symlink resolves to its directory's real path plus its
-    name, so the whole path is resolved only for symlinks and for files whose directory
-    resolves outside ``root``: one resolve per directory, one ``lstat`` per file.
+    ``root`` is a real path and the walk enters no symlinked folder, so only a symlinked
+    file needs resolving: one ``lstat`` per file.
     """
-    inside: list[str] = []
-    outside: list[PathReason] = []
-    directories: dict[str, bool] = {}
+    inside: dict[str, None] = {}
+    refused: list[PathReason] = []
     for path in paths:
         name = str(path)
-        folder = os.path.dirname(name)
-        parent = directories.get(folder)
-        if parent is None:
-            parent = directories[folder] = contains(root, folder)
-        if (parent and not os.path.islink(name)) or contains(root, path):
-            inside.append(name)
+        if not is_utf8(name):
+            shown = printable(name)
+            refused.append({"path": shown, "reason": f"{shown}: file name is not valid UTF-8; "
+                            "not indexed (rename it to index it)"})
+        elif not os.path.islink(name):
+            inside[name] = None
+        elif contains(root, path):
+            inside[os.path.realpath(name)] = None
         else:
             reason = f"{path}: symlink to a file outside the sessions root {root}; not indexed"
-            outside.append({"path": str(path), "reason": reason})
-    return inside, outside
+            refused.append({"path": name, "reason": reason})
+    return list(inside), refused
+
+
+INVALID = "invalid: "
+"""How the stale reason of a record whose file turned invalid starts."""
+
+
+def _still_invalid(skipped: Iterable[str], catalog: Catalog) -> list[PathReason]:
+    """Unchanged files that were invalid when last read: reported again without reading."""
+    found: list[PathReason] = []
+    for path in skipped:
+        record = catalog.by_path.get(path)
+        reason = record.stale_reason if record is not None else None
+        if reason is not None and reason.startswith(INVALID):
+            found.append({"path": path, "reason": reason.removeprefix(INVALID)})
+    return found
 
 
 def _committed(handle: MemoryIndex) -> Catalog:
@@ -247,15 +276,17 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 
 def _plan_all(
-    files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
+    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
 ) -> tuple[list[_Task], list[SessionRecord]]:
-    """Files to parse, and records whose file is gone (kept, to be marked stale)."""
+    """Files to parse, and records under ``root`` whose file is gone (to be forgotten): a
+    deleted or renamed file, or one indexed under another spelling of its path."""
     tasks = [task for path in files
              if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
     seen = set(files)
-    missing = [r for r in catalog.records
-               if r.path not in seen and r.checked is not None and stat_key(r.path) is None]
-    return tasks, missing
+    prefix = os.path.join(root, "")
+    gone = [r for r in catalog.records
+            if r.path not in seen and (r.path.startswith(prefix) or contains(root, r.path))]
+    return tasks, gone
 
 
 def refresh_sessions(
@@ -276,7 +307,7 @@ def refresh_sessions(
             if record is None:
                 continue
             if stat_key(record.path) is None:
-                _mark_stale(writer, record, "missing: the session file is gone", None, report)
+                _forget(writer, record, report)
                 continue
             task = _plan(record.path, record, False, DEFAULT_MAX_LINE_BYTES)
             if task is None:
@@ -292,8 +323,8 @@ def refresh_sessions(
 def _report(root: str, handle: MemoryIndex) -> ReindexReport:
     return {
         "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
-        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "notes": [], "entries": 0,
-        "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
+        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "removed": [], "notes": [],
+        "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
     }
 
 
@@ -428,7 +459,7 @@ def _apply(
     if parsed.invalid is not None:
         report["invalid"].append({"path": parsed.path, "reason": parsed.invalid})
         if previous is not None:
-            _mark_stale(writer, previous, f"invalid: {parsed.invalid}",
+            _mark_stale(writer, previous, f"{INVALID}{parsed.invalid}",
                         stat_key(parsed.path), report)
         return
     if parsed.unchanged:
@@ -454,6 +485,12 @@ def _apply(
 def _touched(record: SessionRecord, checked: StatKey | None) -> SessionRecord:
     mtime = checked[0] if checked is not None else record.mtime_ns
     return replace(record, mtime_ns=mtime, checked=checked)
+
+
+def _forget(writer: Writer, record: SessionRecord, report: ReindexReport) -> None:
+    writer.remove_session(record.path)
+    report["removed"].append({"path": record.path,
+                              "reason": "the session file is gone; its documents removed"})
 
 
 def _mark_stale(

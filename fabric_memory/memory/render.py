@@ -31,6 +31,7 @@ def render_reindex(report: ReindexReport) -> str:
     lines.extend(f"invalid: {item['reason']}" for item in report["invalid"])
     lines.extend(f"stale: {item['path']}: {item['reason']}" for item in report["stale"])
     lines.extend(f"incomplete: {item['path']}: {item['reason']}" for item in report["incomplete"])
+    lines.extend(f"removed: {item['path']}: {item['reason']}" for item in report["removed"])
     lines.extend(f"note: {item['reason']}" for item in report["notes"])
     return "\n".join(lines)
 
