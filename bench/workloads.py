@@ -23,7 +23,7 @@ import tantivy
 import xxhash
 
 from fabric_memory.certify.generate import WORDS
-from fabric_memory.compaction.hook import compact_session, compaction_hook
+from fabric_memory.compaction import compact_session, compaction_hook
 from fabric_memory.compaction.prepare import CompactionSettings, prepare_compaction
 from fabric_memory.memory import index as memory_index
 from fabric_memory.memory.catalog import SessionRecord, now_iso

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .audit import audit_sessions
-    from .compaction.hook import append_compaction, compact_session, compaction_hook
+    from .compaction import append_compaction, compact_session, compaction_hook
     from .errors import FabricMemoryError
     from .memory.catalog import list_sessions, stats, verify
     from .memory.expand import expand, expand_request
@@ -37,7 +37,7 @@ __version__ = "0.1.0"
 
 _HOMES = {
     ".audit": ("audit_sessions",),
-    ".compaction.hook": ("append_compaction", "compact_session", "compaction_hook"),
+    ".compaction": ("append_compaction", "compact_session", "compaction_hook"),
     ".errors": ("FabricMemoryError",),
     ".memory.catalog": ("list_sessions", "stats", "verify"),
     ".memory.expand": ("expand", "expand_request"),

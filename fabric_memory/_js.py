@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import orjson
 
@@ -22,6 +22,12 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --- numbers and sizes ---------------------------------------------------------------
+
+
+def is_count(value: object) -> TypeGuard[int]:
+    """A count as JSON from a JavaScript host can hold it exactly: an integer from 0 to
+    2^53-1. A larger one (a damaged or hand-edited entry) would overflow as it grows."""
+    return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
 
 
 def js_number(value: float) -> str:

@@ -350,7 +350,7 @@ def _run_verify(args: argparse.Namespace) -> Outcome:
     from .memory.render import render_verify
 
     report = verify(index=args.index_dir)
-    healthy = report["changed"] == 0 and report["missing"] == 0
+    healthy = report["changed"] == 0 and report["missing"] == 0 and not report["indexProblems"]
     return Outcome(report, render_verify(report), 0 if healthy else 1)
 
 
@@ -380,7 +380,8 @@ def _compact_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_compact(args: argparse.Namespace) -> Outcome:
-    from .compaction.hook import Cancel, compact_session
+    from .compaction.compactor import Cancel
+    from .compaction.files import compact_session
     from .compaction.prepare import CompactionSettings
 
     given = {"reserve_tokens": args.reserve_tokens, "keep_recent_tokens": args.keep_recent_tokens}

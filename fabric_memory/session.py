@@ -19,6 +19,7 @@ import orjson
 import xxhash
 
 from .errors import LineTooLongError, NotASessionError, SessionError
+from .view import EntryView, view_entry
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
@@ -43,6 +44,17 @@ class Entry:
     """Byte length of the line without ``\\n`` (and without a stripped ``\\r``)."""
     raw: dict[str, Any]
     migrated: bool = False
+    _view: EntryView | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def view(self) -> EntryView:
+        """What later stages read of this entry (:mod:`fabric_memory.view`): built on first
+        use, then kept, so the message is read and the trace guarded once per entry."""
+        view = self._view
+        if view is None:
+            view = view_entry(self.id, self.type, self.parent_id, self.timestamp, self.raw)
+            object.__setattr__(self, "_view", view)
+        return view
 
     @property
     def message(self) -> dict[str, Any] | None:

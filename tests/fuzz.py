@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from fabric_memory.compaction.hook import Cancel, Compaction, compact_session, compaction_hook
+from fabric_memory.compaction import Cancel, Compaction, compact_session, compaction_hook
 from fabric_memory.compaction.prepare import CompactionSettings
 from fabric_memory.errors import ExpandError, FabricMemoryError, SessionError
 from fabric_memory.memory.catalog import load_catalog

@@ -24,8 +24,8 @@ from fabric_memory.certify.memory_checks import index_sessions
 from fabric_memory.certify.report import Report
 from fabric_memory.certify.simulator import MemoryAccess, Resumed, task_address
 from fabric_memory.cli import main
-from fabric_memory.compaction.hook import compaction_hook
-from fabric_memory.compaction.project import clip
+from fabric_memory.compaction import compaction_hook
+from fabric_memory.compaction.text import clip
 from fabric_memory.errors import TaskPayloadError
 from fabric_memory.memory.catalog import load_catalog
 from fabric_memory.memory.expand import ExpandPage, expand_request

@@ -20,16 +20,17 @@ from hypothesis import strategies as st
 
 from fabric_memory.certify.cycle import RecordingPreparation
 from fabric_memory.cli import main
-from fabric_memory.compaction.hook import (
+from fabric_memory.compaction import (
     Cancel,
     Compaction,
     append_compaction,
     compact_branch,
     compact_session,
-    compaction_entry,
     compaction_hook,
     run_hook,
 )
+from fabric_memory.compaction.files import compaction_entry
+from fabric_memory.compaction.ledger import Item, Ledger
 from fabric_memory.compaction.prepare import (
     CompactionSettings,
     build_session_context,
@@ -37,7 +38,6 @@ from fabric_memory.compaction.prepare import (
     prepare_compaction,
     should_compact,
 )
-from fabric_memory.compaction.project import Item, Ledger
 from fabric_memory.compaction.render import (
     SECTIONS,
     SUMMARY_MAX_BYTES,
@@ -216,7 +216,8 @@ def test_decoys_never_surface(name: str) -> None:
 
 def _compact_all(name: str) -> Compaction:
     session = read_session(_corpus(name))
-    outcome = compact_branch(session.active_branch(), "", 0, session_id=session.session_id)
+    views = [entry.view for entry in session.active_branch()]
+    outcome = compact_branch(views, "", 0, session_id=session.session_id)
     assert isinstance(outcome, Compaction)
     return outcome
 
@@ -461,7 +462,7 @@ def test_any_requested_cut_keeps_pairs_together(source: Path, position: int) -> 
     branch = session.active_branch()
     index = position % (len(branch) + 1)
     requested = branch[index].id if index < len(branch) else ""
-    outcome = compact_branch(branch, requested, 1, session_id=session.session_id)
+    outcome = compact_branch([e.view for e in branch], requested, 1, session_id=session.session_id)
     if isinstance(outcome, Cancel):
         assert outcome.reason
         return
@@ -476,7 +477,8 @@ def test_closure_sabotage_is_detected(tmp_path: Path) -> None:
     """Sabotage check: appending the cut Pi asked for (unadjusted) leaves an orphan result."""
     path = _writable(CLOSURE / "parallel-delayed.jsonl", tmp_path)
     session = read_session(path)
-    outcome = compact_branch(session.active_branch(), "cc5b384f", 1, session_id="x")
+    outcome = compact_branch([e.view for e in session.active_branch()], "cc5b384f", 1,
+                             session_id="x")
     assert isinstance(outcome, Compaction)
     append_compaction(session, replace(outcome, first_kept_entry_id="cc5b384f"))
     assert _closure_violations(read_session(path)) == ["result without its call: call_p2"]

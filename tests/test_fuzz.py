@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabric_memory._js import js_stringify
-from fabric_memory.compaction.hook import compact_session, compaction_hook
+from fabric_memory.compaction import compact_session, compaction_hook
 from fabric_memory.errors import (
     ExpandError,
     FabricMemoryError,

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from fabric_memory.cli import main
-from fabric_memory.errors import ExpandError
+from fabric_memory.errors import ExpandError, clipped
 from fabric_memory.memory.recall import MAX_OFFSET
 
 from .memory_builder import SessionBuilder, operation
@@ -170,3 +170,22 @@ def test_recall_at_the_last_offset_is_an_empty_page(
     capsys.readouterr()
     page = _json(capsys, ["recall", "zürich", *where, "--offset", str(MAX_OFFSET), "--json"])
     assert (page["total"], page["hits"], page["next"]) == (1, [], None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mode", "regex", "a(b"], "regex 'a(b': unclosed group (regex syntax error)"),
+    (["a" * 65], f"query {clipped('a' * 65)}: every word is longer than 64 characters, and the "
+                 "index keeps no word that long; search for shorter words of the same entry"),
+    (["--mode", "regex", "x" * 300], "regex is 300 characters; the limit is 256"),
+], ids=["regex-syntax", "65-letter-word", "long-regex"])
+def test_query_errors_are_one_line_naming_the_real_cause(
+    roots: dict[str, Any], argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad query is one line with its real cause (the parser's complaint without its caret
+    drawing; the 64-character word limit), exit 2."""
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    assert main(["reindex", *where]) == 0
+    capsys.readouterr()
+    assert main(["recall", *argv, *where]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fabric-memory recall: {message}\n"

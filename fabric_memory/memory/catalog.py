@@ -17,9 +17,17 @@ from typing import Literal, NotRequired, TypedDict, cast
 
 import orjson
 
-from .._js import iso_time
-from ..errors import ExpandError, QueryError, UsageError
-from .index import I64_MAX, I64_MIN, SCHEMA_VERSION, MemoryIndex, RecordSnapshot, open_index
+from .._js import iso_ms, iso_time
+from ..errors import ExpandError, IndexError_, QueryError, UsageError
+from .index import (
+    I64_MAX,
+    I64_MIN,
+    REBUILD,
+    SCHEMA_VERSION,
+    MemoryIndex,
+    RecordSnapshot,
+    open_index,
+)
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
@@ -161,11 +169,15 @@ class Catalog:
         for record in self._all:
             self._by_id.setdefault(record.session_id, []).append(record)
 
+    def _decoded(self, raws: list[bytes]) -> list[SessionRecord]:
+        assert self._snapshot is not None
+        return [_decode(raw, self._snapshot.where) for raw in raws]
+
     @property
     def records(self) -> tuple[SessionRecord, ...]:
         if self._all is None:
             assert self._snapshot is not None
-            self._load(map(_decode, self._snapshot.all()))
+            self._load(self._decoded(self._snapshot.all()))
         assert self._all is not None
         return self._all
 
@@ -181,14 +193,14 @@ class Catalog:
             return self._by_path.get(path)
         if path not in self._fetched:
             assert self._snapshot is not None
-            found = [_decode(raw) for raw in self._snapshot.by_paths([path])]
+            found = self._decoded(self._snapshot.by_paths([path]))
             self._fetched[path] = found[0] if found else None
         return self._fetched[path]
 
     def with_id(self, session_id: str) -> list[SessionRecord]:
         if self._all is None and session_id not in self._by_id:
             assert self._snapshot is not None
-            found = sorted(map(_decode, self._snapshot.by_id(session_id)), key=_recency)
+            found = sorted(self._decoded(self._snapshot.by_id(session_id)), key=_recency)
             self._by_id[session_id] = found
         return self._by_id.get(session_id, [])
 
@@ -196,7 +208,8 @@ class Catalog:
         if self._all is None:
             if hot_sessions not in self._newest:
                 assert self._snapshot is not None
-                newest = sorted(map(_decode, self._snapshot.newest(hot_sessions)), key=_recency)
+                newest = sorted(self._decoded(self._snapshot.newest(hot_sessions)),
+                                key=_recency)
                 self._newest[hot_sessions] = tuple(newest[: max(hot_sessions, 0)])
             return self._newest[hot_sessions]
         return self._all[: max(hot_sessions, 0)]
@@ -257,8 +270,12 @@ def _recency(record: SessionRecord) -> tuple[int, str]:
     return (-record.mtime_ns, record.path)
 
 
-def _decode(raw: bytes) -> SessionRecord:
-    return SessionRecord.from_json(orjson.loads(raw))
+def _decode(raw: bytes, where: str) -> SessionRecord:
+    try:
+        return SessionRecord.from_json(orjson.loads(raw))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise IndexError_(f"{where}: a session record in the index is damaged "
+                          f"({type(exc).__name__}); {REBUILD}") from None
 
 
 _CACHE: dict[Path, tuple[int, Catalog]] = {}
@@ -379,9 +396,7 @@ def _in_project(cwd: str | None, project: str | None) -> bool:
 def _time_ns(text: str | None, option: str) -> int | None:
     if text is None:
         return None
-    from .normalize import parse_time
-
-    parsed = parse_time(text)
+    parsed = iso_ms(text.strip())
     if parsed is None:
         raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
     return parsed * 1_000_000
@@ -443,10 +458,19 @@ class VerifyReport(TypedDict):
     changed: int
     missing: int
     sessions: list[VerifyItem]
+    sampledDocuments: int
+    indexProblems: list[str]
+    """What is wrong in the index itself (documents lost, stored data unreadable); the fix
+    is ``fabric-memory reindex --full``."""
+
+
+VERIFY_SAMPLE = 512
+"""Stored documents verify reads back (spread over the index)."""
 
 
 def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
-    """Every indexed session against its file: ``ok`` (same bytes), ``changed`` or ``missing``.
+    """Every indexed session against its file: ``ok`` (same bytes), ``changed`` or ``missing``;
+    and the index against its records (``indexProblems``).
 
     A file whose mtime and size match is still hashed: verify trusts nothing but bytes.
     """
@@ -471,8 +495,26 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
                 item["reason"] = "sourceHash differs; run `fabric-memory reindex`"
         items.append(item)
     count = Counter(item["state"] for item in items)
+    sampled, problems = _index_problems(handle, catalog)
     return {"index": str(handle.root), "ok": count["ok"], "changed": count["changed"],
-            "missing": count["missing"], "sessions": items}
+            "missing": count["missing"], "sessions": items, "sampledDocuments": sampled,
+            "indexProblems": problems}
+
+
+def _index_problems(handle: MemoryIndex, catalog: Catalog) -> tuple[int, list[str]]:
+    """The index against its own records: each session's entry, operation and record
+    documents counted, and a sample of stored documents read back."""
+    problems = []
+    for record in sorted(catalog.records, key=lambda r: r.path):
+        for kind, expected in (("entry", record.entries), ("operation", record.operations),
+                               ("session", 1)):
+            found = handle.count(kind, record.path)
+            if found != expected:
+                problems.append(f"{record.path}: the index holds {found} {kind} documents, "
+                                f"its record says {expected}")
+    sampled, unreadable = handle.unreadable_documents(VERIFY_SAMPLE)
+    problems.extend(unreadable)
+    return sampled, problems
 
 
 def default_roots(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 import tantivy
 
-from ..errors import IndexError_, IndexLockedError, QueryError
+from ..errors import IndexError_, IndexLockedError, QueryError, clipped
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
@@ -133,6 +133,8 @@ class IndexLock:
         """Wait up to ``timeout`` seconds; raise :class:`IndexLockedError` past it."""
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if self.path.is_dir() and not self.path.is_symlink():
+                shutil.rmtree(self.path)  # never a lock: flock needs a file we can open
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise IndexError_(
@@ -223,12 +225,41 @@ def _first_values(doc: tantivy.Document) -> dict[str, Any]:
     return {name: values[0] for name, values in doc.to_dict().items() if values}
 
 
+REBUILD = "run `fabric-memory reindex --full` to rebuild it from the sessions"
+
+
 @contextlib.contextmanager
 def _translated(where: str) -> Iterator[None]:
+    """Tantivy's errors as one :class:`IndexError_` line: its ``ValueError`` and the
+    ``PanicException`` pyo3 raises when Rust code panics (on a damaged file, say)."""
     try:
         yield
     except ValueError as exc:
-        raise IndexError_(f"{where}: {exc}; run `fabric-memory reindex --full`") from exc
+        raise IndexError_(f"{where}: {_first_line(exc)}; {_advice(str(exc))}") from None
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise IndexError_(
+            f"{where}: the index is damaged (Tantivy failed: {_first_line(exc)}); {REBUILD}"
+        ) from None
+
+
+_DISK_ADVICE = (
+    ("No space left on device", "free disk space (or pass --index DIR on another disk) and "
+     "run the command again"),
+    ("Read-only file system", "pass --index DIR on a writable disk"),
+    ("Permission denied", "pass --index DIR you may write (or run as the index's owner)"),
+)
+
+
+def _advice(error: str) -> str:
+    """A fix that works for the error: a full or read-only disk is not cured by rebuilding."""
+    return next((fix for cause, fix in _DISK_ADVICE if cause in error), REBUILD)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def writer_options(threads: int = 0) -> tuple[int, int]:
@@ -314,8 +345,9 @@ class MemoryIndex:
             self.generation += 1
         return self.generation
 
-    def prepare_for_writing(self) -> str | None:
-        """Create the index directory (mode 0700) or rebuild an incompatible one.
+    def prepare_for_writing(self, *, rebuild: bool = False) -> str | None:
+        """Create the index directory (mode 0700), or rebuild an incompatible one (and, with
+        ``rebuild``, a damaged one: whatever state it is in).
 
         Call with the writer lock held. Returns the one-line notice of a rebuild.
         """
@@ -327,10 +359,14 @@ class MemoryIndex:
                 f"memory index at {self.root} had schema v{version}; rebuilt with schema "
                 f"v{SCHEMA_VERSION}"
             )
-        if self.exists() and not tantivy.Index.is_compatible(str(self.directory)):
+        _clear_tantivy_locks(self.directory)
+        damage = self._damage() if self.directory.exists() else None
+        if damage is not None and (rebuild or damage in (INCOMPATIBLE, NO_META)):
             shutil.rmtree(self.directory)
-            self._index = None
-            notice = f"memory index at {self.root} had an incompatible Tantivy format; rebuilt"
+            notice = f"memory index at {self.root} {damage}; rebuilt from the sessions"
+        elif damage is not None:
+            raise IndexError_(f"{self.directory}: the index {damage}; {REBUILD}")
+        self._index = None
         if not self.exists():
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             with _translated(str(self.directory)):
@@ -344,13 +380,30 @@ class MemoryIndex:
             self._index = None
         return notice
 
-    def writer(self, *, timeout: float, threads: int = 0) -> Writer:
-        """Take the writer lock (waiting up to ``timeout`` s) and open a Tantivy writer."""
+    def _damage(self) -> str | None:
+        """Why the index directory cannot be used as it is, or None when it opens and every
+        segment loads (a deleted or truncated segment file fails here)."""
+        if not self.exists():
+            return NO_META
+        try:
+            with _translated(str(self.directory)):
+                if not tantivy.Index.is_compatible(str(self.directory)):
+                    return INCOMPATIBLE
+                index = tantivy.Index.open(str(self.directory))
+                index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
+                index.searcher()
+        except IndexError_ as exc:
+            return f"is damaged ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})"
+        return None
+
+    def writer(self, *, timeout: float, threads: int = 0, rebuild: bool = False) -> Writer:
+        """Take the writer lock (waiting up to ``timeout`` s) and open a Tantivy writer;
+        ``rebuild``: start from an empty index if the present one is damaged."""
         lock = IndexLock(self.root)
         lock.acquire(timeout)
         try:
             try:
-                notice = self.prepare_for_writing()
+                notice = self.prepare_for_writing(rebuild=rebuild)
             except OSError as exc:
                 raise IndexError_(
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
@@ -448,6 +501,26 @@ class MemoryIndex:
         text can be long."""
         return _all_docs(self.searcher(), str(self.directory), query, expected, fields)
 
+    def unreadable_documents(self, sample: int) -> tuple[int, list[str]]:
+        """Read the stored fields of up to ``sample`` documents spread over the whole index;
+        return how many were read and why each unreadable one failed."""
+        searcher = self.searcher()
+        with _translated(str(self.directory)):
+            total = searcher.num_docs
+            result = searcher.search(tantivy.Query.all_query(), limit=max(min(total, 200_000), 1))
+            addresses = [address for _, address in result.hits]
+        step = max(len(addresses) // max(sample, 1), 1)
+        chosen = addresses[::step][:sample]
+        problems = []
+        for address in chosen:
+            try:
+                with _translated(str(self.directory)):
+                    searcher.doc(address).to_dict()
+            except IndexError_ as exc:
+                problems.append(f"stored document {address.segment_ord}/{address.doc} cannot be "
+                                f"read ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})")
+        return len(chosen), problems
+
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
 
@@ -476,7 +549,7 @@ class RecordSnapshot:
 
     def __init__(self, searcher: tantivy.Searcher, where: str) -> None:
         self._searcher = searcher
-        self._where = where
+        self.where = where
 
     def all(self) -> list[bytes]:
         return self._records([])
@@ -497,7 +570,7 @@ class RecordSnapshot:
             return []
         query = self._query([])
         limit = count + 16
-        with _translated(self._where):
+        with _translated(self.where):
             while True:
                 result = self._searcher.search(query, limit=limit, count=True,
                                                order_by_field="mtime_ns",
@@ -521,7 +594,7 @@ class RecordSnapshot:
         return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in [kind, *clauses]])
 
     def _records(self, clauses: list[tantivy.Query], expected: int = 64) -> list[bytes]:
-        docs = _all_docs(self._searcher, self._where, self._query(clauses), expected, ("record",))
+        docs = _all_docs(self._searcher, self.where, self._query(clauses), expected, ("record",))
         return [doc["record"] for doc in docs if "record" in doc]
 
 
@@ -603,11 +676,16 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         try:
             return tantivy.Query.regex_query(SCHEMA, "text", spec.text)
         except ValueError as exc:
-            reason = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
-            raise QueryError(f"regex {spec.text!r}: {reason}") from None
+            raise QueryError(f"regex {clipped(spec.text)}: {_regex_reason(exc)}") from None
     words = analyze(spec.text)
     if not words:
-        raise QueryError(f"query {spec.text!r} has no searchable words (letters or digits)")
+        if any(word.isalnum() for word in spec.text.split()):
+            raise QueryError(
+                f"query {clipped(spec.text)}: every word is longer than {MAX_TOKEN_CHARS} "
+                f"characters, and the index keeps no word that long; search for shorter "
+                "words of the same entry"
+            )
+        raise QueryError(f"query {clipped(spec.text)} has no searchable words (letters or digits)")
     if spec.mode == "phrase" and len(words) > 1:
         return tantivy.Query.phrase_query(SCHEMA, "text", list[str | tuple[int, str]](words))
     terms = [tantivy.Query.term_query(SCHEMA, "text", word) for word in dict.fromkeys(words)]
@@ -615,6 +693,15 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         return terms[0]
     occur = tantivy.Occur.Must if spec.match_all or spec.mode == "phrase" else tantivy.Occur.Should
     return tantivy.Query.boolean_query([(occur, term) for term in terms])
+
+
+def _regex_reason(exc: ValueError) -> str:
+    """The regex parser's complaint on one line (it draws a caret under the pattern)."""
+    text = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    error = next((line.removeprefix("error: ") for line in lines if line.startswith("error:")),
+                 lines[-1] if lines else "invalid")
+    return error if len(lines) <= 1 else f"{error} (regex syntax error)"
 
 
 _CHEAP_REGEX = re.compile(r"[A-Za-z0-9_]*(?:\.[*+?]?)?[A-Za-z0-9_]*")
@@ -648,6 +735,23 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
             )
         time.sleep(delay)
         delay = min(delay * 2, 0.02)
+
+
+INCOMPATIBLE = "was written by another Tantivy format"
+NO_META = "had no meta.json (an interrupted first run)"
+TANTIVY_LOCKS = (".tantivy-writer.lock", ".tantivy-meta.lock")
+
+
+def _clear_tantivy_locks(directory: Path) -> None:
+    """Remove a folder (or anything but a file) where Tantivy keeps its lock files: it would
+    wait on it forever. Only a writer holding our lock calls this, so no Tantivy writer
+    of ours can be using them."""
+    for name in TANTIVY_LOCKS:
+        path = directory / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() and not path.is_file():
+            path.unlink()
 
 
 def make_private(directory: Path) -> None:

@@ -4,7 +4,7 @@ What is searchable is decided here and only here. A ``fabric_exec`` result
 contributes its valid trace (operations as children, phase names on the parent)
 and nothing else: never its outer output, its legacy audits, its operation
 results or the ``fabric_exec`` source code of the call. Verdicts come from
-:func:`fabric_memory.trace.read_fabric_result`; this module never judges a trace.
+each entry's view (:mod:`fabric_memory.view`); this module never judges a trace.
 """
 
 from __future__ import annotations
@@ -12,20 +12,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import orjson
 
 from ..errors import clipped
 from ..session import Entry, LineProblem, Session
-from ..trace import FabricResult, TraceOperation, TracePhase, read_fabric_result
+from ..trace import FabricResult, TraceOperation, TracePhase
+from ..view import EntryView, view_entry
 
 ItemKind = Literal["entry", "operation"]
 FABRIC_TOOL = "fabric_exec"
-MAX_TIME_MS = 8_640_000_000_000_000
-"""JavaScript's Date range (±10^8 days from 1970), which holds every time Pi writes; Tantivy's
-64-bit fields hold it too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +77,9 @@ def normalize_session(session: Session) -> NormalizedSession:
     notes: list[LineProblem] = []
     operations = 0
     for position, entry in enumerate(session.entries):
-        fabric = _fabric_result(entry)
-        parent = _entry_item(entry, position, entry.id in active, fabric)
+        view = entry.view
+        fabric = view.fabric
+        parent = _entry_item(entry, view, position, entry.id in active)
         items.append(parent)
         if parent.time_ms is None and (note := _time_note(entry)) is not None:
             notes.append(note)
@@ -101,10 +99,10 @@ def source_records(entry_id: str, raw: Mapping[str, Any]) -> dict[str, dict[str,
     ``raw`` is the entry's JSON object as read from its line; this is what expansion
     shows for an operation or phase address.
     """
-    message = raw.get("message") if raw.get("type") == "message" else None
-    if not isinstance(message, dict):
+    kind = raw.get("type")
+    if not isinstance(kind, str):
         return {}
-    fabric = read_fabric_result(entry_id, message)
+    fabric = view_entry(entry_id, kind, None, None, dict(raw)).fabric
     if fabric is None or fabric.verdict != "valid":
         return {}
     records = {op.address: operation_record(entry_id, op) for op in fabric.operations}
@@ -144,16 +142,6 @@ def record_text(record: Mapping[str, Any]) -> str:
     return orjson.dumps(record).decode()
 
 
-def timestamp_ms(entry: Entry) -> int | None:
-    """Milliseconds since the epoch of the entry's ISO timestamp (else its message's)."""
-    if entry.timestamp is not None:
-        parsed = parse_time(entry.timestamp)
-        if parsed is not None:
-            return parsed
-    stamp = _message_time(entry)
-    return stamp if type(stamp) is int and abs(stamp) <= MAX_TIME_MS else None
-
-
 def _message_time(entry: Entry) -> object:
     message = entry.message
     return message.get("timestamp") if message is not None else None
@@ -168,26 +156,8 @@ def _time_note(entry: Entry) -> LineProblem | None:
                                    "JavaScript's date range; indexed without a time")
 
 
-def parse_time(text: str) -> int | None:
-    """An ISO-8601 time (``Z`` or offset; naive means UTC) as epoch milliseconds."""
-    try:
-        parsed = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
-
-
-def _fabric_result(entry: Entry) -> FabricResult | None:
-    message = entry.message
-    return read_fabric_result(entry.id, message) if message is not None else None
-
-
-def _entry_item(entry: Entry, position: int, on_active: bool, fabric: FabricResult | None) -> Item:
-    message = entry.message
-    role = message.get("role") if message is not None else None
-    tool = message.get("toolName") if role == "toolResult" and message is not None else None
+def _entry_item(entry: Entry, view: EntryView, position: int, on_active: bool) -> Item:
+    fabric = view.fabric
     return Item(
         kind="entry",
         address=entry.id,
@@ -196,21 +166,21 @@ def _entry_item(entry: Entry, position: int, on_active: bool, fabric: FabricResu
         position=position,
         sequence=None,
         type=entry.type,
-        role=role if isinstance(role, str) else None,
-        tool=tool if isinstance(tool, str) else None,
+        role=view.role,
+        tool=view.tool_name,
         ref=None,
         provider=None,
         action=None,
         outcome=fabric.outcome if fabric is not None else None,
         failure_stage=None,
         timestamp=entry.timestamp,
-        time_ms=timestamp_ms(entry),
-        is_error=_is_error(message),
+        time_ms=view.time_ms,
+        is_error=_is_error(view.message),
         on_active=on_active,
         line=entry.line,
         offset=entry.offset,
         length=entry.length,
-        text=entry_text(entry, fabric),
+        text=entry_text(view),
         record=None,
     )
 
@@ -231,13 +201,13 @@ def _operation_item(parent: Item, op: TraceOperation) -> Item:
     )
 
 
-def entry_text(entry: Entry, fabric: FabricResult | None = None) -> str:
+def entry_text(view: EntryView) -> str:
     """The searchable text of one entry (see the module docstring for what is left out)."""
-    raw = entry.raw
-    message = entry.message
+    raw = view.raw
+    message = view.message
     if message is not None:
-        return _join(_message_words(message, fabric))
-    kind = entry.type
+        return _join(_message_words(message, view.fabric))
+    kind = view.type
     if kind in ("compaction", "branch_summary"):
         return _join([_string(raw.get("summary")), _string(raw.get("shortSummary"))])
     if kind == "custom_message":

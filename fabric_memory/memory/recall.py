@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
+from .._js import iso_ms
 from ..errors import QueryError, UsageError
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
 from .index import Hit, SearchSpec, TextMode
@@ -34,6 +35,10 @@ huge offset would exhaust memory. Filters (--since, --session, ...) reach older 
 MAX_RESPONSE_CHARS = 30_000
 SNIPPET_CHARS = 240
 SHORT_SNIPPET_CHARS = 80
+CLIP_CHARS = 200
+"""Longest value kept in a hit that alone would not fit the response."""
+MAX_QUERY_CHARS = 4096
+"""Longest query text: a response repeats it in ``next``, and it must fit the bound."""
 # Filter option → index field, in the order they appear in a request.
 FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "provider"),
            ("action", "action"), ("outcome", "outcome"))
@@ -83,6 +88,8 @@ class RecallHit(TypedDict):
     timestamp: NotRequired[str]
     isError: NotRequired[bool]
     onActiveBranch: NotRequired[bool]
+    truncated: NotRequired[str]
+    """Set when values were cut to fit the response: which, and how to read them whole."""
 
 
 class RecallResponse(TypedDict):
@@ -114,7 +121,7 @@ def recall(
     sessions: str | os.PathLike[str] | None = None,
 ) -> RecallResponse:
     """Search past sessions; see the module docstring for the response."""
-    _check_options(mode, match, branches, limit, offset, hot_sessions)
+    _check_options(query, mode, match, branches, limit, offset, hot_sessions)
     filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
                "action": action, "outcome": outcome}
     given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
@@ -164,7 +171,8 @@ def recall_request(request: Mapping[str, Any]) -> RecallResponse:
 
 
 def _check_options(
-    mode: str, match: str, branches: str, limit: int, offset: int, hot_sessions: int
+    query: str, mode: str, match: str, branches: str, limit: int, offset: int,
+    hot_sessions: int,
 ) -> None:
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
@@ -172,6 +180,8 @@ def _check_options(
         raise UsageError(f"--match {match!r}: use any or all")
     if branches not in ("active", "all"):
         raise UsageError(f"--branches {branches!r}: use active or all")
+    if len(query) > MAX_QUERY_CHARS:
+        raise UsageError(f"QUERY is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageError(f"--limit {limit}: must be between 1 and {MAX_LIMIT}")
     if not 0 <= offset <= MAX_OFFSET:
@@ -184,9 +194,7 @@ def _check_options(
 def _time(text: str | None, option: str) -> int | None:
     if text is None:
         return None
-    from .normalize import parse_time  # the normalizer loads the trace guard: only when needed
-
-    parsed = parse_time(text)
+    parsed = iso_ms(text.strip())
     if parsed is None:
         raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
     return parsed
@@ -264,8 +272,35 @@ def _bounded(
     while len(kept) > 1 and _size(response) > MAX_RESPONSE_CHARS:
         kept.pop()
         response = build(kept)
+    if _size(response) > MAX_RESPONSE_CHARS:  # one hit alone is too large: cut its values
+        _clip(kept[0])
+        response = build(kept)
     return response
 
 
+def _clip(hit: RecallHit) -> None:
+    """Cut every string value of ``hit`` longer than CLIP_CHARS, and say which were cut."""
+    values = cast(dict[str, Any], hit)
+    follow = cast(dict[str, Any], hit["follow"])
+    cut = [key for key in list(values) if _cut_in(values, key)]
+    cut += [f"follow.{key}" for key in list(follow) if _cut_in(follow, key)]
+    hit["truncated"] = (f"{', '.join(cut)} cut to {CLIP_CHARS} characters to fit the response; "
+                        "expand the session by its path to read the entry whole")
+
+
+def _cut_in(values: dict[str, Any], key: str) -> bool:
+    """Cut ``values[key]`` (a string, or the strings of a list); whether anything was cut."""
+    value = values[key]
+    items = value if isinstance(value, list) else [value]
+    if not any(isinstance(item, str) and len(item) > CLIP_CHARS for item in items):
+        return False
+    cut = [item[: CLIP_CHARS - 1] + "…" if isinstance(item, str) and len(item) > CLIP_CHARS
+           else item for item in items]
+    values[key] = cut if isinstance(value, list) else cut[0]
+    return True
+
+
 def _size(response: RecallResponse) -> int:
-    return len(orjson.dumps(response).decode())
+    """Characters of the response as the CLI prints it (indented JSON): the bound holds for
+    what is shown, and compact JSON is never longer."""
+    return len(orjson.dumps(response, option=orjson.OPT_INDENT_2).decode())

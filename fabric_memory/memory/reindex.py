@@ -160,7 +160,7 @@ def reindex(
         report["seconds"] = round(time.perf_counter() - started, 4)
         return report
     with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool, \
-            handle.writer(timeout=lock_timeout) as writer:
+            handle.writer(timeout=lock_timeout, rebuild=full) as writer:
         if writer.notice:
             report["notices"].append(writer.notice)
             full = True

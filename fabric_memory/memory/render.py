@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .index import REBUILD
+
 if TYPE_CHECKING:  # types only: rendering a recall must not load the writer or expand
     from .catalog import SessionsReport, StatsReport, VerifyReport
     from .expand import ExpandPage
@@ -116,4 +118,7 @@ def render_verify(report: VerifyReport) -> str:
         for item in report["sessions"]
         if item["state"] != "ok"
     )
+    lines.extend(f"index: {problem}" for problem in report["indexProblems"])
+    if report["indexProblems"]:
+        lines.append(f"index: {REBUILD}")
     return "\n".join(lines)
