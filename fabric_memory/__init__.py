@@ -1,8 +1,8 @@
 """fabric-memory: compaction and memory indexing for Pi coding-agent sessions.
 
-The public names load on first use (PEP 562): ``import fabric_memory.cli`` must not
-pull in Tantivy or the compactor before a command needs them, since agents start the
-CLI once per call.
+The public surface, grouped by job; the implementation lives in the modules named in
+``_HOMES``. Names load on first use (PEP 562), so ``import fabric_memory`` costs almost
+nothing until a caller touches the compactor or the index.
 """
 
 from __future__ import annotations
@@ -12,8 +12,31 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .audit import audit_sessions
-    from .compaction import append_compaction, compact_session, compaction_hook
-    from .errors import FabricMemoryError
+    from .compaction import (
+        Cancel,
+        Compaction,
+        CompactionSettings,
+        SessionCompaction,
+        append_compaction,
+        compact_session,
+        compaction_hook,
+        prepare_compaction,
+    )
+    from .errors import (
+        CompactionError,
+        ExpandError,
+        FabricMemoryError,
+        HookInputError,
+        IndexLockedError,
+        LineTooLongError,
+        MemoryIndexError,
+        NotASessionError,
+        QueryError,
+        SessionChangedError,
+        SessionError,
+        TraceError,
+        UsageError,
+    )
     from .memory.catalog import list_sessions, stats, verify
     from .memory.expand import expand, expand_request
     from .memory.recall import recall, recall_request
@@ -32,29 +55,48 @@ if TYPE_CHECKING:
         read_fabric_result,
         trace_rejection,
     )
+    from .view import EntryView
 
-__version__ = "0.1.0"
 
-_HOMES = {
-    ".audit": ("audit_sessions",),
-    ".compaction": ("append_compaction", "compact_session", "compaction_hook"),
-    ".errors": ("FabricMemoryError",),
-    ".memory.catalog": ("list_sessions", "stats", "verify"),
-    ".memory.expand": ("expand", "expand_request"),
-    ".memory.recall": ("recall", "recall_request"),
-    ".memory.reindex": ("reindex",),
+_HOMES: dict[str, tuple[str, ...]] = {
+    # sessions: reading files, one view per entry
     ".session": ("Entry", "Session", "iter_session_files", "read_session"),
+    ".view": ("EntryView",),
+    # the Fabric execution trace V1
     ".trace": (
         "FabricResult", "TraceOperation", "TracePhase",
         "create_fabric_persisted_execution_details", "is_fabric_execution_trace_operation_v1",
         "is_fabric_execution_trace_v1", "project_args", "read_fabric_execution_render_details",
         "read_fabric_execution_trace_v1", "read_fabric_result", "trace_rejection",
     ),
+    # compaction
+    ".compaction": (
+        "Cancel", "Compaction", "CompactionSettings", "SessionCompaction", "append_compaction",
+        "compact_session", "compaction_hook", "prepare_compaction",
+    ),
+    # the memory index
+    ".memory.reindex": ("reindex",),
+    ".memory.recall": ("recall", "recall_request"),
+    ".memory.expand": ("expand", "expand_request"),
+    ".memory.catalog": ("list_sessions", "stats", "verify"),
+    ".audit": ("audit_sessions",),
+    # errors a caller catches (all under FabricMemoryError)
+    ".errors": (
+        "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
+        "IndexLockedError", "LineTooLongError", "MemoryIndexError", "NotASessionError",
+        "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
+    ),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the package metadata on first use: importing
+        from importlib import metadata  # importlib.metadata costs more than a recall
+
+        value: Any = metadata.version("fabric-memory")
+        globals()[name] = value
+        return value
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -68,12 +110,29 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Cancel",
+    "Compaction",
+    "CompactionError",
+    "CompactionSettings",
     "Entry",
+    "EntryView",
+    "ExpandError",
     "FabricMemoryError",
     "FabricResult",
+    "HookInputError",
+    "IndexLockedError",
+    "LineTooLongError",
+    "MemoryIndexError",
+    "NotASessionError",
+    "QueryError",
     "Session",
+    "SessionChangedError",
+    "SessionCompaction",
+    "SessionError",
+    "TraceError",
     "TraceOperation",
     "TracePhase",
+    "UsageError",
     "__version__",
     "append_compaction",
     "audit_sessions",
@@ -86,6 +145,7 @@ __all__ = [
     "is_fabric_execution_trace_v1",
     "iter_session_files",
     "list_sessions",
+    "prepare_compaction",
     "project_args",
     "read_fabric_execution_render_details",
     "read_fabric_execution_trace_v1",

@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 
-from . import __version__
 from .errors import FabricMemoryError, printable
 
 
@@ -491,6 +490,16 @@ COMMANDS: list[Command] = [
 ]
 
 
+class _Version(argparse.Action):
+    """``--version``, reading the package metadata only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from . import __version__
+
+        parser.exit(message=f"fabric-memory {__version__}\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or (``only``) one with just that command: building every
     sub-parser costs more than a recall takes to answer."""
@@ -498,7 +507,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="fabric-memory",
         description="Compaction and memory index for Pi coding-agent sessions.",
     )
-    parser.add_argument("--version", action="version", version=f"fabric-memory {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         if only is not None and command.name != only:

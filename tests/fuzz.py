@@ -412,7 +412,7 @@ class Fuzzer:
         try:
             result = compaction_hook(event)
         except FabricMemoryError as error:
-            self.tally["hook", _require_located(error, "event", what)] += 1
+            self.tally["hook", _require_located(error, "$", what)] += 1
             return
         if result != compaction.to_hook_result():
             raise FuzzFailure(f"{what}: the hook and compact_session disagree")

@@ -19,7 +19,7 @@ import tantivy
 from fabric_memory.compaction import append_compaction, compact_session
 from fabric_memory.errors import (
     ExpandError,
-    IndexError_,
+    MemoryIndexError,
     SessionChangedError,
     SessionError,
 )
@@ -343,7 +343,7 @@ def _old_index_intact(roots: dict[str, Path], one: SessionBuilder) -> None:
 def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A commit that fails (disk full) raises IndexError_ naming the index; the previous
+    """A commit that fails (disk full) raises MemoryIndexError naming the index; the previous
     commit still answers, the lock is released, and the next run succeeds."""
     roots, one = _indexed_twice(tmp_path)
     real = index_module.MemoryIndex.writer
@@ -354,7 +354,7 @@ def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
         return writer
 
     monkeypatch.setattr(index_module.MemoryIndex, "writer", failing)
-    with pytest.raises(IndexError_) as caught:
+    with pytest.raises(MemoryIndexError) as caught:
         reindex(**roots, workers=1)
     FAULTS["commit fails (disk full)"] = 1
     assert str(roots["index"]) in caught.value.message
@@ -411,6 +411,54 @@ def test_read_only_index_directory_is_a_clear_error(tmp_path_factory: pytest.Tem
     assert orjson.loads(out)["error"]["code"] == "index_error"
     assert {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()} == before
     _old_index_intact(roots, one)
+
+
+QUERY_AS_NOBODY = """
+import os, sys
+from fabric_memory.cli import main
+import fabric_memory.memory.recall, fabric_memory.memory.render  # imported while still root
+import fabric_memory.memory.catalog, fabric_memory.memory.expand
+os.setgid(65534)
+os.setuid(65534)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_queries_answer_from_an_index_they_may_not_write(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """recall, expand, sessions, stats and verify work on an index this process may not write
+    (a read-only disk, another user's index): reading takes no lock in the index directory."""
+    base = Path(tmp_path_factory.mktemp("readonly-queries"))
+    roots, one = _indexed_twice(base)
+    reindex(**roots, workers=1)
+    before = {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()}
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    commands = [("recall", "gamma", *where, "--json"),
+                ("expand", str(one.path), "--position", "0", *where, "--json"),
+                ("sessions", "--index", str(roots["index"]), "--json"),
+                ("stats", "--index", str(roots["index"]), "--json"),
+                ("verify", "--index", str(roots["index"]), "--json")]
+    if os.geteuid() == 0:  # root writes anywhere: query as nobody instead
+        for parent in [base, *base.parents]:
+            parent.chmod(parent.stat().st_mode | 0o005)
+        _readable_by_all(base)
+        for path in [roots["index"], *roots["index"].rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        results = [finish(python(QUERY_AS_NOBODY, *command)) for command in commands]
+    else:
+        for path in [roots["index"], *roots["index"].rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        results = [finish(cli(*command)) for command in commands]
+    FAULTS["queries on a read-only index"] = len(commands)
+    for command, (status, _, err) in zip(commands, results, strict=True):
+        assert status == 0, (command[0], err.decode())
+    recalled = orjson.loads(results[0][1])
+    assert recalled["total"] == 1 and recalled["hits"][0]["path"] == str(one.path)
+    assert "one: alpha" in orjson.loads(results[1][1])["entries"][0]["text"]
+    assert orjson.loads(results[3][1])["sessions"] == 2
+    assert orjson.loads(results[4][1])["indexProblems"] == []
+    assert {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()} == before
 
 
 def test_a_file_where_the_index_directory_should_be(tmp_path: Path) -> None:
@@ -539,11 +587,11 @@ def test_verify_finds_documents_the_index_lost(tmp_path: Path) -> None:
 
 
 def test_a_tantivy_panic_is_one_error_line() -> None:
-    """A PanicException from Tantivy's Rust code becomes an IndexError_ naming the index and
+    """A PanicException from Tantivy's Rust code becomes an MemoryIndexError naming the index and
     the fix, on one line."""
     panic = type("PanicException", (BaseException,), {})
 
-    with pytest.raises(IndexError_) as caught, index_module._translated("/x/index/v1"):
+    with pytest.raises(MemoryIndexError) as caught, index_module._translated("/x/index/v1"):
         raise panic("called `Option::unwrap()` on a `None` value\nstack backtrace: ...")
     assert caught.value.message == (
         "/x/index/v1: the index is damaged (Tantivy failed: called `Option::unwrap()` on a "

@@ -95,8 +95,8 @@ def test_listing_filters_by_project_and_time_and_pages(indexed: dict[str, Path])
 
 
 def test_cli_import_loads_no_engine() -> None:
-    """Importing the CLI (and running --version) loads neither Tantivy nor the compactor,
-    the trace guard or the session reader; a recall loads no writer-side module."""
+    """Importing the CLI loads neither Tantivy nor the compactor, the trace guard, the
+    session reader or the package metadata; a recall loads no writer-side module."""
     probe = (
         "import sys, fabric_memory.cli\n"
         "before = set(sys.modules)\n"
@@ -107,7 +107,7 @@ def test_cli_import_loads_no_engine() -> None:
                           check=True, env={**os.environ})
     at_import, after_recall = (eval(line) for line in done.stdout.splitlines())
     heavy = ("tantivy", "fabric_memory.compaction", "fabric_memory.trace",
-             "fabric_memory.session", "fabric_memory.memory.index")
+             "fabric_memory.session", "fabric_memory.memory.index", "importlib.metadata")
     assert not [m for m in at_import if m.startswith(heavy)]
     writer_side = ("fabric_memory.compaction", "fabric_memory.trace",
                    "fabric_memory.memory.reindex", "fabric_memory.memory.normalize",

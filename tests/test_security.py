@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from fabric_memory.certify.generate import CorpusManifest, generate_corpus
@@ -173,7 +174,8 @@ def test_regex_time_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(QueryError) as caught:
         recall(EXPENSIVE_REGEX, mode="regex", **roots)
     assert time.monotonic() - started < 2.0
-    assert "0.5s" in caught.value.message and repr(EXPENSIVE_REGEX) in caught.value.message
+    shown = orjson.dumps(EXPENSIVE_REGEX).decode()
+    assert "0.5s" in caught.value.message and shown in caught.value.message
     assert recall("alph[a-z]", mode="regex", **roots)["total"] >= 1
     with pytest.raises(QueryError, match="regex"):
         recall("(unclosed", mode="regex", **roots)
@@ -215,3 +217,29 @@ def test_planted_secrets_are_never_recalled(generated: dict[str, Any]) -> None:
             assert recall(token, **roots)["total"] == 0, secret
     fact = manifest.rare_fact.ascii
     assert recall(fact, mode="phrase", **roots)["total"] >= 1
+
+
+@pytest.mark.parametrize("where", ["FABRIC_MEMORY_HOME", "~/.cache"])
+def test_the_engine_home_is_created_0700(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         where: str) -> None:
+    """The home the engine creates for its index ($FABRIC_MEMORY_HOME, or ~/.cache/fabric-memory)
+    is owner-only like the index inside it, whatever the umask."""
+    sessions = tmp_path / "sessions"
+    _session(sessions / "--repo--", "one", "words")
+    if where == "FABRIC_MEMORY_HOME":
+        home = tmp_path / "fm-home"
+        monkeypatch.setenv("FABRIC_MEMORY_HOME", str(home))
+        created = [home, home / "index"]
+    else:
+        monkeypatch.delenv("FABRIC_MEMORY_HOME", raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path / "user"))
+        (tmp_path / "user").mkdir()
+        cache = tmp_path / "user" / ".cache"
+        created = [cache, cache / "fabric-memory", cache / "fabric-memory" / "index"]
+    old = os.umask(0o022)
+    try:
+        reindex(sessions=sessions, workers=1)
+    finally:
+        os.umask(old)
+    assert {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in created} == {
+        str(p): "0o700" for p in created}

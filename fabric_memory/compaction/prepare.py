@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypedDict, TypeGuard
 
 from .._js import js_length, js_stringify, js_time
-from ..errors import CompactionError
+from ..errors import CompactionError, clipped
 from ..session import Entry
 
 ESTIMATED_IMAGE_CHARS: Final = 4800
@@ -507,13 +507,15 @@ class CompactionSettings:
 
     @classmethod
     def from_json(
-        cls, value: Mapping[str, Any], where: str = "preparation.settings"
+        cls, value: Mapping[str, Any], where: str = "$.preparation.settings"
     ) -> CompactionSettings:
         """Read the host's settings object; a missing field takes Pi's default."""
         defaults = cls()
         enabled = value.get("enabled", defaults.enabled)
         if not isinstance(enabled, bool):
-            raise CompactionError(f"{where}.enabled: expected true or false, got {enabled!r}")
+            raise CompactionError(
+                f"{where}.enabled: expected true or false, got {clipped(enabled)}"
+            )
         tokens = []
         for key, default in (
             ("reserveTokens", defaults.reserve_tokens),
@@ -522,7 +524,7 @@ class CompactionSettings:
             number = value.get(key, default)
             if not _is_number(number) or number < 0 or not float(number).is_integer():
                 raise CompactionError(
-                    f"{where}.{key}: expected a non-negative integer, got {number!r}"
+                    f"{where}.{key}: expected a non-negative integer, got {clipped(number)}"
                 )
             tokens.append(int(number))
         return cls(enabled, tokens[0], tokens[1])

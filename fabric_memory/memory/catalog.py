@@ -18,7 +18,7 @@ from typing import Literal, NotRequired, TypedDict, cast
 import orjson
 
 from .._js import iso_ms, iso_time
-from ..errors import ExpandError, IndexError_, QueryError, UsageError
+from ..errors import ExpandError, MemoryIndexError, QueryError, UsageError, clipped
 from .index import (
     I64_MAX,
     I64_MIN,
@@ -253,7 +253,7 @@ class Catalog:
         if not found:
             raise ExpandError(
                 "session_not_found",
-                f"session {session!r}: not in the memory index"
+                f"session {clipped(session)}: not in the memory index"
                 + (f" under {root}" if root is not None else "")
                 + "; run `fabric-memory reindex` or pass the session file path",
             )
@@ -261,7 +261,8 @@ class Catalog:
             paths = ", ".join(r.path for r in found)
             raise ExpandError(
                 "ambiguous_session",
-                f"session {session!r}: id shared by {len(found)} files ({paths}); pass the path",
+                f"session {clipped(session)}: id shared by {len(found)} files ({paths}); "
+                "pass the path",
             )
         return found[0]
 
@@ -274,7 +275,7 @@ def _decode(raw: bytes, where: str) -> SessionRecord:
     try:
         return SessionRecord.from_json(orjson.loads(raw))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
-        raise IndexError_(f"{where}: a session record in the index is damaged "
+        raise MemoryIndexError(f"{where}: a session record in the index is damaged "
                           f"({type(exc).__name__}); {REBUILD}") from None
 
 

@@ -18,8 +18,10 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 import tantivy
 
-from ..errors import IndexError_, IndexLockedError, QueryError, clipped
+from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
+from .locations import make_private_dirs
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
@@ -132,12 +135,12 @@ class IndexLock:
     def acquire(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds; raise :class:`IndexLockedError` past it."""
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
             if self.path.is_dir() and not self.path.is_symlink():
                 shutil.rmtree(self.path)  # never a lock: flock needs a file we can open
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise IndexError_(
+            raise MemoryIndexError(
                 f"{self.path}: cannot create the lock ({exc.strerror or exc}); "
                 "pass --index DIR on a writable disk"
             ) from None
@@ -150,7 +153,7 @@ class IndexLock:
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     os.close(fd)
-                    raise IndexError_(f"{self.path}: cannot lock ({exc.strerror})") from exc
+                    raise MemoryIndexError(f"{self.path}: cannot lock ({exc.strerror})") from exc
             if time.monotonic() >= deadline:
                 holder = _read_pid(fd)
                 os.close(fd)
@@ -230,16 +233,16 @@ REBUILD = "run `fabric-memory reindex --full` to rebuild it from the sessions"
 
 @contextlib.contextmanager
 def _translated(where: str) -> Iterator[None]:
-    """Tantivy's errors as one :class:`IndexError_` line: its ``ValueError`` and the
+    """Tantivy's errors as one :class:`MemoryIndexError` line: its ``ValueError`` and the
     ``PanicException`` pyo3 raises when Rust code panics (on a damaged file, say)."""
     try:
         yield
     except ValueError as exc:
-        raise IndexError_(f"{where}: {_first_line(exc)}; {_advice(str(exc))}") from None
+        raise MemoryIndexError(f"{where}: {_first_line(exc)}; {_advice(str(exc))}") from None
     except BaseException as exc:
         if type(exc).__name__ != "PanicException":
             raise
-        raise IndexError_(
+        raise MemoryIndexError(
             f"{where}: the index is damaged (Tantivy failed: {_first_line(exc)}); {REBUILD}"
         ) from None
 
@@ -289,26 +292,40 @@ class MemoryIndex:
     def exists(self) -> bool:
         return (self.directory / "meta.json").is_file()
 
-    def _open(self) -> tantivy.Index:
+    def _open(self, *, writing: bool = False) -> tantivy.Index:
         with self._reload:
-            return self._opened()
+            return self._opened(writing)
 
-    def _opened(self) -> tantivy.Index:
+    def _opened(self, writing: bool = False) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
-                raise IndexError_(self._missing_reason())
+                raise MemoryIndexError(self._missing_reason())
+            where = self.directory
+            if not writing and not _writable(self.directory):
+                where = self._read_only_view()
             with _translated(str(self.directory)):
-                if not tantivy.Index.is_compatible(str(self.directory)):
-                    raise IndexError_(
+                if not tantivy.Index.is_compatible(str(where)):
+                    raise MemoryIndexError(
                         f"{self.directory}: index written by another Tantivy format; "
                         "run `fabric-memory reindex` to rebuild it"
                     )
-                index = tantivy.Index.open(str(self.directory))
+                index = tantivy.Index.open(str(where))
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
             self._index = index
             self._meta_key = self._stat_meta()
             self.generation += 1
         return self._index
+
+    def _read_only_view(self) -> Path:
+        """A private folder of symlinks to the index files, for an index this process may not
+        write (a read-only disk, another user's index): Tantivy takes a lock file to read,
+        and creates it beside the links instead. Made afresh per open (a commit adds files)."""
+        view = Path(tempfile.mkdtemp(prefix="fabric-memory-read-"))
+        weakref.finalize(self, shutil.rmtree, view, True)
+        for entry in os.scandir(self.directory):
+            if entry.name not in TANTIVY_LOCKS:
+                os.symlink(entry.path, view / entry.name)
+        return view
 
     def _missing_reason(self) -> str:
         others = _version_dirs(self.root) - {SCHEMA_VERSION}
@@ -337,8 +354,12 @@ class MemoryIndex:
         key = self._stat_meta()
         if key is None:  # removed or renamed under us (another process rebuilt it)
             self._index = None
-            raise IndexError_(self._missing_reason())
+            raise MemoryIndexError(self._missing_reason())
         if key != self._meta_key:
+            if not _writable(self.directory):  # the view lacks the new files: open anew
+                self._index = None
+                self._open()
+                return self.generation
             with _translated(str(self.directory)):
                 index.reload()
             self._meta_key = key
@@ -351,7 +372,7 @@ class MemoryIndex:
 
         Call with the writer lock held. Returns the one-line notice of a rebuild.
         """
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(self.root)
         notice = None
         for version in sorted(_version_dirs(self.root) - {SCHEMA_VERSION}):
             shutil.rmtree(self.root / f"v{version}")
@@ -365,10 +386,10 @@ class MemoryIndex:
             shutil.rmtree(self.directory)
             notice = f"memory index at {self.root} {damage}; rebuilt from the sessions"
         elif damage is not None:
-            raise IndexError_(f"{self.directory}: the index {damage}; {REBUILD}")
+            raise MemoryIndexError(f"{self.directory}: the index {damage}; {REBUILD}")
         self._index = None
         if not self.exists():
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(self.directory)
             with _translated(str(self.directory)):
                 index = tantivy.Index(SCHEMA, path=str(self.directory), reuse=False)
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
@@ -392,7 +413,7 @@ class MemoryIndex:
                 index = tantivy.Index.open(str(self.directory))
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
                 index.searcher()
-        except IndexError_ as exc:
+        except MemoryIndexError as exc:
             return f"is damaged ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})"
         return None
 
@@ -405,11 +426,11 @@ class MemoryIndex:
             try:
                 notice = self.prepare_for_writing(rebuild=rebuild)
             except OSError as exc:
-                raise IndexError_(
+                raise MemoryIndexError(
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
                     "pass --index DIR on a writable disk"
                 ) from None
-            index = self._open()
+            index = self._open(writing=True)
             heap, threads = writer_options(threads)
             with _translated(str(self.directory)):
                 raw = index.writer(heap_size=heap, num_threads=threads)
@@ -516,7 +537,7 @@ class MemoryIndex:
             try:
                 with _translated(str(self.directory)):
                     searcher.doc(address).to_dict()
-            except IndexError_ as exc:
+            except MemoryIndexError as exc:
                 problems.append(f"stored document {address.segment_ord}/{address.doc} cannot be "
                                 f"read ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})")
         return len(chosen), problems
@@ -730,7 +751,7 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             raise QueryError(
-                f"regex {pattern!r}: too expensive (not compiled within {seconds:g}s); use "
+                f"regex {clipped(pattern)}: too expensive (not compiled within {seconds:g}s); use "
                 "fewer nested repetitions and narrower classes ([a-z] instead of \\w)"
             )
         time.sleep(delay)
@@ -740,6 +761,12 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
 INCOMPATIBLE = "was written by another Tantivy format"
 NO_META = "had no meta.json (an interrupted first run)"
 TANTIVY_LOCKS = (".tantivy-writer.lock", ".tantivy-meta.lock")
+
+
+def _writable(directory: Path) -> bool:
+    """Whether this process can create Tantivy's lock files in ``directory``."""
+    lock = directory / TANTIVY_LOCKS[1]
+    return os.access(directory, os.W_OK) and (not lock.exists() or os.access(lock, os.W_OK))
 
 
 def _clear_tantivy_locks(directory: Path) -> None:

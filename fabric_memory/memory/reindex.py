@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from ..errors import IndexError_, SessionError, UsageError, is_utf8, printable
+from ..errors import MemoryIndexError, SessionError, UsageError, clipped, is_utf8, printable
 from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, read_session
 from .catalog import (
     Catalog,
@@ -271,7 +271,7 @@ def _committed(handle: MemoryIndex) -> Catalog:
     """The last committed catalog; empty when there is no readable index yet."""
     try:
         return load_catalog(handle)
-    except IndexError_:
+    except MemoryIndexError:
         return Catalog()
 
 
@@ -353,7 +353,7 @@ def _parse(task: _Task) -> _Parsed:
     if session.truncated_tail is not None:
         problems.append(session.truncated_tail.located(session.path))
     problems.extend(
-        f"{session.path}: duplicate address {a!r} (ambiguous)"
+        f"{session.path}: duplicate address {clipped(a)} (ambiguous)"
         for a in normalized.duplicate_addresses
     )
     checked = task.checked or (0, session.size, 0)
