@@ -29,7 +29,9 @@ if TYPE_CHECKING:
         HookInputError,
         IndexLockedError,
         LineTooLongError,
+        LocationRefusedError,
         MemoryIndexError,
+        MissingExtraError,
         NotASessionError,
         QueryError,
         SessionChangedError,
@@ -83,7 +85,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     # errors a caller catches (all under FabricMemoryError)
     ".errors": (
         "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
-        "IndexLockedError", "LineTooLongError", "MemoryIndexError", "NotASessionError",
+        "IndexLockedError", "LineTooLongError", "LocationRefusedError", "MemoryIndexError",
+        "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
     ),
 }
@@ -122,7 +125,9 @@ __all__ = [
     "HookInputError",
     "IndexLockedError",
     "LineTooLongError",
+    "LocationRefusedError",
     "MemoryIndexError",
+    "MissingExtraError",
     "NotASessionError",
     "QueryError",
     "Session",
