@@ -140,6 +140,8 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true", help="re-read every session")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parser processes (default min(2, CPUs); capped at the CPU count)")
+    parser.add_argument("--session", default=None, metavar="FILE",
+                        help="only this session file (under the sessions root)")
     parser.add_argument("--watch", action="store_true",
                         help="then keep watching: re-index each session file as it changes "
                         "(until Ctrl-C or SIGTERM; needs the watch extra)")
@@ -162,7 +164,8 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
             sys.stderr.flush()
 
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
-                     workers=args.workers, progress=progress if sys.stderr.isatty() else None)
+                     workers=args.workers, progress=progress if sys.stderr.isatty() else None,
+                     session=args.session)
     if shown[0]:
         sys.stderr.write("\n")
     for notice in report["notices"]:
@@ -178,6 +181,10 @@ def _watch(args: argparse.Namespace) -> Outcome:
     from .memory.live import LiveReport, watch_sessions
     from .memory.render import render_reindex
 
+    if args.session is not None:
+        from .errors import UsageError
+
+        raise UsageError("--watch watches the whole sessions root; drop --session")
     stop = threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: stop.set())
@@ -390,6 +397,47 @@ def _run_compact(args: argparse.Namespace) -> Outcome:
     return Outcome(result.to_json(), result.describe(), int(isinstance(result.outcome, Cancel)))
 
 
+# --- pi --------------------------------------------------------------------------------
+
+
+def _pi_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="pi_command", metavar="SUBCOMMAND", required=True)
+    sub.add_parser("path", help="print the extension's entry file (what pi -e PATH loads)")
+    install = sub.add_parser("install", help="make Pi load the extension (a package in Pi's "
+                             "settings, as pi install does)")
+    install.add_argument("--agent-dir", default=None, metavar="DIR",
+                         help="Pi's agent directory (default $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    install.add_argument("--local", action="store_true",
+                         help="the project's .pi/settings.json instead")
+    install.add_argument("--uninstall", action="store_true", help="remove what install added")
+    tool = sub.add_parser("tool", help="run a memory tool: its JSON arguments on stdin, its "
+                          "JSON answer on stdout (what the extension calls)")
+    tool.add_argument("name", metavar="NAME", help="memory_recall or memory_expand")
+    for child in (sub.choices["path"], install):
+        child.add_argument("--json", action="store_true", help="machine-readable output")
+    tool.set_defaults(json=True)  # the answer is JSON, and so is an error
+
+
+def _run_pi(args: argparse.Namespace) -> Outcome:
+    if args.pi_command == "path":
+        from .pi import EXTENSION_ENTRY
+
+        return Outcome({"path": str(EXTENSION_ENTRY)}, str(EXTENSION_ENTRY))
+    if args.pi_command == "install":
+        from .pi.install import install, render_install
+
+        report = install(args.agent_dir, local=args.local, uninstall=args.uninstall)
+        return Outcome(report, render_install(report))
+    from .errors import UsageError
+    from .pi.tools import call_tool
+
+    try:
+        arguments = orjson.loads(sys.stdin.buffer.read())
+    except orjson.JSONDecodeError:
+        raise UsageError(f"{args.name}: stdin is not a JSON object of arguments") from None
+    return Outcome(call_tool(args.name, arguments), "")
+
+
 # --- certify ----------------------------------------------------------------------------
 
 
@@ -484,6 +532,8 @@ COMMANDS: list[Command] = [
             "index; needs the mcp extra", _serve_arguments, _run_serve),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
+    Command("pi", "the Pi extension: its path, install into Pi's settings, the memory "
+            "tools it calls", _pi_arguments, _run_pi, json_flag=False),
     Command("certify", "run the certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,
             json_flag=False),

@@ -299,16 +299,16 @@ class SessionContext:
 
 def build_session_context(entries: Sequence[Entry], leaf_id: str | None) -> SessionContext:
     """Pi's ``buildSessionContext(entries, leafId)``: the branch ending at ``leaf_id`` (the
-    last entry when the id is unknown, nothing when ``None``), compaction-aware and with
-    context edits applied."""
+    last entry when the id is ``None`` or unknown, as Pi does when the last entry has no
+    id), compaction-aware and with context edits applied."""
     return project_branch(_branch(entries, leaf_id))
 
 
 def _branch(entries: Sequence[Entry], leaf_id: str | None) -> list[Entry]:
-    if leaf_id is None or not entries:
+    if not entries:
         return []
-    by_id = {entry.id: entry for entry in entries}
-    current: Entry | None = by_id.get(leaf_id, entries[-1])
+    by_id = {entry.id: entry for entry in entries if entry.has_id}
+    current: Entry | None = (by_id.get(leaf_id) if leaf_id else None) or entries[-1]
     path: list[Entry] = []
     seen: set[str] = set()
     while current is not None and current.id not in seen:

@@ -19,10 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
-import orjson
-
 from ..errors import ExpandError, SessionError, UsageError, clipped
-from ..session import hash_file, open_regular, read_session
+from ..session import decode_line, hash_file, open_regular, read_session
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
 from .normalize import normalize_session, record_text, source_records
@@ -272,10 +270,11 @@ class ParsedSource:
                               "expand again")
         self.source_hash = session.source_hash
         self.lineage_fingerprint = session.lineage_fingerprint("active")
-        self.entries = len(session.entries)
+        normalized = normalize_session(session)
+        self.entries = normalized.entries
         self._by_address: dict[str, list[Located]] = {}
         self._by_position: dict[int, Located] = {}
-        for item in normalize_session(session).items:
+        for item in normalized.items:
             located = Located(item.kind, item.address, item.entry_id, item.position, item.type,
                               item.line, item.offset, item.length, item.sequence)
             self._by_address.setdefault(item.address, []).append(located)
@@ -469,7 +468,7 @@ def _text(
         return line.decode("utf-8", errors="replace")
     parsed = records.get(located.position)
     if parsed is None:
-        raw = orjson.loads(line)
+        raw = decode_line(line)
         parsed = records[located.position] = source_records(located.entry_id, raw)
     wanted = address or located.address
     found = parsed.get(wanted)

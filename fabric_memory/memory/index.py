@@ -631,13 +631,22 @@ class Writer:
         self._lock = lock
         self.pending = 0
 
-    def replace_session(self, path: str, documents: Iterable[str]) -> None:
-        """Delete every document of ``path`` and add ``documents`` (from :func:`item_json`)."""
+    def replace_session(self, path: str, documents: Iterable[str]) -> str | None:
+        """Delete every document of ``path`` and add ``documents`` (from :func:`item_json`).
+
+        Returns why Tantivy refused one of them, after deleting what was added of the
+        session (its record too): one file's bad value never stops the batch.
+        """
         with _translated(str(self.index.directory)):
             self._raw.delete_documents_by_term("path", path)
             for document in documents:
-                self._raw.add_json(document)
+                try:
+                    self._raw.add_json(document)
+                except ValueError as exc:
+                    self._raw.delete_documents_by_term("path", path)
+                    return _first_line(exc)
                 self.pending += 1
+        return None
 
     def remove_session(self, path: str) -> None:
         """Delete every document of ``path``: its entries, operations and catalog record."""

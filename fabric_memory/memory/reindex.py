@@ -72,6 +72,8 @@ class ReindexReport(TypedDict):
     """Records of files gone from under the root: their documents were deleted."""
     notes: list[PathReason]
     """Values changed to fit the index (a time out of range), each with its file:line."""
+    salvaged: list[PathReason]
+    """Glued lines (Pi drops them) whose complete objects were indexed, with file:line."""
     entries: int
     operations: int
     commits: int
@@ -111,6 +113,7 @@ class _Parsed:
     """The bytes hash to the recorded sourceHash (only the mtime moved)."""
     invalid: str | None = None
     notes: tuple[str, ...] = ()
+    salvaged: tuple[str, ...] = ()
 
 
 def default_workers() -> int:
@@ -127,8 +130,10 @@ def reindex(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     commit_every: int = DEFAULT_COMMIT_EVERY,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    session: str | os.PathLike[str] | None = None,
 ) -> ReindexReport:
-    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them)."""
+    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them);
+    with ``session``, only that file (it must lie under the sessions root)."""
     started = time.perf_counter()
     root, handle = default_roots(sessions, index)
     if not root.is_dir():
@@ -146,14 +151,16 @@ def reindex(
                                  "(more parsers than CPUs only compete for them)")
         count = cpus
     report["workers"] = count
-    files, outside = _inside(root, iter_session_files(root))
+    candidates = iter_session_files(root) if session is None else [_one_session(root, session)]
+    files, outside = _inside(root, candidates)
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
+    one = session is not None
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
-    pending, gone = _plan_all(root, files, committed, full, max_line_bytes)
+    pending, gone = _plan_all(root, files, committed, full, max_line_bytes, one)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
         report["invalid"].extend(_still_invalid(files, committed))
@@ -165,7 +172,7 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes)
+        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes, one)
         report["skipped"] = done = len(files) - len(tasks)
         planned = {task.path for task in tasks}
         report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
@@ -226,6 +233,20 @@ def reindex_paths(
     return report
 
 
+def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
+    """``session`` as a path under ``root`` (its real folder, as the walk of ``root`` spells
+    it, so its catalog record is the same one); a file elsewhere is a usage error."""
+    path = Path(session).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--session {session}: no such session file")
+    if not contains(root, path.parent):
+        raise UsageError(
+            f"--session {session}: not under the sessions root {root}; pass --sessions DIR "
+            "or set FABRIC_MEMORY_SESSIONS to the directory that holds it"
+        )
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
 def _inside(root: Path, paths: Iterable[str | Path]) -> tuple[list[str], list[PathReason]]:
     """The real paths of the session files under ``root`` (each once), and the files that
     cannot be indexed: a symlink leading outside the root (never read), a name that is not
@@ -276,12 +297,16 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 
 def _plan_all(
-    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
+    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
+    one: bool = False,
 ) -> tuple[list[_Task], list[SessionRecord]]:
     """Files to parse, and records under ``root`` whose file is gone (to be forgotten): a
-    deleted or renamed file, or one indexed under another spelling of its path."""
+    deleted or renamed file, or one indexed under another spelling of its path; ``one``:
+    ``files`` is the one session asked for, so no other record is looked at."""
     tasks = [task for path in files
              if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
+    if one:
+        return tasks, []
     seen = set(files)
     prefix = os.path.join(root, "")
     gone = [r for r in catalog.records
@@ -324,6 +349,7 @@ def _report(root: str, handle: MemoryIndex) -> ReindexReport:
     return {
         "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
         "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "removed": [], "notes": [],
+        "salvaged": [],
         "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
     }
 
@@ -349,7 +375,8 @@ def _parse(task: _Task) -> _Parsed:
     except SessionError as exc:
         return _Parsed(task.path, invalid=exc.message)
     normalized = normalize_session(session)
-    problems = [p.located(session.path) for p in session.malformed]
+    salvaged = [p.located(session.path) for p in normalized.salvaged]
+    problems = [*salvaged, *(p.located(session.path) for p in session.malformed)]
     if session.truncated_tail is not None:
         problems.append(session.truncated_tail.located(session.path))
     problems.extend(
@@ -379,7 +406,8 @@ def _parse(task: _Task) -> _Parsed:
         cwd=cwd if isinstance(cwd, str) else None,
     )
     documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
-    return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes))
+    return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes),
+                   salvaged=tuple(salvaged))
 
 
 def _hash_or_none(path: str) -> str | None:
@@ -472,8 +500,13 @@ def _apply(
         return
     record = parsed.record
     assert record is not None
+    refused = writer.replace_session(parsed.path, parsed.documents)
+    if refused is not None:
+        reason = f"{parsed.path}: not indexed: the index refused a document ({refused})"
+        report["invalid"].append({"path": parsed.path, "reason": reason})
+        return
     report["notes"].extend({"path": parsed.path, "reason": note} for note in parsed.notes)
-    writer.replace_session(parsed.path, parsed.documents)
+    report["salvaged"].extend({"path": parsed.path, "reason": line} for line in parsed.salvaged)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
     report["entries"] += record.entries
