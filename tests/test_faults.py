@@ -417,7 +417,9 @@ QUERY_AS_NOBODY = """
 import os, sys
 from fabric_memory.cli import main
 import fabric_memory.memory.recall, fabric_memory.memory.render  # imported while still root
-import fabric_memory.memory.catalog, fabric_memory.memory.expand
+import fabric_memory.memory.catalog, fabric_memory.memory.expand, fabric_memory.memory.reindex
+from fabric_memory.cli import build_parser
+build_parser()  # argparse's messages load gettext and locale lazily: from the stdlib, as root
 os.setgid(65534)
 os.setuid(65534)
 sys.exit(main(sys.argv[1:]))
