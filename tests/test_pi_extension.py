@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fabric_memory.cli import main
-from fabric_memory.errors import UsageError
+from fabric_memory.errors import LocationRefusedError, UsageError
 from fabric_memory.memory.catalog import list_sessions
 from fabric_memory.memory.locations import sessions_root
 from fabric_memory.memory.recall import recall_request
@@ -197,7 +197,7 @@ def test_recall_tool_answers_as_recall_and_its_follow_expands(memory: Path) -> N
 def test_tools_refuse_location_keys(memory: Path, tool: str, key: str) -> None:
     request = {"query": "flaky"} if tool == "memory_recall" else {
         "session": "session-one", "entries": ["e001"]}
-    with pytest.raises(UsageError, match=f"{key} may not be set by a tool call"):
+    with pytest.raises(LocationRefusedError, match=f"{key} may not be set by a tool call"):
         call_tool(tool, {**request, key: "/"})
 
 
