@@ -119,8 +119,10 @@ def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == {"recall", "expand", "sessions"}
         schemas = {name: tool.input_schema for name, tool in tools.items()}
-        assert set(schemas["recall"]["properties"]) == set(RecallRequest.__annotations__)
-        assert set(schemas["expand"]["properties"]) == set(ExpandRequest.__annotations__)
+        drift = ("a request key changed: update the tool's parameters and RECALL_KEYS/"
+                 "EXPAND_KEYS in fabric_memory/serve.py and README's tool table")
+        assert set(schemas["recall"]["properties"]) == set(RecallRequest.__annotations__), drift
+        assert set(schemas["expand"]["properties"]) == set(ExpandRequest.__annotations__), drift
         assert schemas["expand"]["required"] == ["session"]
         assert not schemas["recall"].get("required")
         assert set(schemas["sessions"]["properties"]) == {
