@@ -192,6 +192,47 @@ def reindex(
     return report
 
 
+def reindex_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    sessions: str | os.PathLike[str] | None = None,
+    index: str | os.PathLike[str] | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> ReindexReport:
+    """Bring just these session files up to date, without walking the tree (the live
+    index's step): a new or changed file is read and re-indexed, a file that is gone is
+    dropped from the index with its record. One commit, under the writer lock."""
+    started = time.perf_counter()
+    root, handle = default_roots(sessions, index)
+    report = _report(str(root), handle)
+    names = sorted({os.fspath(path) for path in paths})
+    present = [name for name in names if os.path.isfile(name)]
+    files, outside = _inside(root, present)
+    report["invalid"].extend(outside)
+    report["sessions"] = len(names)
+    gone = [name for name in names if name not in present]
+    with handle.writer(timeout=lock_timeout, threads=1) as writer:
+        if writer.notice:
+            report["notices"].append(writer.notice)
+        catalog = load_catalog(handle)
+        for name in gone:
+            record = catalog.record(name)
+            if record is not None:
+                _forget(writer, record, report)
+        for path in files:
+            record = catalog.record(path)
+            task = _plan(path, record, False, max_line_bytes)
+            if task is None:
+                report["skipped"] += 1
+            else:
+                _apply(writer, _parse(task), record, report)
+        writer.commit()
+        report["commits"] += 1
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    return report
+
+
 def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
     """``session`` as a path under ``root`` (its real folder, as the walk of ``root`` spells
     it, so its catalog record is the same one); a file elsewhere is a usage error."""
@@ -206,7 +247,7 @@ def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(path.parent)) / path.name
 
 
-def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
+def _inside(root: Path, paths: Iterable[str | Path]) -> tuple[list[str], list[PathReason]]:
     """The real paths of the session files under ``root`` (each once), and the files that
     cannot be indexed: a symlink leading outside the root (never read), a name that is not
     UTF-8 (the index holds text).
@@ -252,7 +293,7 @@ def _committed(handle: MemoryIndex) -> Catalog:
     try:
         return load_catalog(handle)
     except MemoryIndexError:
-        return Catalog(())
+        return Catalog()
 
 
 def _plan_all(
@@ -286,7 +327,7 @@ def refresh_sessions(
     with handle.writer(timeout=timeout, threads=1) as writer:
         catalog = load_catalog(handle)
         for given in records:
-            record = catalog.by_path.get(given.path)
+            record = catalog.record(given.path)
             report["sessions"] += 1
             if record is None:
                 continue
