@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypedDict, cast
 
+from ..redact import redact
 from ..session import Entry
 from ..trace import FabricResult, TraceOperation, read_fabric_result
 
@@ -71,8 +72,13 @@ _SPACE = re.compile(r"\s+")
 
 
 def clip(text: str, max_bytes: int, marker: str = "...") -> str:
-    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (marker included), never
-    inside a character."""
+    """``text`` with its secrets masked, cut to at most ``max_bytes`` UTF-8 bytes (marker
+    included), never inside a character.
+
+    Every text of the state and the summary is bounded here, so this is where secrets are
+    masked (docs/secrets.md): before the cut, which could otherwise leave part of one.
+    """
+    text = redact(text)
     data = text.encode()
     if len(data) <= max_bytes:
         return text

@@ -19,7 +19,7 @@ import orjson
 
 from ..errors import ExpandError
 from ..session import hash_file
-from .index import SCHEMA_VERSION, MemoryIndex, open_index
+from .index import SCHEMA_TAG, MemoryIndex, open_index
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
@@ -38,7 +38,7 @@ class SessionRecordJSON(TypedDict):
     indexedAt: str
     stale: bool
     staleReason: str | None
-    schemaVersion: int
+    schemaVersion: str
     complete: bool
     problems: list[str]
     checked: list[int] | None
@@ -60,7 +60,7 @@ class SessionRecord:
     indexed_at: str
     stale: bool = False
     stale_reason: str | None = None
-    schema_version: int = SCHEMA_VERSION
+    schema_version: str = SCHEMA_TAG
     complete: bool = True
     """False when duplicate entry ids make some addresses ambiguous."""
     problems: tuple[str, ...] = ()
@@ -240,7 +240,7 @@ def list_sessions(
 
 class StatsReport(TypedDict):
     index: str
-    schemaVersion: int
+    schemaVersion: str
     sessions: int
     hot: int
     cold: int
@@ -263,7 +263,7 @@ def stats(
     hot = len(catalog.hot(hot_sessions))
     return {
         "index": str(handle.root),
-        "schemaVersion": SCHEMA_VERSION,
+        "schemaVersion": SCHEMA_TAG,
         "sessions": len(records),
         "hot": hot,
         "cold": len(records) - hot,

@@ -67,6 +67,8 @@ class ReindexReport(TypedDict):
     commits: int
     seconds: float
     notices: list[str]
+    redacted: dict[str, int]
+    """Secrets masked in the texts this run indexed, by kind (docs/secrets.md)."""
     workers: NotRequired[int]
 
 
@@ -100,6 +102,7 @@ class _Parsed:
     unchanged: bool = False
     """The bytes hash to the recorded sourceHash (only the mtime moved)."""
     invalid: str | None = None
+    redacted: tuple[tuple[str, int], ...] = ()
 
 
 def default_workers() -> int:
@@ -244,7 +247,7 @@ def _report(root: str, handle: MemoryIndex) -> ReindexReport:
     return {
         "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
         "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "entries": 0,
-        "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
+        "operations": 0, "commits": 0, "seconds": 0.0, "notices": [], "redacted": {},
     }
 
 
@@ -294,7 +297,8 @@ def _parse(task: _Task) -> _Parsed:
         cwd=cwd if isinstance(cwd, str) else None,
     )
     documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
-    return _Parsed(task.path, record=record, documents=documents)
+    return _Parsed(task.path, record=record, documents=documents,
+                   redacted=tuple(normalized.redacted.items()))
 
 
 def _hash_or_none(path: str) -> str | None:
@@ -390,6 +394,8 @@ def _apply(
     writer.replace_session(parsed.path, parsed.documents)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
+    for kind, count in parsed.redacted:
+        report["redacted"][kind] = report["redacted"].get(kind, 0) + count
     report["entries"] += record.entries
     report["operations"] += record.operations
     if not record.complete:
