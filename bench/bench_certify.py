@@ -16,7 +16,7 @@ BUDGET_SECONDS = 120.0
 
 
 def test_default_certify_run(benchmark: Any) -> None:
-    """The SPEC-scale run passes every check within the 120 s budget."""
+    """The full-scale run (docs/certification.md) passes every check within the 120 s budget."""
     report = benchmark.pedantic(certify, args=(Config(),), rounds=1, iterations=1)
     benchmark.extra_info.update(report.timings)
     assert report.full_scale and report.passed, report.failed

@@ -1,14 +1,17 @@
-"""``python -m bench.compare [--json] [--quick]``: every hot path beside its floor, one run.
+"""``python -m bench.compare [--json] [--quick] [--update-readme]``: every hot path beside
+its floor, one run.
 
 Absolute times are noisy on a shared 2-core machine, so each figure is timed in the
 same process run as its floor (interleaved, median of the repeats) and reported as
 a ratio. ``--quick`` runs the same rows on small data in a temporary directory (a
 smoke run for the test suite); the full run keeps its corpora and indexes in the
-bench cache (see :mod:`bench.data`) and reuses them.
+bench cache (see :mod:`bench.data`) and reuses them. ``--update-readme`` writes the
+table into README between its markers and draws the plots (:mod:`bench.figures`).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import platform
@@ -30,13 +33,13 @@ import orjson
 
 from fabric_memory.memory import index as memory_index
 
-from . import data, workloads
+from . import data, figures, workloads
 from .data import FULL, QUICK, BuiltIndex, Scale
 from .workloads import Pair
 
 CERTIFY_BUDGET_S = 120.0
-QUICK_CERTIFY = ("--sessions", "20", "--cycles", "4")
-USAGE = "usage: python -m bench.compare [--json] [--quick]"
+QUICK_CERTIFY = ("--count", "20", "--cycles", "4")
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass(slots=True)
@@ -118,6 +121,8 @@ class Context:
         self.scratch = Path(tempfile.mkdtemp(prefix="fm-bench-"))
         self._indexes: dict[str, BuiltIndex] = {}
         self.notes: list[str] = []
+        self.series: dict[str, Any] = {"recall": []}
+        """What the plots draw (:func:`bench.figures.draw_figures`), filled by the rows."""
 
     def corpus(self) -> Path:
         return data.corpus(self.root, self.scale.corpus_sessions)
@@ -268,6 +273,8 @@ def recall_rows(ctx: Context) -> list[Row]:
             ours, floor = interleaved(pair, ctx.scale.queries, warmup=5)
             p50, p99 = percentile(ours, 0.5) * 1e3, percentile(ours, 0.99) * 1e3
             f50, f99 = percentile(floor, 0.5) * 1e3, percentile(floor, 0.99) * 1e3
+            ctx.series["recall"].append({"mode": mode, "documents": built.documents,
+                                         "p50Ms": p50, "p99Ms": p99})
             big = built.documents >= 1_000_000
             target = "p50 <= 5, p99 <= 25" if name == "large" else "-"
             ok = (p50 <= 5 and p99 <= 25 and big) if name == "large" else None
@@ -311,11 +318,65 @@ def compaction_rows(ctx: Context) -> list[Row]:
         rows.append(Row(f"compaction.{kib}k", f"compaction cycle, {pair.units / 1024:.0f} KiB "
                         "source, vs read + parse", cycle * 1e3, parse * 1e3, "ms", ratio,
                         "ours/floor time", "<= 3", ratio <= 3, {"bytes": pair.units}))
+    ctx.series["compaction"] = {
+        "kib": [size / 1024 for size in sizes], "oursMs": [row.ours for row in rows],
+        "floorMs": [row.floor for row in rows],
+    }
     exponent, slope = _fit(sizes, cycles)
     rows.append(Row("compaction.growth", f"compaction growth {sizes[0] / 1024:.0f} KiB -> "
                     f"{sizes[-1] / 1024:.0f} KiB (log-log slope)", exponent, None, "exponent",
                     exponent, "time ~ size^k", "k <= 1.1", exponent <= 1.1,
                     {"usPerKiB": slope * 1e6 * 1024}))
+    return rows
+
+
+HOOK_REFERENCE: tuple[tuple[str, str, Callable[[workloads.HookCase], bool], float, float], ...] = (
+    ("plain", "plain chats", lambda c: c.category == "plain", 0.10, 1.0),
+    ("fabric-valid", "fabric-valid", lambda c: c.category == "fabric-valid", 0.63, 1.0),
+    ("fabric-valid.largest", "largest fabric-valid", lambda c: c.name == "fabric-valid-5", 1.04,
+     1.0),
+    ("compaction", "compaction-heavy", lambda c: c.category == "compaction", 0.38, 1.0),
+    ("compaction.80", "80 entries, two earlier compactions",
+     lambda c: c.name == "compaction-2-cumulative", 0.86, 1.0),
+    ("rich", "330 KiB uncompacted", lambda c: c.category == "rich", 2.0, 1.0),
+    ("big", "~2,900-entry session", lambda c: c.category == "big", 20.6, 2.0),
+    ("all", "all compactable sessions", lambda c: True, 0.23, 1.0),
+)
+"""(row id, label, which corpus sessions, the reference handler's warm median ms per call
+(issue 12: the TypeScript reference timed in-process on these sessions at reserve 63 /
+keep 1), the target ratio ours/reference)."""
+
+
+def hook_time(case: workloads.HookCase, budget: float) -> float:
+    """Warm median seconds of one in-process hook call on ``case`` (at least 5 calls,
+    more while ``budget`` seconds last)."""
+    call = workloads.hook_call(case)
+    call()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < 5 or (spent < budget and len(times) < 200):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+        spent += times[-1]
+    return statistics.median(times)
+
+
+def hook_rows(ctx: Context) -> list[Row]:
+    """The hook in-process per kind of Pi corpus session beside the reference's figure."""
+    cases = workloads.hook_cases()
+    budget = 0.05 if ctx.scale is QUICK else 0.5
+    ours = {case.name: hook_time(case, budget) * 1e3 for case in cases}
+    rows = []
+    for key, label, chosen, reference, target in HOOK_REFERENCE:
+        picked = [case for case in cases if chosen(case)]
+        median = statistics.median(ours[case.name] for case in picked)
+        ratio = median / reference
+        entries = statistics.median(case.entries for case in picked)
+        rows.append(Row(f"hook.{key}", f"hook in-process, {label} ({len(picked)} sessions, "
+                        f"median {entries:g} entries; ms) vs the reference's", median, reference,
+                        "ms", ratio, "ours/reference time", f"<= {target:g}", ratio <= target,
+                        {"sessions": len(picked), "slowestMs": max(ours[c.name] for c in picked)}))
     return rows
 
 
@@ -325,6 +386,29 @@ def _fit(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
     ys = [math.log(t) for t in times]
     exponent = statistics.linear_regression(xs, ys).slope
     return exponent, statistics.linear_regression(list(sizes), list(times)).slope
+
+
+def plateau_rows(ctx: Context) -> list[Row]:
+    """The summary size over ``plateau_cycles`` compactions of one growing session (the
+    certification's endurance path): the span of the last cycles beside its bound."""
+    from fabric_memory.certify.endurance import STEADY_RANGE_BYTES, STEADY_WINDOW, run_endurance
+    from fabric_memory.certify.generate import DEFAULT_SEED
+    from fabric_memory.compaction.hook import compaction_hook
+    from fabric_memory.compaction.render import SUMMARY_MAX_BYTES
+
+    root = ctx.scratch / "plateau"
+    root.mkdir()
+    cycles = ctx.scale.plateau_cycles
+    sizes = list(run_endurance(root, cycles=cycles, seed=DEFAULT_SEED,
+                               hook=compaction_hook).sizes)
+    last = sizes[-STEADY_WINDOW:]
+    span = max(last) - min(last)
+    ctx.series["plateau"] = {"bytes": sizes, "window": STEADY_WINDOW, "spanBytes": span,
+                             "boundBytes": SUMMARY_MAX_BYTES}
+    return [Row("plateau", f"summary size over {cycles} compaction cycles: span of the last "
+                f"{STEADY_WINDOW}", float(span), None, "B", span / STEADY_RANGE_BYTES,
+                "span/allowed span", f"<= {STEADY_RANGE_BYTES} B", span <= STEADY_RANGE_BYTES,
+                {"lastBytes": sizes[-1], "maxBytes": max(sizes)})]
 
 
 def certify_rows(ctx: Context) -> list[Row]:
@@ -355,6 +439,8 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("recall", recall_rows),
     ("expand", expand_rows),
     ("compaction", compaction_rows),
+    ("compaction plateau", plateau_rows),
+    ("hook", hook_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
 )
@@ -384,7 +470,8 @@ def run(scale: Scale, root: Path, log: Callable[[str], None]) -> dict[str, Any]:
         ctx.close()
     return {
         "scale": scale.name, "machine": machine(), "rows": [row.to_json() for row in rows],
-        "notes": ctx.notes, "seconds": round(time.perf_counter() - started, 1),
+        "notes": ctx.notes, "series": ctx.series,
+        "seconds": round(time.perf_counter() - started, 1),
         "peakRssMiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
@@ -423,18 +510,41 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.compare",
+                                     description="every hot path beside its floor, one run")
+    parser.add_argument("--quick", action="store_true", help="small data (a smoke run)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--update-readme", action="store_true",
+                        help="write the table into README (between its bench markers) and "
+                        "draw the plots (needs the bench extra: matplotlib)")
+    parser.add_argument("--readme", type=Path, default=REPO / "README.md", metavar="PATH",
+                        help="the README --update-readme writes (default: the repository's)")
+    parser.add_argument("--figures", type=Path, default=REPO / "docs" / "figures",
+                        metavar="DIR", help="where --update-readme draws the plots "
+                        "(default: docs/figures)")
+    return parser.parse_args(argv)
+
+
+def publish(result: dict[str, Any], readme: Path, directory: Path) -> list[Path]:
+    """README's table region and the plots, from one run's result."""
+    written = figures.draw_figures(result, directory)
+    figures.update_readme(readme, table(result))
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    unknown = [a for a in args if a not in ("--json", "--quick")]
-    if unknown:
-        print(f"{USAGE}\nunknown arguments: {' '.join(unknown)}", file=sys.stderr)
-        return 2
-    quick = "--quick" in args
+    args = parse_args(argv)
 
     def log(message: str) -> None:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
-    if quick:
+    if args.update_readme:  # fail before minutes of timing, not after
+        problem = figures.publish_problem(args.readme)
+        if problem is not None:
+            print(f"bench.compare: {problem}", file=sys.stderr)
+            return 2
+    if args.quick:
         root = Path(tempfile.mkdtemp(prefix="fm-bench-quick-"))
         try:
             result = run(QUICK, root, log)
@@ -442,10 +552,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     else:
         result = run(FULL, data.cache_root(), log)
-    if "--json" in args:
+    if args.json:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         print(table(result))
+    if args.update_readme:
+        for path in publish(result, args.readme, args.figures):
+            log(f"drew {path}")
+        log(f"wrote the table into {args.readme}")
     return 0
 
 

@@ -55,10 +55,12 @@ class Scale:
     """Timed expand calls per selector count."""
     repeats: int
     """Timed repetitions of the heavier figures (median reported)."""
+    plateau_cycles: int
+    """Compaction cycles of the summary-size plateau (the certification runs 100)."""
 
 
-FULL = Scale("full", 1000, 45, 520, (500, 2000), (10, 32, 100, 320, 1024), 200, 100, 3)
-QUICK = Scale("quick", 40, 1, 2, (20, 60), (10, 64), 20, 10, 1)
+FULL = Scale("full", 1000, 45, 520, (500, 2000), (10, 32, 100, 320, 1024), 200, 100, 3, 100)
+QUICK = Scale("quick", 40, 1, 2, (20, 60), (10, 32, 100), 20, 10, 1, 50)
 
 
 def cache_root() -> Path:

@@ -4,7 +4,7 @@ Two steps, because the candidates cannot share one environment (``detect-secrets
 and ``bc-detect-secrets`` install the same module)::
 
     python -m bench.secret_scanners dump /tmp/texts.json          # in the project venv
-    VENV/bin/python bench/secret_scanners.py score /tmp/texts.json TOOL
+    VENV/bin/python bench/secret_scanners.py score /tmp/texts.json TOOL [EVERY]
 
 ``dump`` writes every text a scanner would see: each string of each line of every
 fixture session (what ``expand`` and ``audit`` read), each indexed text (what
@@ -107,25 +107,36 @@ def _ours() -> Scanner:
 
 
 def _detect_secrets() -> Scanner:
-    """Yelp's (or Bridgecrew's fork's) default plugins and filters, line by line; a finding
-    is a value, located here by searching the line for it."""
-    from detect_secrets.core.scan import scan_line
-    from detect_secrets.settings import default_settings
+    """Yelp's (or Bridgecrew's fork's) default plugins and filters, line by line: the body
+    of ``scan_line`` without its per-call settings reset. A finding is a value, located
+    here by searching the line for it."""
+    from detect_secrets.core.scan import _is_filtered_out, _scan_line
+    from detect_secrets.settings import default_settings, get_plugins
+    from detect_secrets.util.code_snippet import get_code_snippet
 
     context = default_settings()
     context.__enter__()
     _KEEP.append(context)  # the settings last while the context object lives
+    plugins = get_plugins()
 
     def scan(text: str) -> list[Span]:
         spans: list[Span] = []
         at = 0
         for line in text.split("\n"):
-            for secret in scan_line(line):
-                value = secret.secret_value or ""
-                start = line.find(value) if value else -1
-                while start != -1:
-                    spans.append((at + start, at + start + len(value), secret.type))
-                    start = line.find(value, start + 1)
+            snippet = get_code_snippet(lines=[line], line_number=1)
+            for plugin in plugins:
+                for secret in _scan_line(plugin=plugin, filename="adhoc", line=line,
+                                         line_number=0, context=snippet,
+                                         enable_eager_search=True):
+                    if _is_filtered_out(required_filter_parameters=["context"],
+                                        filename="adhoc", secret=secret.secret_value,
+                                        plugin=plugin, line=line, context=snippet):
+                        continue
+                    value = secret.secret_value or ""
+                    start = line.find(value) if value else -1
+                    while start != -1:
+                        spans.append((at + start, at + start + len(value), secret.type))
+                        start = line.find(value, start + 1)
             at += len(line) + 1
         return spans
 
@@ -165,10 +176,11 @@ def scanner(tool: str) -> Scanner:
 # --- scoring ----------------------------------------------------------------------------
 
 
-def score(data_path: Path, tool: str) -> dict[str, Any]:
+def score(data_path: Path, tool: str, every: int = 1) -> dict[str, Any]:
+    """``every``: score every n-th corpus text only (for the slow candidates)."""
     data = json.loads(data_path.read_text())
     scan = scanner(tool)
-    texts: list[str] = data["texts"]
+    texts: list[str] = data["texts"][::every]
     protected: list[str] = data["protected"]
     started = time.perf_counter()
     results = [scan(text) for text in texts]
@@ -194,7 +206,8 @@ def score(data_path: Path, tool: str) -> dict[str, Any]:
             found[sample["kind"]] += 1
     chars = sum(map(len, texts))
     return {
-        "tool": tool, "texts": len(texts), "chars": chars, "seconds": round(seconds, 3),
+        "tool": tool, "every": every, "texts": len(texts), "chars": chars,
+        "seconds": round(seconds, 3),
         "MBps": round(chars / seconds / 1e6, 2), "flaggedTexts": len(flagged),
         "flaggedByKind": dict(by_kind.most_common()), "protectedTouched": sorted(touched)[:20],
         "protectedTouchedCount": len(touched),
@@ -221,9 +234,10 @@ def _covered(text: str, value: str, spans: list[Span]) -> bool:
 def main(argv: list[str]) -> None:
     if len(argv) == 2 and argv[0] == "dump":
         dump(Path(argv[1]))
-    elif len(argv) == 3 and argv[0] == "score":
+    elif len(argv) in (3, 4) and argv[0] == "score":
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        print(json.dumps(score(Path(argv[1]), argv[2]), indent=1, ensure_ascii=False))
+        every = int(argv[3]) if len(argv) == 4 else 1
+        print(json.dumps(score(Path(argv[1]), argv[2], every), indent=1, ensure_ascii=False))
     else:
         raise SystemExit(__doc__)
 

@@ -24,8 +24,8 @@ import tantivy
 import xxhash
 
 from fabric_memory.certify.generate import WORDS
-from fabric_memory.compaction.hook import compact_session
-from fabric_memory.compaction.prepare import CompactionSettings
+from fabric_memory.compaction import compact_session, compaction_hook
+from fabric_memory.compaction.prepare import CompactionSettings, prepare_compaction
 from fabric_memory.memory import index as memory_index
 from fabric_memory.memory import normalize
 from fabric_memory.memory.catalog import SessionRecord, now_iso
@@ -340,6 +340,52 @@ def compaction_pair(path: Path) -> Pair:
         return parse_floor(path)
 
     return Pair(ours, floor, float(path.stat().st_size))
+
+
+HOOK_SETTINGS = CompactionSettings(reserve_tokens=63, keep_recent_tokens=1)
+"""The small settings the reference's handler was timed at (every corpus call compacts)."""
+PI_CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "pi-1.6.0"
+
+
+@dataclass(frozen=True, slots=True)
+class HookCase:
+    """One Pi corpus session as the host hands it to the hook in-process."""
+
+    name: str
+    category: str
+    entries: int
+    """Entries on the branch the event carries."""
+    event: dict[str, Any]
+
+
+def hook_cases(corpus: Path = PI_CORPUS) -> list[HookCase]:
+    """A ``session_before_compact`` event (Pi's shape: preparation, branch entries, signal)
+    for every session of the Pi 1.6.0 corpus that compacts at :data:`HOOK_SETTINGS`."""
+    index = orjson.loads((corpus / "truth" / "INDEX.json").read_bytes())
+    cases = []
+    for item in index["files"]:
+        if not item.get("entryCount"):
+            continue
+        branch = read_session(corpus / item["file"]).active_branch()
+        prepared = prepare_compaction(branch, HOOK_SETTINGS)
+        if prepared is None:
+            continue
+        event = {"type": "session_before_compact", "preparation": prepared.to_event(),
+                 "branchEntries": [entry.raw for entry in branch], "signal": {"aborted": False}}
+        cases.append(HookCase(item["name"], item["category"], len(branch), event))
+    return cases
+
+
+def hook_call(case: HookCase) -> Call:
+    """One in-process hook call on ``case``; raises unless it compacts."""
+
+    def run() -> int:
+        result = compaction_hook(case.event)
+        if "compaction" not in result:
+            raise AssertionError(f"{case.name}: the hook did not compact: {result}")
+        return len(result["compaction"]["summary"])
+
+    return run
 
 
 def scratch_dir() -> Path:

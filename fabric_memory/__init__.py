@@ -1,7 +1,7 @@
 """fabric-memory: compaction and memory indexing for Pi coding-agent sessions."""
 
 from .audit import audit_sessions
-from .compaction.hook import append_compaction, compact_session, compaction_hook
+from .compaction import append_compaction, compact_session, compaction_hook
 from .errors import FabricMemoryError
 from .memory.catalog import list_sessions, stats, verify
 from .memory.expand import expand, expand_request

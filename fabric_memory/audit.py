@@ -1,9 +1,9 @@
 """``audit``: persisted traces that kept more than the exact-ref projection allows.
 
 A Fabric trace may keep, per exact ref, only the argument keys and shapes of the
-write-side projection (SPEC §2) and, from ``pi.write``/``omp.write``, the result
+write-side projection (docs/trace.md#projection) and, from ``pi.write``/``omp.write``, the result
 ``{"created": true}``. This walks every session under a root, reads each
-``fabric_exec`` result through the guard (:func:`~fabric_memory.trace.read_fabric_result`)
+``fabric_exec`` result through the guard (each entry's view, :mod:`fabric_memory.view`)
 and reports every operation of a valid trace that kept more: by address and rule
 (:func:`~fabric_memory.trace.projection_violations`), never with the kept value, which
 is exactly what leaked. Audits and outer output are verbatim by design and not judged.
@@ -26,7 +26,7 @@ from .errors import SessionError, UsageError
 from .memory.locations import sessions_root
 from .redact import secret_kinds
 from .session import Session, iter_session_files, read_session
-from .trace import TraceOperation, project_result, projection_violations, read_fabric_result
+from .trace import TraceOperation, project_result, projection_violations
 
 _SHOWN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{0,39}\Z")
 """Argument keys shown as they are; any other key could itself be leaked text."""
@@ -68,8 +68,7 @@ def audit_sessions(sessions: str | os.PathLike[str] | None = None) -> AuditRepor
     for session in _read_all(root, report["unreadable"]):
         report["sessions"] += 1
         for entry in session.entries:
-            message = entry.message
-            fabric = read_fabric_result(entry.id, message) if message is not None else None
+            fabric = entry.view.fabric
             if fabric is None or fabric.verdict != "valid":
                 continue
             report["traces"] += 1
@@ -180,8 +179,7 @@ def audit_secrets(sessions: str | os.PathLike[str] | None = None) -> SecretAudit
             if not found:
                 continue
             places: list[tuple[str, Counter[str]]] = []
-            message = entry.message
-            fabric = read_fabric_result(entry.id, message) if message is not None else None
+            fabric = entry.view.fabric
             if fabric is not None and fabric.verdict == "valid":
                 for op in fabric.operations:
                     in_op = secret_kinds(op.record)

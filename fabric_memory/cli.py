@@ -9,6 +9,7 @@ with ``--json``) and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 
 from . import __version__
-from .errors import FabricMemoryError
+from .errors import FabricMemoryError, printable
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +41,26 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Runner
     json_flag: bool = True
-    """False when the command defines its own ``--json`` (``certify --json PATH``)."""
+    """False when the command defines its own ``--json`` (``certify``: see _JsonOrReport)."""
 
 
 def write_json(value: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError:  # a file name that is not UTF-8: shown with \xNN escapes
+        data = orjson.dumps(_printable(value), option=orjson.OPT_INDENT_2)
+    sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(item) for item in value]
+    return value
 
 
 # --- inspect ---------------------------------------------------------------------------
@@ -67,13 +82,51 @@ def _run_inspect(args: argparse.Namespace) -> Outcome:
 # --- memory index ----------------------------------------------------------------------
 
 
+def deprecated(old: str, new: str) -> None:
+    """The one-line note an old spelling prints; it keeps working for one release."""
+    print(f"fabric-memory: {old} is deprecated and will be removed in the next release; "
+          f"use {new}", file=sys.stderr)
+
+
+class _IndexOrPosition(argparse.Action):
+    """``expand --index``: the index directory, as everywhere; a bare integer is the old
+    spelling of ``--position N`` (kept for one release, with a note)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        text = str(values)
+        if re.fullmatch(r"-?\d+", text):
+            deprecated(f"expand --index {text} (an entry position)",
+                       f"--position {text}; --index names the index directory "
+                       f"(write ./{text} for a directory of that name)")
+            namespace.positions = [*namespace.positions, int(text)]
+        else:
+            namespace.index_dir = text
+
+
+class _Renamed(argparse.Action):
+    """An old option name that stores into its new name's destination, with a note."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        command = parser.prog.rpartition(" ")[2]
+        deprecated(f"{command} {option_string}", self.new)
+        setattr(namespace, self.dest, values)
+
+
 def _locations(parser: argparse.ArgumentParser, *, sessions: bool = True,
-               index_flag: str = "--index") -> None:
+               index_action: type[argparse.Action] | None = None) -> None:
     if sessions:
         parser.add_argument("--sessions", metavar="DIR", default=None,
                             help="sessions root (default $FABRIC_MEMORY_SESSIONS or "
                             "~/.pi/agent/sessions)")
-    parser.add_argument(index_flag, dest="index_dir", metavar="DIR", default=None,
+    parser.add_argument("--index", dest="index_dir", metavar="DIR", default=None,
+                        action=index_action or "store",
                         help="index directory (default $FABRIC_MEMORY_HOME/index or "
                         "~/.cache/fabric-memory/index)")
 
@@ -87,7 +140,7 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     _locations(parser)
     parser.add_argument("--full", action="store_true", help="re-read every session")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="parser processes (default min(2, CPUs))")
+                        help="parser processes (default min(2, CPUs); capped at the CPU count)")
 
 
 def _run_reindex(args: argparse.Namespace) -> Outcome:
@@ -148,10 +201,10 @@ def _expand_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", metavar="SESSION", help="session id, or a path under the root")
     parser.add_argument("--entry", action="append", default=[], metavar="ID")
     parser.add_argument("--address", action="append", default=[], metavar="A")
-    parser.add_argument("--index", dest="indices", action="append", type=int, default=[],
-                        metavar="I", help="entry index in file order (0-based)")
+    parser.add_argument("--position", dest="positions", action="append", type=int, default=[],
+                        metavar="N", help="entry position in file order (0-based)")
     parser.add_argument("--range", default=None, metavar="FIRST:LAST",
-                        help="entry indices, inclusive")
+                        help="entry positions, inclusive")
     parser.add_argument("--anchor", default=None, metavar="ID")
     parser.add_argument("--before", type=int, default=0, metavar="N")
     parser.add_argument("--after", type=int, default=0, metavar="N")
@@ -163,8 +216,9 @@ def _expand_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-offset", type=int, default=0, metavar="K")
     parser.add_argument("--show-secrets", action="store_true",
                         help="return the raw bytes: do not mask secrets (docs/secrets.md)")
-    # --index selects entries here, so the index directory is --index-dir.
-    _locations(parser, index_flag="--index-dir")
+    _locations(parser, index_action=_IndexOrPosition)
+    parser.add_argument("--index-dir", dest="index_dir", metavar="DIR", action=_Renamed,
+                        new="--index DIR")
 
 
 def _run_expand(args: argparse.Namespace) -> Outcome:
@@ -172,7 +226,7 @@ def _run_expand(args: argparse.Namespace) -> Outcome:
     from .memory.render import render_expand
 
     page = expand(
-        args.session, entries=args.entry, addresses=args.address, indices=args.indices,
+        args.session, entries=args.entry, addresses=args.address, indices=args.positions,
         range=args.range, anchor=args.anchor, before=args.before, after=args.after,
         expected_source_hash=args.expected_source_hash,
         expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
@@ -212,7 +266,7 @@ def _run_verify(args: argparse.Namespace) -> Outcome:
     from .memory.render import render_verify
 
     report = verify(index=args.index_dir)
-    healthy = report["changed"] == 0 and report["missing"] == 0
+    healthy = report["changed"] == 0 and report["missing"] == 0 and not report["indexProblems"]
     return Outcome(report, render_verify(report), 0 if healthy else 1)
 
 
@@ -242,7 +296,8 @@ def _compact_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_compact(args: argparse.Namespace) -> Outcome:
-    from .compaction.hook import Cancel, compact_session
+    from .compaction.compactor import Cancel
+    from .compaction.files import compact_session
     from .compaction.prepare import CompactionSettings
 
     given = {"reserve_tokens": args.reserve_tokens, "keep_recent_tokens": args.keep_recent_tokens}
@@ -255,18 +310,35 @@ def _run_compact(args: argparse.Namespace) -> Outcome:
 # --- certify ----------------------------------------------------------------------------
 
 
+class _JsonOrReport(argparse.Action):
+    """``certify --json``: print the report as JSON, as ``--json`` does everywhere; with a
+    value it is the old spelling of ``--report PATH`` (kept for one release, with a note)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if values is None:
+            namespace.json = True
+        else:
+            deprecated(f"certify --json {values}", f"--report {values} (--json alone prints "
+                       "the report as JSON)")
+            namespace.report_path = values
+
+
 def _certify_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sessions", type=int, default=1000, metavar="N",
-                        help="synthetic sessions to generate and index (SPEC: 1,000)")
+    parser.add_argument("--count", type=int, default=1000, metavar="N",
+                        help="synthetic sessions to generate and index (full scale: 1,000)")
+    parser.add_argument("--sessions", dest="count", type=int, metavar="N", action=_Renamed,
+                        new="--count N")
     parser.add_argument("--cycles", type=int, default=100, metavar="N",
-                        help="compaction cycles of the endurance session (SPEC: 100)")
+                        help="compaction cycles of the endurance session (full scale: 100)")
     parser.add_argument("--seed", default=None, metavar="S", help="generator seed (default 991)")
-    parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
+    parser.add_argument("--report", dest="report_path", default=None, metavar="PATH",
                         help="also write the JSON report to PATH")
+    parser.add_argument("--json", nargs="?", default=False, metavar="PATH",
+                        action=_JsonOrReport, help="machine-readable output")
     parser.add_argument("--workdir", default=None, metavar="DIR",
                         help="keep the generated data in DIR (default: a temporary directory, "
                         "removed)")
-    parser.set_defaults(json=False)
 
 
 def _run_certify(args: argparse.Namespace) -> Outcome:
@@ -280,9 +352,9 @@ def _run_certify(args: argparse.Namespace) -> Outcome:
         sys.stderr.flush()
 
     config = Config(
-        sessions=args.sessions, cycles=args.cycles, seed=parse_seed(args.seed),
+        sessions=args.count, cycles=args.cycles, seed=parse_seed(args.seed),
         workdir=None if args.workdir is None else Path(args.workdir),
-        report_path=None if args.json_path is None else Path(args.json_path),
+        report_path=None if args.report_path is None else Path(args.report_path),
     )
     tty = sys.stderr.isatty()
     report = certify(config, progress=progress if tty else None)
@@ -335,7 +407,7 @@ COMMANDS: list[Command] = [
             _verify_arguments, _run_verify),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
-    Command("certify", "run the SPEC §7 certification (compaction endurance, memory, "
+    Command("certify", "run the certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,
             json_flag=False),
 ]
@@ -365,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FabricMemoryError as exc:
         if getattr(args, "json", False):
             write_json({"error": exc.to_json()})
-        print(f"fabric-memory {args.command}: {exc.message}", file=sys.stderr)
+        print(f"fabric-memory {args.command}: {printable(exc.message)}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:
         print(f"fabric-memory {args.command}: interrupted", file=sys.stderr)
@@ -373,7 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         write_json(outcome.value)
     elif outcome.human:
-        sys.stdout.write(outcome.human if outcome.human.endswith("\n") else outcome.human + "\n")
+        human = printable(outcome.human)
+        sys.stdout.write(human if human.endswith("\n") else human + "\n")
     return outcome.status
 
 

@@ -9,6 +9,39 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+SHOWN_CHARS = 60
+"""How much of a bad value an error message echoes."""
+
+
+def clipped(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters with its full length named, so a message
+    stays one short line whatever was sent (a 100 KB string, a deep list)."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested past recursion; an int past str's digit cap
+        text = f"<{type(value).__name__}>"
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
+def is_utf8(text: str) -> bool:
+    """False for a file name that was not UTF-8 (Python keeps its bytes as lone surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(text: str) -> str:
+    """``text`` as valid UTF-8: a name's undecodable bytes shown as ``\\xNN``."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no file name decodes to
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
 
 class FabricMemoryError(Exception):
     """Base class of every error the engine raises on purpose."""
@@ -48,7 +81,7 @@ class SessionError(FabricMemoryError):
         self.path = path
         self.line = line
         self.reason = reason
-        where = f"{path}:{line}" if line is not None else path
+        where = f"{printable(path)}:{line}" if line is not None else printable(path)
         super().__init__(f"{where}: {reason}", code=code)
 
 
@@ -118,7 +151,7 @@ class QueryError(FabricMemoryError):
 
 
 class ExpandError(FabricMemoryError):
-    """An expand request failed with one of the SPEC §5 codes."""
+    """An expand request failed with one of the codes in docs/errors.md#expand."""
 
     CODES = (
         "stale_pointer",

@@ -7,7 +7,6 @@ from collections import Counter
 from typing import TypedDict
 
 from .session import DEFAULT_MAX_LINE_BYTES, read_session
-from .trace import read_fabric_result
 
 
 class FabricVerdict(TypedDict, total=False):
@@ -46,8 +45,7 @@ def inspect_session(
     on_branch = set(active)
     verdicts: list[FabricVerdict] = []
     for entry in session.entries:
-        message = entry.message
-        result = read_fabric_result(entry.id, message) if message is not None else None
+        result = entry.view.fabric
         if result is None:
             continue
         verdict: FabricVerdict = {"entryId": entry.id, "verdict": result.verdict}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ import orjson
 import xxhash
 
 from .errors import LineTooLongError, NotASessionError, SessionError
+from .view import EntryView, view_entry
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
@@ -42,6 +44,17 @@ class Entry:
     """Byte length of the line without ``\\n`` (and without a stripped ``\\r``)."""
     raw: dict[str, Any]
     migrated: bool = False
+    _view: EntryView | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def view(self) -> EntryView:
+        """What later stages read of this entry (:mod:`fabric_memory.view`): built on first
+        use, then kept, so the message is read and the trace guarded once per entry."""
+        view = self._view
+        if view is None:
+            view = view_entry(self.id, self.type, self.parent_id, self.timestamp, self.raw)
+            object.__setattr__(self, "_view", view)
+        return view
 
     @property
     def message(self) -> dict[str, Any] | None:
@@ -145,10 +158,30 @@ class FileFingerprint:
     last_byte: bytes
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of ``path``; :class:`OSError` unless it is a regular file.
+
+    ``O_NONBLOCK``: opening a FIFO without a writer would otherwise wait forever (and a
+    query refreshing the hot tier would hold the writer lock all that time). It changes
+    nothing for a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    raise OSError(errno.EINVAL, f"not a regular file ({kind})")
+
+
 def fingerprint_file(source: str | int) -> FileFingerprint:
     """Hash every byte of a file (a path, or an open descriptor read positionally from 0
     without moving its offset), the way :func:`read_session` computes ``sourceHash``."""
-    fd = os.open(source, os.O_RDONLY) if isinstance(source, str) else source
+    fd = open_regular(source) if isinstance(source, str) else source
     digest = xxhash.xxh3_128()
     offset = 0
     last = b""
@@ -173,7 +206,8 @@ def iter_session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
 
     What ``sorted(p for p in root.rglob("*.jsonl") if p.is_file())`` gives (symlinked
     folders are not entered, a symlink to a file counts, unreadable folders are
-    skipped), from one ``scandir`` per folder: a regular file costs no ``stat``.
+    skipped), from one ``scandir`` per folder: a regular file costs no ``stat``. A FIFO,
+    socket or device with such a name is listed too, so that reading it reports it.
     """
     base = Path(root)
     if base.is_file():
@@ -199,10 +233,19 @@ def _collect(directory: str, prefix: tuple[str, ...], found: list[tuple[str, ...
         return
     for entry in entries:
         name = entry.name
-        if name.endswith(".jsonl") and _entry_is(entry, folder=False):
+        if name.endswith(".jsonl") and (_entry_is(entry, folder=False) or _special(entry)):
             found.append((*prefix, name))
         if _entry_is(entry, folder=True):
             _collect(entry.path, (*prefix, name), found)
+
+
+def _special(entry: os.DirEntry[str]) -> bool:
+    """A FIFO, socket or device: listed so that its reader reports it, never opened blocking."""
+    try:
+        mode = entry.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _entry_is(entry: os.DirEntry[str], *, folder: bool) -> bool:
@@ -278,7 +321,7 @@ def read_session(
     name = os.fspath(path)
     digest = xxhash.xxh3_128()
     try:
-        with open(name, "rb") as stream:
+        with os.fdopen(open_regular(name), "rb") as stream:
             return _parse(name, iter_lines(stream, name, max_line_bytes, digest), digest)
     except OSError as exc:
         raise SessionError(name, None, f"cannot read file: {exc.strerror or exc}") from exc
@@ -422,6 +465,6 @@ def _entry(
 
 def read_line(path: str, entry: Entry) -> bytes:
     """The verbatim source line of ``entry`` (without its line terminator)."""
-    with open(path, "rb") as stream:
+    with os.fdopen(open_regular(path), "rb") as stream:
         stream.seek(entry.offset)
         return stream.read(entry.length)

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from fabric_memory.compaction.hook import Cancel, Compaction, compact_session, compaction_hook
+from fabric_memory.compaction import Cancel, Compaction, compact_session, compaction_hook
 from fabric_memory.compaction.prepare import CompactionSettings
 from fabric_memory.errors import ExpandError, FabricMemoryError, SessionError
 from fabric_memory.memory.catalog import load_catalog
@@ -318,6 +318,14 @@ def _require_located(error: FabricMemoryError, where: str, what: str) -> str:
     return error.code
 
 
+def _require_encodable(value: Any, what: str) -> None:
+    """What the CLI prints must encode as JSON (orjson refuses integers past 64 bits)."""
+    try:
+        orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError as error:
+        raise FuzzFailure(f"{what}: result is not JSON-encodable ({error})") from error
+
+
 @dataclass
 class Fuzzer:
     """Runs cases and tallies ``(stage, outcome)``; raises :class:`FuzzFailure` on a crash."""
@@ -364,6 +372,7 @@ class Fuzzer:
             self.tally["compact", _require_located(error, name, what)] += 1
         else:
             outcome = result.outcome
+            _require_encodable(result.to_json(), f"{what}: compact_session")
             self.tally["compact", "cancel" if isinstance(outcome, Cancel) else "compaction"] += 1
             if isinstance(outcome, Compaction):
                 self.check_hook(session, outcome, what)
@@ -407,6 +416,7 @@ class Fuzzer:
             return
         if result != compaction.to_hook_result():
             raise FuzzFailure(f"{what}: the hook and compact_session disagree")
+        _require_encodable(result, f"{what}: the hook")
         self.tally["hook", "compaction" if "compaction" in result else "cancel"] += 1
 
     # --- reindex and expand, a batch at a time ------------------------------------------

@@ -29,6 +29,9 @@ EXPECTED = (
     "expand.100",
     *(f"compaction.{kib}k" for kib in QUICK.compaction_kib),
     "compaction.growth",
+    "plateau",
+    *(f"hook.{kind}" for kind in ("plain", "fabric-valid", "fabric-valid.largest", "compaction",
+                                  "compaction.80", "rich", "big", "all")),
     "reindex.rss",
     "certify",
 )

@@ -24,8 +24,8 @@ from fabric_memory.certify.memory_checks import index_sessions
 from fabric_memory.certify.report import Report
 from fabric_memory.certify.simulator import MemoryAccess, Resumed, task_address
 from fabric_memory.cli import main
-from fabric_memory.compaction.hook import compaction_hook
-from fabric_memory.compaction.project import clip
+from fabric_memory.compaction import compaction_hook
+from fabric_memory.compaction.text import clip
 from fabric_memory.errors import TaskPayloadError
 from fabric_memory.memory.catalog import load_catalog
 from fabric_memory.memory.expand import ExpandPage, expand_request
@@ -282,18 +282,18 @@ def test_task_address_needs_exactly_one_item_naming_the_task() -> None:
 def test_cli_writes_the_report_and_exits_1_on_a_failed_threshold(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`certify --json PATH --workdir DIR` prints the summary, writes the report, keeps the data,
-    and exits 1 because four cycles cannot satisfy the steady-state window."""
+    """`certify --report PATH --workdir DIR` prints the summary, writes the report, keeps the
+    data, and exits 1 because four cycles cannot satisfy the steady-state window."""
     report_path, workdir = tmp_path / "report.json", tmp_path / "work"
-    status = main(["certify", "--sessions", "24", "--cycles", "4", "--seed", "7",
-                   "--json", str(report_path), "--workdir", str(workdir)])
+    status = main(["certify", "--count", "24", "--cycles", "4", "--seed", "7",
+                   "--report", str(report_path), "--workdir", str(workdir)])
     out = capsys.readouterr().out
     assert status == 1
     assert "FAIL  size.steady_range" in out and "FAILED: 2 of" in out
     report = orjson.loads(report_path.read_bytes())
     assert report["config"]["seed"] == 7 and set(report["failed"]) == STEADY_CHECKS
     assert (workdir / "sessions").is_dir() and (workdir / "index").is_dir()
-    assert main(["certify", "--sessions", "24", "--cycles", "4", "--workdir", str(workdir)]) == 2
+    assert main(["certify", "--count", "24", "--cycles", "4", "--workdir", str(workdir)]) == 2
     assert "not an empty directory" in capsys.readouterr().err
 
 

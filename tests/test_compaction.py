@@ -20,16 +20,17 @@ from hypothesis import strategies as st
 
 from fabric_memory.certify.cycle import RecordingPreparation
 from fabric_memory.cli import main
-from fabric_memory.compaction.hook import (
+from fabric_memory.compaction import (
     Cancel,
     Compaction,
     append_compaction,
     compact_branch,
     compact_session,
-    compaction_entry,
     compaction_hook,
     run_hook,
 )
+from fabric_memory.compaction.files import compaction_entry
+from fabric_memory.compaction.ledger import Item, Ledger
 from fabric_memory.compaction.prepare import (
     CompactionSettings,
     build_session_context,
@@ -37,7 +38,6 @@ from fabric_memory.compaction.prepare import (
     prepare_compaction,
     should_compact,
 )
-from fabric_memory.compaction.project import Item, Ledger
 from fabric_memory.compaction.render import (
     SECTIONS,
     SUMMARY_MAX_BYTES,
@@ -216,7 +216,8 @@ def test_decoys_never_surface(name: str) -> None:
 
 def _compact_all(name: str) -> Compaction:
     session = read_session(_corpus(name))
-    outcome = compact_branch(session.active_branch(), "", 0, session_id=session.session_id)
+    views = [entry.view for entry in session.active_branch()]
+    outcome = compact_branch(views, "", 0, session_id=session.session_id)
     assert isinstance(outcome, Compaction)
     return outcome
 
@@ -290,21 +291,36 @@ def test_same_input_same_bytes(tmp_path: Path) -> None:
     assert orjson.dumps(first.details) == orjson.dumps(second.details)
 
 
+SETTINGS = {"small": SMALL, "default": CompactionSettings()}
 GOLDEN_CASES = [
-    "plain-chat-1", "fabric-valid-2", "legacy-2", "compaction-2-cumulative", "omp-flavoured"
+    (name, key) for name in _index() for key in SETTINGS
+    if _truth(name)["compaction"]["prepare"][key].get("result") is not None
 ]
 
 
-@pytest.mark.parametrize("name", GOLDEN_CASES)
-def test_golden_summary(name: str, update_golden: bool) -> None:
-    """The summary of a corpus session matches its golden file (rewrite: --update-golden)."""
-    outcome = compact_session(_corpus(name), SMALL).outcome
-    assert isinstance(outcome, Compaction)
-    golden = GOLDEN / f"{name}.md"
+@pytest.mark.parametrize(("name", "key"), GOLDEN_CASES, ids=[f"{n}-{k}" for n, k in GOLDEN_CASES])
+def test_golden_compaction(name: str, key: str, update_golden: bool) -> None:
+    """The hook's result for Pi's own preparation of a corpus session (summary, cut, details)
+    matches its golden file byte for byte, and compact_session gives the same result
+    (rewrite: --update-golden)."""
+    session = read_session(_corpus(name))
+    prepared = _truth(name)["compaction"]["prepare"][key]["result"]
+    event = {
+        "type": "session_before_compact",
+        "preparation": {"firstKeptEntryId": prepared["firstKeptEntryId"],
+                        "tokensBefore": prepared["tokensBefore"]},
+        "branchEntries": [entry.raw for entry in session.active_branch()],
+        "sessionId": session.session_id,
+    }
+    result = compaction_hook(event)
+    data = orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n"
+    golden = GOLDEN / "compaction" / f"{name}.{key}.json"
     if update_golden:
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(outcome.summary, encoding="utf-8")
-    assert golden.read_text(encoding="utf-8") == outcome.summary
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_bytes(data)
+    assert golden.read_bytes() == data
+    assert "compaction" in result
+    assert compact_session(_corpus(name), SETTINGS[key]).outcome.to_hook_result() == result
 
 
 # --- sampling ------------------------------------------------------------------------
@@ -446,7 +462,7 @@ def test_any_requested_cut_keeps_pairs_together(source: Path, position: int) -> 
     branch = session.active_branch()
     index = position % (len(branch) + 1)
     requested = branch[index].id if index < len(branch) else ""
-    outcome = compact_branch(branch, requested, 1, session_id=session.session_id)
+    outcome = compact_branch([e.view for e in branch], requested, 1, session_id=session.session_id)
     if isinstance(outcome, Cancel):
         assert outcome.reason
         return
@@ -461,7 +477,8 @@ def test_closure_sabotage_is_detected(tmp_path: Path) -> None:
     """Sabotage check: appending the cut Pi asked for (unadjusted) leaves an orphan result."""
     path = _writable(CLOSURE / "parallel-delayed.jsonl", tmp_path)
     session = read_session(path)
-    outcome = compact_branch(session.active_branch(), "cc5b384f", 1, session_id="x")
+    outcome = compact_branch([e.view for e in session.active_branch()], "cc5b384f", 1,
+                             session_id="x")
     assert isinstance(outcome, Compaction)
     append_compaction(session, replace(outcome, first_kept_entry_id="cc5b384f"))
     assert _closure_violations(read_session(path)) == ["result without its call: call_p2"]
@@ -671,6 +688,67 @@ def test_stdio_hook_bad_input(
     error = orjson.loads(capsys.readouterr().out)["error"]
     assert error["code"] == "bad_event" and error["message"].startswith("stdin:")
     assert run_hook(b'{"preparation": {}}')[1] == 2
+
+
+@pytest.mark.parametrize("tokens", [1e300, 2**64 - 1, 2**53, -1.0, 1.5],
+                         ids=["1e300", "2^64-1", "2^53", "-1.0", "1.5"])
+def test_stdio_hook_rejects_tokens_past_safe_integers(
+    tokens: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tokensBefore no JavaScript host can send exactly is a bad event: JSON error, exit 2."""
+    event = _event(read_session(_corpus("fabric-valid-3")), SMALL, tokensBefore=tokens)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(orjson.dumps(event))))
+    assert main(["hook"]) == 2
+    error = orjson.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "bad_event"
+    assert error["message"].startswith("event.preparation.tokensBefore: expected an integer")
+
+
+def test_hook_error_clips_an_echoed_value() -> None:
+    """A 100 KB bad value is echoed clipped: the error stays one short line."""
+    result, status = run_hook(orjson.dumps({"type": "x" * 100_000, "preparation": {}}))
+    message = result["error"]["message"]
+    assert status == 2 and message.startswith("event.type:") and "100002 characters" in message
+    assert len(message) < 200 and "\n" not in message
+
+
+@pytest.mark.parametrize("where", ["counts", "entries", "dropped"])
+def test_previous_counts_past_safe_integers_rebuild(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A previous compaction whose counts are 2^64-1 is damaged: the state is rebuilt from the
+    branch, and `compact --json` and the hook print JSON instead of crashing."""
+    path = _writable(_corpus("fabric-valid-1"), tmp_path)
+    _, session = _compact_and_append(path, SMALL)
+    _append_turn(path, session.leaf_id or "", 1)
+    rebuilt = path.read_text(encoding="utf-8").replace('"compactor":"fabric-memory"',
+                                                       '"compactor":"someone-else"')
+    lines = path.read_bytes().splitlines()
+    for index, line in enumerate(lines):
+        entry = orjson.loads(line)
+        if entry.get("type") == "compaction":
+            state = entry["details"]["state"]
+            if where == "counts":
+                state["counts"]["operations"] = 2**64 - 1
+            elif where == "entries":
+                state["coverage"]["entries"] = 2**64 - 1
+            else:
+                state["ledgers"]["activity"]["dropped"] = 2**64 - 1
+                state["ledgers"]["activity"]["droppedFirst"] = "a"
+                state["ledgers"]["activity"]["droppedLast"] = "b"
+            lines[index] = orjson.dumps(entry)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert main(["compact", str(path), "--json", "--keep-recent-tokens", "1",
+                 "--reserve-tokens", "63"]) == 0
+    printed = orjson.loads(capsys.readouterr().out)
+    other = tmp_path / "rebuilt.jsonl"
+    other.write_text(rebuilt, encoding="utf-8")
+    expected = compact_session(other, SMALL).outcome
+    assert isinstance(expected, Compaction)
+    counts = printed["compaction"]["details"]["state"]["counts"]
+    assert counts == expected.details["state"]["counts"]
+    result, status = run_hook(orjson.dumps(_event(read_session(path), SMALL)))
+    assert status == 0 and orjson.dumps(result)
 
 
 def test_cli_compact_append_then_inspect(

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from fabric_memory.compaction.hook import compact_session
+from fabric_memory.compaction import compact_session
 from fabric_memory.errors import FabricMemoryError
 from fabric_memory.memory.catalog import load_catalog
 from fabric_memory.memory.expand import expand_request

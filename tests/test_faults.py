@@ -14,12 +14,14 @@ from typing import Any
 
 import orjson
 import pytest
+import tantivy
 
-from fabric_memory.compaction.hook import append_compaction, compact_session
+from fabric_memory.compaction import append_compaction, compact_session
 from fabric_memory.errors import (
     ExpandError,
     IndexError_,
     SessionChangedError,
+    SessionError,
 )
 from fabric_memory.memory import index as index_module
 from fabric_memory.memory import reindex as reindex_module
@@ -357,6 +359,9 @@ def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
     FAULTS["commit fails (disk full)"] = 1
     assert str(roots["index"]) in caught.value.message
     assert "No space left on device" in caught.value.message
+    assert caught.value.message.endswith("free disk space (or pass --index DIR on another "
+                                         "disk) and run the command again")
+    assert "--full" not in caught.value.message  # rebuilding cannot cure a full disk
     assert "\n" not in caught.value.message
     monkeypatch.setattr(index_module.MemoryIndex, "writer", real)
     _old_index_intact(roots, one)
@@ -402,10 +407,58 @@ def test_read_only_index_directory_is_a_clear_error(tmp_path_factory: pytest.Tem
     message = err.decode().strip()
     assert status == 1 and message.count("\n") == 0, (status, message)
     assert message.startswith("fabric-memory reindex: ") and str(roots["index"]) in message
-    assert "Permission denied" in message
+    assert "Permission denied" in message and "--full" not in message
     assert orjson.loads(out)["error"]["code"] == "index_error"
     assert {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()} == before
     _old_index_intact(roots, one)
+
+
+QUERY_AS_NOBODY = """
+import os, sys
+from fabric_memory.cli import main
+import fabric_memory.memory.recall, fabric_memory.memory.render  # imported while still root
+import fabric_memory.memory.catalog, fabric_memory.memory.expand
+os.setgid(65534)
+os.setuid(65534)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_queries_answer_from_an_index_they_may_not_write(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """recall, expand, sessions, stats and verify work on an index this process may not write
+    (a read-only disk, another user's index): reading takes no lock in the index directory."""
+    base = Path(tmp_path_factory.mktemp("readonly-queries"))
+    roots, one = _indexed_twice(base)
+    reindex(**roots, workers=1)
+    before = {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()}
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    commands = [("recall", "gamma", *where, "--json"),
+                ("expand", str(one.path), "--position", "0", *where, "--json"),
+                ("sessions", "--index", str(roots["index"]), "--json"),
+                ("stats", "--index", str(roots["index"]), "--json"),
+                ("verify", "--index", str(roots["index"]), "--json")]
+    if os.geteuid() == 0:  # root writes anywhere: query as nobody instead
+        for parent in [base, *base.parents]:
+            parent.chmod(parent.stat().st_mode | 0o005)
+        _readable_by_all(base)
+        for path in [roots["index"], *roots["index"].rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        results = [finish(python(QUERY_AS_NOBODY, *command)) for command in commands]
+    else:
+        for path in [roots["index"], *roots["index"].rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        results = [finish(cli(*command)) for command in commands]
+    FAULTS["queries on a read-only index"] = len(commands)
+    for command, (status, _, err) in zip(commands, results, strict=True):
+        assert status == 0, (command[0], err.decode())
+    recalled = orjson.loads(results[0][1])
+    assert recalled["total"] == 1 and recalled["hits"][0]["path"] == str(one.path)
+    assert "one: alpha" in orjson.loads(results[1][1])["entries"][0]["text"]
+    assert orjson.loads(results[3][1])["sessions"] == 2
+    assert orjson.loads(results[4][1])["indexProblems"] == []
+    assert {p: p.read_bytes() for p in roots["index"].rglob("*") if p.is_file()} == before
 
 
 def test_a_file_where_the_index_directory_should_be(tmp_path: Path) -> None:
@@ -419,6 +472,173 @@ def test_a_file_where_the_index_directory_should_be(tmp_path: Path) -> None:
     assert status == 1 and str(roots["index"]) in err.decode()
     assert err.decode().count("\n") == 1 and "Traceback" not in err.decode()
     assert roots["index"].read_bytes() == b"not a directory"
+
+
+# --- a damaged index -------------------------------------------------------------------------
+
+
+def _damage(index: Path, kind: str) -> None:
+    directory = index / f"v{SCHEMA_TAG}"
+    segments = sorted(directory.glob("*.idx")), sorted(directory.glob("*.store"))
+    if kind == "garbage meta.json":
+        (directory / "meta.json").write_text("garbage")
+    elif kind == "empty meta.json":
+        (directory / "meta.json").write_text("")
+    elif kind == "garbage .managed.json":
+        (directory / ".managed.json").write_text("garbage")
+    elif kind == "deleted segment file":
+        segments[0][0].unlink()
+    elif kind == "truncated segment file":
+        os.truncate(segments[1][0], segments[1][0].stat().st_size // 2)
+    elif kind == "folder as Tantivy's lock":
+        (directory / ".tantivy-writer.lock").unlink(missing_ok=True)
+        (directory / ".tantivy-writer.lock").mkdir()
+    else:  # a folder in place of our own lock file
+        (index / "writer.lock").unlink(missing_ok=True)
+        (index / "writer.lock").mkdir()
+
+
+DAMAGE = ["garbage meta.json", "empty meta.json", "garbage .managed.json",
+          "deleted segment file", "truncated segment file", "folder as Tantivy's lock",
+          "folder as our lock"]
+
+
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_reindex_full_rebuilds_a_damaged_index(tmp_path: Path, kind: str) -> None:
+    """Whatever the damage, queries fail with one line advising `reindex --full` (or still
+    answer), and `reindex --full` then rebuilds the index from the sessions."""
+    roots = _roots(tmp_path)
+    _session(roots["sessions"], "one", "alpha words")
+    _session(roots["sessions"], "two", "beta words")
+    reindex(**roots, workers=1)
+    _damage(roots["index"], kind)
+    FAULTS[f"damaged index: {kind}"] = 1
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    for command in (("recall", "words", *where), ("verify", "--index", str(roots["index"]))):
+        status, _, err = finish(cli(*command))
+        text = err.decode()
+        assert "Traceback" not in text and "panicked" not in text, text
+        if status != 0:
+            assert text.count("\n") == 1 and "run `fabric-memory reindex --full`" in text, text
+    status, _, err = finish(cli("reindex", "--full", *where))
+    assert status == 0, err.decode()
+    assert "Traceback" not in err.decode()
+    assert recall("words", **roots)["total"] == 2
+    report = verify(index=roots["index"])
+    assert (report["ok"], report["indexProblems"]) == (2, [])
+    assert_consistent(roots["index"])
+
+
+def test_flipped_bits_in_a_store_are_one_line_and_full_reindex_fixes_them(tmp_path: Path
+                                                                           ) -> None:
+    """A .store with flipped bytes makes verify report unreadable documents (or fail with one
+    line); expand and recall never print a panic; `reindex --full` repairs it."""
+    roots = _roots(tmp_path)
+    _session(roots["sessions"], "one", "alpha words")
+    reindex(**roots, workers=1)
+    store = next((roots["index"] / f"v{SCHEMA_TAG}").glob("*.store"))
+    data = bytearray(store.read_bytes())
+    for position in range(0, len(data) - 64, 7):
+        data[position] ^= 0xFF
+    store.write_bytes(bytes(data))
+    FAULTS["flipped bits in a .store"] = 1
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    for command in (("verify", "--index", str(roots["index"]), "--json"),
+                    ("recall", "alpha", *where), ("expand", str(roots["sessions"] / "one.jsonl"),
+                                                  "--position", "0", *where)):
+        status, out, err = finish(cli(*command))
+        text = err.decode()
+        assert "Traceback" not in text and "panicked" not in text, text
+        if command[0] == "verify":
+            assert status == 1, text
+            if not text:
+                assert orjson.loads(out)["indexProblems"], out
+        if status != 0 and text:
+            assert text.count("\n") == 1 and "reindex --full" in text, text
+    assert finish(cli("reindex", "--full", *where))[0] == 0
+    assert verify(index=roots["index"])["indexProblems"] == []
+
+
+def test_verify_finds_documents_the_index_lost(tmp_path: Path) -> None:
+    """Documents missing from the index (its record still there) are reported by verify,
+    which exits 1; `reindex --full` restores them."""
+    roots = _roots(tmp_path)
+    one = _session(roots["sessions"], "one", "alpha words")
+    _session(roots["sessions"], "two", "beta words")
+    reindex(**roots, workers=1)
+    handle = open_index(roots["index"])
+    with handle.writer(timeout=5) as writer:
+        writer._raw.delete_documents_by_query(tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.term_query(index_module.SCHEMA, "kind", "entry")),
+            (tantivy.Occur.Must,
+             tantivy.Query.term_query(index_module.SCHEMA, "path", str(one.path))),
+        ]))
+        writer.commit()
+    FAULTS["documents lost from the index"] = 1
+    report = verify(index=roots["index"])
+    assert report["ok"] == 2 and report["sampledDocuments"] > 0
+    assert report["indexProblems"] == [
+        f"{one.path}: the index holds 0 entry documents, its record says 4"]
+    status, out, _ = finish(cli("verify", "--index", str(roots["index"])))
+    assert status == 1 and "run `fabric-memory reindex --full`" in out.decode()
+    reindex(**roots, workers=1, full=True)
+    assert verify(index=roots["index"])["indexProblems"] == []
+    assert recall("alpha", **roots)["total"] == 1
+
+
+def test_a_tantivy_panic_is_one_error_line() -> None:
+    """A PanicException from Tantivy's Rust code becomes an IndexError_ naming the index and
+    the fix, on one line."""
+    panic = type("PanicException", (BaseException,), {})
+
+    with pytest.raises(IndexError_) as caught, index_module._translated("/x/index/v1"):
+        raise panic("called `Option::unwrap()` on a `None` value\nstack backtrace: ...")
+    assert caught.value.message == (
+        "/x/index/v1: the index is damaged (Tantivy failed: called `Option::unwrap()` on a "
+        "`None` value); run `fabric-memory reindex --full` to rebuild it from the sessions")
+    with pytest.raises(KeyboardInterrupt), index_module._translated("/x"):
+        raise KeyboardInterrupt
+
+
+# --- something that is not a regular file where a session was ------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_folder_in_place_of_a_session_never_hangs(tmp_path: Path, kind: str) -> None:
+    """A FIFO (or a folder) replacing an indexed session: recall answers at once without
+    holding the writer lock, reindex reports the FIFO invalid (the folder's file is gone),
+    verify and expand say the file cannot be read."""
+    roots = _roots(tmp_path)
+    one = _session(roots["sessions"], "one", "alpha words")
+    _session(roots["sessions"], "two", "beta words")
+    reindex(**roots, workers=1)
+    one.path.unlink()
+    os.mkfifo(one.path) if kind == "fifo" else one.path.mkdir()
+    FAULTS[f"{kind} in place of a session"] = 1
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    status, out, err = finish(cli("recall", "words", *where, "--json"))
+    assert status == 0, err.decode()
+    hits = {Path(hit["path"]).name: hit["stale"] for hit in orjson.loads(out)["hits"]}
+    assert hits == {"one.jsonl": True, "two.jsonl": False}
+    with index_module.IndexLock(roots["index"]) as lock:
+        lock.acquire(0)  # no query left the writer lock held
+    status, out, err = finish(cli("verify", "--index", str(roots["index"]), "--json"))
+    one_state = next(item for item in orjson.loads(out)["sessions"]
+                     if item["path"] == str(one.path))
+    kind_name = "a FIFO" if kind == "fifo" else "a directory"
+    assert one_state["state"] == "missing"
+    assert one_state["reason"] == f"cannot read file: not a regular file ({kind_name})"
+    with pytest.raises(ExpandError) as caught:
+        expand(str(one.path), indices=[0], **roots)
+    assert caught.value.code == "source_unavailable"
+    assert f"not a regular file ({kind_name})" in caught.value.message
+    report = reindex(**roots, workers=1, lock_timeout=0)
+    if kind == "fifo":
+        assert report["invalid"] == [{"path": str(one.path), "reason": f"{one.path}: cannot "
+                                      "read file: not a regular file (a FIFO)"}]
+    else:
+        assert [item["path"] for item in report["removed"]] == [str(one.path)]
+    assert recall("beta", **roots)["total"] == 1
 
 
 # --- a session appended while it is being reindexed ------------------------------------------
@@ -510,6 +730,32 @@ for n in range(count):
     os.close(fd)
     time.sleep(0.002)
 """
+
+
+def test_compact_append_to_a_read_only_file_names_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`compact --append` on a file it may not write says so (not session_changed) with a fix
+    that works; the file is untouched."""
+    path = _compactable(tmp_path)
+    original = path.read_bytes()
+    real = os.open
+
+    def read_only(name: Any, flags: int, *args: Any) -> int:
+        if flags & os.O_APPEND:
+            raise PermissionError(13, "Permission denied")
+        return real(name, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(SessionError) as caught:
+        compact_session(path, SMALL_SETTINGS, append=True)
+    FAULTS["compact --append on a read-only file"] = 1
+    assert caught.value.code == "session_error"
+    assert caught.value.message == (f"{path}: cannot open for appending (Permission denied); "
+                                    "make the file writable, or compact without --append")
+    monkeypatch.setattr(os, "open", real)
+    assert path.read_bytes() == original
+    assert compact_session(path, SMALL_SETTINGS, append=False).appended is None
 
 
 def test_compact_append_racing_a_host_writer(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_memory.compaction.hook import compact_session, compaction_hook
-from fabric_memory.compaction.prepare import js_stringify
+from fabric_memory._js import js_stringify
+from fabric_memory.compaction import compact_session, compaction_hook
 from fabric_memory.errors import (
     ExpandError,
     FabricMemoryError,
@@ -412,7 +412,8 @@ def test_generated_sessions_never_crash(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_hook_events_never_crash(capsys: pytest.CaptureFixture[str]) -> None:
-    """Any event gives a hook result or a HookInputError naming the event's JSON path."""
+    """Any event gives a JSON-encodable hook result or a HookInputError naming the event's
+    JSON path."""
     seen = Counter[str]()
     entry = st.builds(
         lambda i, role, content: {"type": "message", "id": f"e{i}",
@@ -424,7 +425,8 @@ def test_hook_events_never_crash(capsys: pytest.CaptureFixture[str]) -> None:
         "type": st.just("session_before_compact"),
         "preparation": st.fixed_dictionaries({
             "firstKeptEntryId": st.sampled_from(["", "e1", "e3", "nope"]),
-            "tokensBefore": st.integers(0, 10**6)}),
+            "tokensBefore": st.one_of(st.integers(0, 10**6),
+                                      st.sampled_from([1e300, 2**64 - 1, 2**63, 2**53]))}),
         "branchEntries": st.lists(entry, max_size=8)})
     damaged = st.fixed_dictionaries({
         "type": st.sampled_from(["session_before_compact", "other"]),
@@ -444,6 +446,7 @@ def test_hook_events_never_crash(capsys: pytest.CaptureFixture[str]) -> None:
             seen["bad_event"] += 1
         else:
             assert "compaction" in result or result.get("cancel") is True
+            orjson.dumps(result, option=orjson.OPT_INDENT_2)  # what `fabric-memory hook` prints
             seen["result"] += 1
 
     check()

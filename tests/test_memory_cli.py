@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +10,11 @@ import orjson
 import pytest
 
 from fabric_memory.cli import main
-from fabric_memory.errors import ExpandError
+from fabric_memory.errors import ExpandError, clipped
+from fabric_memory.memory.recall import MAX_OFFSET
 
 from .memory_builder import SessionBuilder, operation
+from .reliability import cli, finish
 
 
 @pytest.fixture
@@ -50,10 +53,10 @@ def test_reindex_recall_expand_round_trip(
     page = _json(capsys, ["expand", roots["id"], "--address", hit["address"],
                           "--expected-source-hash", hit["follow"]["expectedSourceHash"],
                           "--expected-lineage", hit["follow"]["expectedLineageFingerprint"],
-                          "--index-dir", roots["index"], "--sessions", roots["sessions"],
+                          "--index", roots["index"], "--sessions", roots["sessions"],
                           "--json"])
     assert orjson.loads(page["entries"][0]["text"])["error"] == "no match"
-    page = _json(capsys, ["expand", roots["path"], "--index", "0", "--index-dir",
+    page = _json(capsys, ["expand", roots["path"], "--position", "0", "--index",
                           roots["index"], "--sessions", roots["sessions"], "--json"])
     assert "Zürich parser" in page["entries"][0]["text"]
 
@@ -80,10 +83,10 @@ def test_human_output_and_catalog_commands(
 
 @pytest.mark.parametrize(("argv", "code"), [
     (["--entry", "nope"], "address_not_found"),
-    (["--index", "42"], "index_out_of_bounds"),
-    (["--index", "0", "--expected-source-hash", "0" * 32], "stale_pointer"),
-    (["--index", "0", "--text-offset", "999999"], "text_offset_out_of_bounds"),
-], ids=["address", "index", "stale", "text-offset"])
+    (["--position", "42"], "index_out_of_bounds"),
+    (["--position", "0", "--expected-source-hash", "0" * 32], "stale_pointer"),
+    (["--position", "0", "--text-offset", "999999"], "text_offset_out_of_bounds"),
+], ids=["address", "position", "stale", "text-offset"])
 def test_expand_errors_are_json_with_their_exit_status(
     roots: dict[str, Any], capsys: pytest.CaptureFixture[str], argv: list[str], code: str
 ) -> None:
@@ -91,7 +94,7 @@ def test_expand_errors_are_json_with_their_exit_status(
     assert main(["reindex", "--sessions", roots["sessions"], "--index", roots["index"],
                  "--workers", "1"]) == 0
     capsys.readouterr()
-    status = main(["expand", roots["id"], *argv, "--index-dir", roots["index"], "--sessions",
+    status = main(["expand", roots["id"], *argv, "--index", roots["index"], "--sessions",
                    roots["sessions"], "--json"])
     captured = capsys.readouterr()
     error = orjson.loads(captured.out)["error"]
@@ -107,8 +110,82 @@ def test_session_not_found_and_usage_errors(
     """An unknown session and a selector-less expand each fail with one clear line."""
     assert main(["reindex", "--sessions", roots["sessions"], "--index", roots["index"],
                  "--workers", "1"]) == 0
-    assert main(["expand", "ghost", "--index", "0", "--index-dir", roots["index"]]) == (
+    assert main(["expand", "ghost", "--position", "0", "--index", roots["index"]]) == (
         ExpandError.EXIT_STATUS["session_not_found"])
-    assert main(["expand", roots["id"], "--index-dir", roots["index"]]) == 2
+    assert main(["expand", roots["id"], "--index", roots["index"]]) == 2
     assert "needs a selector" in capsys.readouterr().err
     assert main(["recall", "--index", roots["index"], "--sessions", roots["sessions"]]) == 2
+
+
+def test_a_file_name_that_is_not_utf8_never_crashes(
+    roots: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session named with bytes that are not UTF-8: reindex reports it invalid (shown with
+    \\xNN) and indexes the rest; audit, compact and inspect print valid JSON naming it."""
+    source = Path(roots["path"])
+    odd = os.fsdecode(os.fsencode(source.parent) + b"/bad\xff.jsonl")
+    Path(odd).write_bytes(source.read_bytes())
+    shown = f"{source.parent}/bad\\xff.jsonl"
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    report = _json(capsys, ["reindex", *where, "--workers", "1", "--json"])
+    assert (report["sessions"], report["indexed"]) == (1, 1)
+    assert report["invalid"] == [{"path": shown, "reason": f"{shown}: file name is not valid "
+                                  "UTF-8; not indexed (rename it to index it)"}]
+    assert _json(capsys, ["recall", "zürich", *where, "--json"])["total"] == 1
+    audit = _json(capsys, ["audit", "--sessions", roots["sessions"], "--json"])
+    assert audit["sessions"] == 2
+    inspected = _json(capsys, ["inspect", odd, "--json"])
+    assert inspected["path"] == shown
+    compacted = _json(capsys, ["compact", odd, "--json", "--keep-recent-tokens", "1",
+                               "--reserve-tokens", "63"])
+    assert compacted["path"] == shown
+    assert main(["inspect", odd]) == 0
+    assert shown in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--offset", "4294967295"), ("--offset", "99999999999999999999"), ("--offset", "-1"),
+    ("--limit", "0"), ("--limit", "99999999999999999999"),
+])
+def test_recall_offset_and_limit_are_bounded(
+    roots: dict[str, Any], option: str, value: str
+) -> None:
+    """An --offset or --limit out of range is one usage line and exit 2: never a Rust abort or
+    an OverflowError."""
+    where = ("--sessions", roots["sessions"], "--index", roots["index"])
+    assert finish(cli("reindex", *where))[0] == 0
+    status, out, err = finish(cli("recall", "zürich", *where, option, value, "--json"))
+    text = err.decode()
+    assert status == 2 and text.count("\n") == 1, text
+    assert text.startswith(f"fabric-memory recall: {option} {value}: must be between ")
+    assert orjson.loads(out)["error"]["code"] == "usage"
+
+
+def test_recall_at_the_last_offset_is_an_empty_page(
+    roots: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The largest offset allowed answers (no hits there, no next)."""
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    assert main(["reindex", *where]) == 0
+    capsys.readouterr()
+    page = _json(capsys, ["recall", "zürich", *where, "--offset", str(MAX_OFFSET), "--json"])
+    assert (page["total"], page["hits"], page["next"]) == (1, [], None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mode", "regex", "a(b"], "regex 'a(b': unclosed group (regex syntax error)"),
+    (["a" * 65], f"query {clipped('a' * 65)}: every word is longer than 64 characters, and the "
+                 "index keeps no word that long; search for shorter words of the same entry"),
+    (["--mode", "regex", "x" * 300], "regex is 300 characters; the limit is 256"),
+], ids=["regex-syntax", "65-letter-word", "long-regex"])
+def test_query_errors_are_one_line_naming_the_real_cause(
+    roots: dict[str, Any], argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad query is one line with its real cause (the parser's complaint without its caret
+    drawing; the 64-character word limit), exit 2."""
+    where = ["--sessions", roots["sessions"], "--index", roots["index"]]
+    assert main(["reindex", *where]) == 0
+    capsys.readouterr()
+    assert main(["recall", *argv, *where]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fabric-memory recall: {message}\n"

@@ -78,7 +78,7 @@ def test_every_address_expands_to_a_fresh_normalization(memory_corpus: MemoryCor
 
 
 def test_selectors_by_index_range_and_anchor(memory_corpus: MemoryCorpus) -> None:
-    """--index, --range and --anchor select entries in file order (0-based, inclusive)."""
+    """Positions, ranges and anchors select entries in file order (0-based, inclusive)."""
     path = next(p for p in _sessions(memory_corpus) if "019b92ac" in p.name)
     session = read_session(path)
     ids = [e.id for e in session.entries]
@@ -168,7 +168,7 @@ def test_changed_file_without_expectations_is_read_from_source(small: dict[str, 
 
 
 def test_every_error_code(small: dict[str, Any]) -> None:
-    """Each SPEC error code is raised by the situation it names."""
+    """Each expand error code (docs/errors.md#expand) is raised by the situation it names."""
     common, path, entry = small["common"], str(small["path"]), small["entry"]
     assert _code(lambda: expand(path, entries=["nope"], **common)) == "address_not_found"
     assert _code(lambda: expand(path, addresses=[f"{entry}/9"], **common)) == "address_not_found"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fabric_memory.memory import normalize
+from fabric_memory import view
 from fabric_memory.memory.normalize import normalize_session, record_text, source_records
 from fabric_memory.session import read_session
 
@@ -65,7 +65,7 @@ def test_secret_only_in_audits_and_outer_output_is_not_indexed(tmp_path: Path) -
 def test_secret_check_has_teeth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sabotage: indexing fabric_exec output like any tool result exposes the outer secret."""
     session = read_session(secret_session(tmp_path / "s.jsonl").write())
-    monkeypatch.setattr(normalize, "read_fabric_result", lambda entry_id, message: None)
+    monkeypatch.setattr(view, "read_fabric_result", lambda entry_id, message: None)
     texts = "\n".join(i.text for i in normalize_session(session).items)
     assert SECRETS["outer"] in texts
 

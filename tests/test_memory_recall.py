@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from fabric_memory.cli import main
 from fabric_memory.errors import QueryError, UsageError
-from fabric_memory.memory.expand import expand_request
+from fabric_memory.memory.expand import expand, expand_request
 from fabric_memory.memory.recall import MAX_RESPONSE_CHARS, recall, recall_request
+from fabric_memory.memory.reindex import reindex
 
 from .corpus import corpus_index, corpus_json
-from .memory_builder import HOT_SESSIONS, SECRETS, UNICODE_FACT, UNICODE_WORD, VISIBLE, MemoryCorpus
+from .memory_builder import (
+    HOT_SESSIONS,
+    SECRETS,
+    UNICODE_FACT,
+    UNICODE_WORD,
+    VISIBLE,
+    MemoryCorpus,
+    SessionBuilder,
+)
 
 
 def _truth() -> list[dict[str, Any]]:
@@ -171,3 +182,43 @@ def test_empty_request_and_bad_options_are_rejected(memory_corpus: MemoryCorpus)
         _recall(memory_corpus, "x", limit=51)
     with pytest.raises(QueryError, match="no indexed session"):
         _recall(memory_corpus, "x", session="no-such-session")
+
+
+def test_the_bound_holds_for_what_the_cli_prints(
+    memory_corpus: MemoryCorpus, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`recall --json --limit 50` prints at most 30,000 characters (indented JSON, as shown)."""
+    assert main(["recall", "zürich", "--limit", "50", "--json", "--hot-sessions",
+                 str(HOT_SESSIONS), "--sessions", str(memory_corpus.sessions), "--index",
+                 str(memory_corpus.index)]) == 0
+    printed = capsys.readouterr().out
+    assert len(printed.rstrip("\n")) <= MAX_RESPONSE_CHARS
+    assert len(orjson.loads(printed)["hits"]) > 1
+
+
+def test_a_hit_too_large_alone_is_cut_with_a_note(tmp_path: Path) -> None:
+    """A hit whose own values exceed the bound (a 40,000-character entry id) is cut to fit,
+    and says what was cut and how to read it whole."""
+    session = SessionBuilder(tmp_path / "sessions" / "big.jsonl")
+    session.user("oversized words")
+    huge = "x" * 40_000
+    session.lines[-1] = session.lines[-1].replace(b'"e001"', f'"{huge}"'.encode())
+    session.write()
+    roots = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    reindex(**roots, workers=1)
+    response = recall("oversized", **roots)
+    printed = orjson.dumps(response, option=orjson.OPT_INDENT_2).decode()
+    assert len(printed) <= MAX_RESPONSE_CHARS
+    hit = response["hits"][0]
+    assert hit["truncated"] == (
+        "entryId, address, follow.addresses cut to 200 characters to fit the response; "
+        "expand the session by its path to read the entry whole")
+    assert hit["address"] == "x" * 199 + "…"
+    page = expand(hit["path"], indices=[0], **roots)  # the advice works: by path, it expands
+    assert page["entries"][0]["text"].startswith('{"type":"message","id":"' + "x" * 1000)
+
+
+def test_an_overlong_query_is_a_usage_error(memory_corpus: MemoryCorpus) -> None:
+    """A query longer than 4,096 characters is refused in one line (it would not fit `next`)."""
+    with pytest.raises(UsageError, match="QUERY is 5000 characters; the limit is 4096"):
+        _recall(memory_corpus, "a" * 5000)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from fabric_memory.errors import IndexLockedError
+from fabric_memory.memory import reindex as reindex_module
 from fabric_memory.memory.catalog import list_sessions, load_catalog, stats, verify
 from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.index import IndexLock, open_index
@@ -95,9 +98,10 @@ def test_invalid_file_is_reported_and_old_documents_stay_stale(tmp_path: Path) -
     assert listing[0]["stale"] is True and "invalid" in (listing[0]["staleReason"] or "")
     builder.path.unlink()
     third = reindex(**roots, workers=1)
-    assert [s["reason"] for s in third["stale"]] == ["missing: the session file is gone"]
-    assert recall("alpha", **roots)["total"] == 1
-    assert verify(index=roots["index"])["missing"] == 1
+    assert third["removed"] == [{"path": str(builder.path),
+                                 "reason": "the session file is gone; its documents removed"}]
+    assert recall("alpha", **roots)["total"] == 0
+    assert verify(index=roots["index"])["missing"] == 0
 
 
 def test_full_reindex_rereads_everything(tmp_path: Path) -> None:
@@ -222,3 +226,173 @@ def test_thousand_sessions_reindex_then_noop(tmp_path: Path, corpus_dir: Path) -
     listed = stats(index=roots["index"], hot_sessions=50)
     assert (listed["sessions"], listed["hot"], listed["cold"]) == (1000, 50, 950)
     assert listed["entries"] == first["entries"]
+
+
+# --- numbers Tantivy cannot hold ---------------------------------------------------------
+
+
+def test_a_timestamp_outside_the_index_range_is_dropped_with_a_note(tmp_path: Path) -> None:
+    """A message.timestamp of 2^64-1 is dropped with a file:line note; every session is
+    indexed and recallable, the others keep their times."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "a", "alpha words")
+    odd = SessionBuilder(tmp_path / "sessions" / "--repo--" / "b.jsonl")
+    for n, (text, stamp) in enumerate([("beta words", 18446744073709551615),
+                                       ("more beta", -(2**62))], start=1):
+        odd.lines.append(json.dumps({
+            "type": "message", "id": f"e{n}", "parentId": f"e{n - 1}" if n > 1 else None,
+            "message": {"role": "user", "content": text, "timestamp": stamp}}).encode())
+    odd.write()
+    _small(tmp_path, "c", "gamma words")
+    report = reindex(**roots, workers=1)
+    assert (report["indexed"], report["invalid"], report["commits"]) == (3, [], 1)
+    notes = [note["reason"] for note in report["notes"]]
+    assert notes == [f"{odd.path}:2: message.timestamp 18446744073709551615 is outside "
+                     "JavaScript's date range; indexed without a time",
+                     f"{odd.path}:3: message.timestamp {-(2**62)} is outside "
+                     "JavaScript's date range; indexed without a time"]
+    hits = recall("words", **roots)["hits"]
+    assert sorted(hit["path"].rsplit("/", 1)[1] for hit in hits) == ["a.jsonl", "b.jsonl",
+                                                                      "c.jsonl"]
+    assert len(recall("words", since="2000-01-01T00:00:00Z", **roots)["hits"]) == 2
+    _complete(roots["index"])
+
+
+def test_an_mtime_after_2262_is_clamped_with_a_note(tmp_path: Path) -> None:
+    """A file modified after 2262 (past a 64-bit nanosecond count) is indexed with its mtime
+    clamped and a note; no Tantivy worker panics and the other sessions are indexed."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "a", "alpha words")
+    late = _small(tmp_path, "c", "gamma words")
+    future = 2**63 + 10**18
+    os.utime(late.path, ns=(future, future))
+    if os.stat(late.path).st_mtime_ns != future:
+        pytest.skip("this filesystem cannot store an mtime after 2262")
+    report = reindex(**roots, workers=1)
+    assert (report["indexed"], report["invalid"]) == (2, [])
+    assert [note["reason"] for note in report["notes"]] == [
+        f"{late.path}: modified after 2262, past the index's 64-bit nanosecond range; "
+        "mtime clamped (changes are still seen by size and ctime)"]
+    assert len(recall("words", **roots)["hits"]) == 2
+    again = reindex(**roots, workers=1)
+    assert (again["indexed"], again["skipped"], again["commits"]) == (0, 2, 0)
+    late.append("delta words")
+    os.utime(late.path, ns=(future, future))
+    assert reindex(**roots, workers=1)["indexed"] == 1
+    assert len(recall("delta", **roots)["hits"]) == 1
+    _complete(roots["index"])
+
+
+def test_a_same_size_rewrite_under_an_unchanged_mtime_is_reindexed(tmp_path: Path) -> None:
+    """verify's `changed` advice works: a same-size in-place rewrite with its mtime set back is
+    re-read by `reindex` (its ctime moved), after which verify is clean and recall serves the
+    new text."""
+    roots = _roots(tmp_path)
+    session = _small(tmp_path, "one", "alpha words")
+    reindex(**roots, workers=1)
+    before = os.stat(session.path)
+    session.path.write_bytes(session.path.read_bytes().replace(b"alpha", b"omega"))
+    os.utime(session.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(session.path)
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    flagged = verify(index=roots["index"])
+    assert flagged["changed"] == 1
+    assert "run `fabric-memory reindex`" in flagged["sessions"][0]["reason"]
+    assert reindex(**roots, workers=1)["indexed"] == 1
+    assert verify(index=roots["index"])["changed"] == 0
+    assert recall("omega", **roots)["total"] == 1
+    assert recall("alpha", **roots)["total"] == 0
+
+
+# --- forgetting what is gone, one record per file --------------------------------------------
+
+
+def test_a_deleted_session_is_forgotten(tmp_path: Path) -> None:
+    """Deleting a session file and running reindex removes its documents and its record:
+    nothing of it can be recalled, listed or expanded any more."""
+    roots = _roots(tmp_path)
+    gone = _small(tmp_path, "gone", "alpha private words")
+    _small(tmp_path, "kept", "beta words")
+    reindex(**roots, workers=1)
+    assert recall("alpha", **roots)["total"] == 1
+    gone.path.unlink()
+    report = reindex(**roots, workers=1)
+    assert [item["path"] for item in report["removed"]] == [str(gone.path)]
+    assert recall("alpha", **roots)["total"] == 0
+    assert recall("private", **roots)["total"] == 0
+    assert [s["path"] for s in list_sessions(index=roots["index"])["sessions"]] == [
+        str(tmp_path / "sessions" / "--repo--" / "kept.jsonl")]
+    assert open_index(roots["index"]).count("entry", str(gone.path)) == 0
+    assert verify(index=roots["index"])["missing"] == 0
+    assert reindex(**roots, workers=1)["commits"] == 0
+    _complete(roots["index"])
+
+
+def test_a_deleted_session_in_another_root_is_kept(tmp_path: Path) -> None:
+    """reindex of one root forgets only files under that root: another root's sessions in the
+    same index stay."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "here", "alpha words")
+    other = SessionBuilder(tmp_path / "elsewhere" / "there.jsonl")
+    other.user("beta words")
+    other.write()
+    reindex(sessions=tmp_path / "elsewhere", index=roots["index"], workers=1)
+    reindex(**roots, workers=1)
+    assert recall("beta", **roots)["total"] == 1
+
+
+def test_a_renamed_session_is_rekeyed_not_duplicated(tmp_path: Path) -> None:
+    """A renamed file is one record under its new name: one hit, expand by id works."""
+    roots = _roots(tmp_path)
+    session = _small(tmp_path, "before", "alpha words")
+    reindex(**roots, workers=1)
+    renamed = session.path.with_name("after.jsonl")
+    session.path.rename(renamed)
+    report = reindex(**roots, workers=1)
+    assert [item["path"] for item in report["removed"]] == [str(session.path)]
+    hits = recall("alpha", **roots)["hits"]
+    assert [hit["path"] for hit in hits] == [str(renamed)]
+    assert hits[0]["follow"]["session"] == session.session_id
+    assert expand_request(hits[0]["follow"])["entries"]
+    _complete(roots["index"])
+
+
+def test_one_file_is_one_record_whatever_the_root_spelling(tmp_path: Path) -> None:
+    """The same files indexed through a symlinked root, a `..` spelling and a symlinked file are
+    one record each: one hit per entry, and expand by session id is not ambiguous."""
+    roots = _roots(tmp_path)
+    session = _small(tmp_path, "one", "alpha words")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "sessions")
+    (tmp_path / "sessions" / "--repo--" / "alias.jsonl").symlink_to(session.path)
+    for spelling in (roots["sessions"], link, tmp_path / "sessions" / "--repo--" / ".."):
+        reindex(sessions=spelling, index=roots["index"], workers=1)
+        response = recall("alpha", sessions=spelling, index=roots["index"])
+        assert response["total"] == 1, spelling
+        follow = response["hits"][0]["follow"]
+        assert follow["session"] == session.session_id
+        assert expand_request(follow)["entries"]
+    records = load_catalog(open_index(roots["index"])).records
+    assert [r.path for r in records] == [str(session.path.resolve())]
+
+
+def test_workers_are_capped_at_the_cpu_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    """--workers 1000 starts no more parser processes than there are CPUs, and says so."""
+    roots = _roots(tmp_path)
+    for n in range(6):
+        _small(tmp_path, f"s{n}", f"words {n}")
+    started: list[int] = []
+    real = reindex_module._workers
+
+    def counting(count: int) -> Any:
+        started.append(count)
+        return real(count)
+
+    monkeypatch.setattr(reindex_module, "_workers", counting)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    report = reindex(**roots, workers=1000)
+    assert started == [2] and report["workers"] == 2
+    assert report["notices"] == ["--workers 1000: capped at 2, the number of CPUs (more "
+                                 "parsers than CPUs only compete for them)"]
+    assert report["indexed"] == 6

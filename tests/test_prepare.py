@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from fabric_memory._js import js_stringify
 from fabric_memory.compaction import prepare
 from fabric_memory.compaction.prepare import (
     ALREADY_COMPACTED,
@@ -22,7 +23,6 @@ from fabric_memory.compaction.prepare import (
     estimate_projected_context_tokens,
     estimate_tokens,
     explain_preparation,
-    js_stringify,
     prepare_compaction,
     project_branch,
     should_compact,

@@ -15,8 +15,7 @@ import pytest
 
 from fabric_memory.audit import audit_secrets, render_secret_audit
 from fabric_memory.cli import main
-from fabric_memory.compaction.hook import Compaction, compact_session
-from fabric_memory.compaction.prepare import CompactionSettings
+from fabric_memory.compaction import Compaction, CompactionSettings, compact_session
 from fabric_memory.memory import expand as expand_module
 from fabric_memory.memory import normalize
 from fabric_memory.memory.expand import expand, expand_request
@@ -270,7 +269,7 @@ def test_sabotage_without_redaction_every_check_finds_leaks(
 ) -> None:
     """With the redaction stage switched off the same checks report leaks: they can fail.
     (Audit never prints values either way; its test above fails when it finds nothing.)"""
-    from fabric_memory.compaction import project
+    from fabric_memory.compaction import text as project
 
     monkeypatch.setattr(normalize, "redact_texts", lambda texts, counts=None: list(texts))
     monkeypatch.setattr(expand_module, "redact_json_text", lambda text: text)

@@ -112,7 +112,7 @@ def test_symlink_pointing_out_is_neither_indexed_nor_expanded(tmp_path: Path) ->
     outside_reasons = [item for item in report["invalid"] if "outside" in item["reason"]]
     assert [Path(item["path"]).name for item in outside_reasons] == ["link-out.jsonl"]
     indexed = {Path(r.path).name for r in load_catalog(open_index(roots["index"])).records}
-    assert indexed == {"inside.jsonl", "link-in.jsonl"}
+    assert indexed == {"inside.jsonl"}  # the link inside is the same file: one record
     assert recall("confidential", **roots)["total"] == 0
     _not_found(str(roots["sessions"] / "--repo--" / "link-out.jsonl"), roots)
     _not_found(str(secret), roots)
@@ -215,3 +215,29 @@ def test_planted_secrets_are_never_recalled(generated: dict[str, Any]) -> None:
             assert recall(token, **roots)["total"] == 0, secret
     fact = manifest.rare_fact.ascii
     assert recall(fact, mode="phrase", **roots)["total"] >= 1
+
+
+@pytest.mark.parametrize("where", ["FABRIC_MEMORY_HOME", "~/.cache"])
+def test_the_engine_home_is_created_0700(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         where: str) -> None:
+    """The home the engine creates for its index ($FABRIC_MEMORY_HOME, or ~/.cache/fabric-memory)
+    is owner-only like the index inside it, whatever the umask."""
+    sessions = tmp_path / "sessions"
+    _session(sessions / "--repo--", "one", "words")
+    if where == "FABRIC_MEMORY_HOME":
+        home = tmp_path / "fm-home"
+        monkeypatch.setenv("FABRIC_MEMORY_HOME", str(home))
+        created = [home, home / "index"]
+    else:
+        monkeypatch.delenv("FABRIC_MEMORY_HOME", raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path / "user"))
+        (tmp_path / "user").mkdir()
+        cache = tmp_path / "user" / ".cache"
+        created = [cache, cache / "fabric-memory", cache / "fabric-memory" / "index"]
+    old = os.umask(0o022)
+    try:
+        reindex(sessions=sessions, workers=1)
+    finally:
+        os.umask(old)
+    assert {str(p): oct(stat.S_IMODE(p.stat().st_mode)) for p in created} == {
+        str(p): "0o700" for p in created}

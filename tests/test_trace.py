@@ -18,23 +18,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_memory import trace as trace_module
+from fabric_memory._js import stringify_size
 from fabric_memory.errors import SessionError, TraceError
 from fabric_memory.session import read_session
 from fabric_memory.trace import (
     create_fabric_persisted_execution_details,
     is_fabric_execution_trace_operation_v1,
     is_fabric_execution_trace_v1,
-    legacy_audits_rejection,
     project_args,
     project_result,
     projection_violations,
     read_fabric_execution_render_details,
     read_fabric_execution_trace_v1,
     read_fabric_result,
-    read_legacy_audits,
     trace_rejection,
 )
+from fabric_memory.trace import guard as guard_module
+from fabric_memory.trace import writer as writer_module
 
 from .corpus import CORPUS, corpus_bytes, corpus_json, truth_files
 
@@ -507,7 +507,7 @@ def test_guard_agrees_with_every_corpus_case(corpus_dir: Path) -> None:
 
 def test_corpus_sabotage_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A guard that forgets the omp kind disagrees with the corpus (the check has teeth)."""
-    monkeypatch.setattr(trace_module, "TRACE_KINDS", frozenset({"pi-fabric.execution"}))
+    monkeypatch.setattr(guard_module, "TRACE_KINDS", frozenset({"pi-fabric.execution"}))
     assert len(corpus_mismatches()) > 0
 
 
@@ -681,25 +681,25 @@ def test_guard_agrees_with_reference_checker(value: Any) -> None:
 @given(traces(integral=True))
 def test_guard_common_path_accepts_only_what_the_exact_check_accepts(value: Any) -> None:
     """The one-pass common path never accepts what the exact check rejects, and sizes alike."""
-    size = trace_module._plain_trace_size(value)
+    size = guard_module._plain_trace_size(value)
     delta = [0]
-    exact = trace_module._trace_structure_failure(value, delta)
+    exact = guard_module.structure_failure(value, delta)
     if size is not None:
         assert exact is None
-        assert size == trace_module._js_size(value, delta[0])
+        assert size == stringify_size(value, delta[0])
     assert is_fabric_execution_trace_v1(value) == ref_trace_ok(value)
 
 
 def test_guard_common_path_defers_keys_that_are_not_exact_strings() -> None:
     """A ``str``-subclass key in the trace, an operation or its args still fails the guard."""
-    assert trace_module._plain_trace_size(make_trace()) is not None  # the common path is taken
+    assert guard_module._plain_trace_size(make_trace()) is not None  # the common path is taken
     for target in ("trace", "op", "args"):
         trace = make_trace()
         holder = {"trace": trace, "op": trace["operations"][0],
                   "args": trace["operations"][0]["args"]}[target]
         key = next(iter(holder))
         holder[StrSubclass(key)] = holder.pop(key)
-        assert trace_module._plain_trace_size(trace) is None
+        assert guard_module._plain_trace_size(trace) is None
         assert not is_fabric_execution_trace_v1(trace)
 
 
@@ -785,7 +785,8 @@ def test_guard_never_raises_on_any_python_value(odd: Any, place: str) -> None:
     result = read_fabric_result("e1", message)
     assert result is not None and result.verdict == ("valid" if verdict else "invalid")
     read_fabric_execution_render_details({"trace": value, "audits": [value], "phases": value})
-    read_legacy_audits({"audits": [{"ref": "x", "args": value, "success": True}]})
+    read_fabric_result("e1", {**message, "details": {"audits": [{"ref": "x", "args": value,
+                                                                  "success": True}]}})
 
 
 # --- envelope writer -----------------------------------------------------------------
@@ -909,7 +910,7 @@ def test_writer_measures_like_json_stringify() -> None:
 
 def test_writer_sabotage_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer measuring orjson bytes instead of JavaScript's overflows the bound."""
-    monkeypatch.setattr(trace_module, "_float_delta", lambda value: 0)
+    monkeypatch.setattr(guard_module, "float_delta", lambda value: 0)
     audits = [[1e20] * 1000 for _ in range(30)]
     details = create_fabric_persisted_execution_details(
         success=True, trace=make_trace(), audits=audits
@@ -987,7 +988,7 @@ def test_writer_always_fits_any_bound(
     if error is not None:
         source["error"] = error
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(trace_module, "DETAILS_MAX_BYTES", limit)
+        patch.setattr(writer_module, "DETAILS_MAX_BYTES", limit)
         details = create_fabric_persisted_execution_details(**source)
     assert ref_size(details) <= limit
     assert is_fabric_execution_trace_v1(details["trace"])
@@ -1073,15 +1074,16 @@ def legacy_audits() -> list[dict[str, Any]]:
 
 def test_legacy_adapter_accepts_well_formed_audits() -> None:
     """Each audit becomes an operation whose sequence is its index."""
-    operations = read_legacy_audits({"audits": legacy_audits(), "phases": ["Plan"]})
-    assert operations is not None
-    assert [(o.sequence, o.ref, o.success, o.error) for o in operations] == [
-        (0, "fabric.workflow.phase", True, None),
-        (1, "pi.edit", False, "ENOENT"),
-        (2, "mcp.github.search", True, None),
-        (3, "pi.read", True, None),
+    result = read_fabric_result("ab12", tool_result({"audits": legacy_audits(), "phases": ["P"]}))
+    assert result is not None and result.verdict == "legacy"
+    assert [(o.sequence, o.ref, o.outcome, o.error) for o in result.operations] == [
+        (0, "fabric.workflow.phase", "succeeded", None),
+        (1, "pi.edit", "failed", "ENOENT"),
+        (2, "mcp.github.search", "succeeded", None),
+        (3, "pi.read", "succeeded", None),
     ]
-    assert legacy_audits_rejection({"audits": []}) is None
+    empty = read_fabric_result("ab12", tool_result({"audits": []}))
+    assert empty is not None and empty.verdict == "legacy" and empty.operations == ()
 
 
 LEGACY_BREAKS = [
@@ -1105,11 +1107,9 @@ def test_legacy_adapter_rejects_everything_for_one_bad_record(
 ) -> None:
     """One malformed audit rejects the whole array, with a reason naming its path."""
     details = {"audits": breaks(legacy_audits())}
-    assert read_legacy_audits(details) is None
-    assert (legacy_audits_rejection(details) or "").startswith(reason)
     result = read_fabric_result("ab12", tool_result(details))
     assert result is not None and result.verdict == "invalid" and result.operations == ()
-    assert result.reason == f"legacy audits rejected: {legacy_audits_rejection(details)}"
+    assert (result.reason or "").startswith(f"legacy audits rejected: {reason}")
 
 
 def tool_result(details: Any, tool: str = "fabric_exec") -> dict[str, Any]:

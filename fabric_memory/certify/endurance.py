@@ -7,9 +7,9 @@ succeeded. From that record alone (never from the compactor) the harness knows
 which files and which unresolved errors every compaction must still address.
 
 Each cycle runs the host's path (:mod:`fabric_memory.certify.cycle`) and checks
-every per-cycle property of SPEC §7; the summary sizes then give the steady-state
-bounds, and one compaction of :func:`~fabric_memory.certify.generate.rich_session`
-gives the saturation bound.
+every per-cycle property of docs/certification.md#checks; the summary sizes then give
+the steady-state bounds, and one compaction of
+:func:`~fabric_memory.certify.generate.rich_session` gives the saturation bound.
 """
 
 from __future__ import annotations

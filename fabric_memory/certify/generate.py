@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 import xxhash
 
+from .._js import iso_time
 from ..errors import UsageError
 from ..trace import create_fabric_persisted_execution_details, project_args, project_result
 
@@ -202,8 +203,7 @@ class CorpusManifest:
 
 def iso_timestamp(ms: int) -> str:
     """``2026-01-01T09:00:00.000Z`` for epoch milliseconds (UTC)."""
-    seconds, millis = divmod(ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+    return iso_time(datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms))
 
 
 def session_uuid(rng: random.Random, ms: int) -> str:

@@ -1,4 +1,6 @@
-"""``fabric-memory certify``: the whole certification run of SPEC §7, offline and seeded.
+"""``fabric-memory certify``: the whole certification run, offline and seeded.
+
+What it checks and reports: docs/certification.md.
 
 Phases, in order, all under one working directory (a temporary one unless given):
 
@@ -61,8 +63,8 @@ from .memory_checks import (
 from .report import Check, Report
 from .simulator import Simulator, simulate_handoff
 
-SPEC_SESSIONS: Final = 1000
-SPEC_CYCLES: Final = 100
+FULL_SCALE_SESSIONS: Final = 1000
+FULL_SCALE_CYCLES: Final = 100
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -71,8 +73,8 @@ ProgressCallback = Callable[[str, int, int], None]
 class Config:
     """What to run: corpus size, compaction cycles, seed, where to work and report."""
 
-    sessions: int = SPEC_SESSIONS
-    cycles: int = SPEC_CYCLES
+    sessions: int = FULL_SCALE_SESSIONS
+    cycles: int = FULL_SCALE_CYCLES
     seed: int | str = DEFAULT_SEED
     workdir: Path | None = None
     """Keep every file here (must be empty or new); None: a temporary directory, removed."""
@@ -81,7 +83,7 @@ class Config:
 
     @property
     def full_scale(self) -> bool:
-        return self.sessions >= SPEC_SESSIONS and self.cycles >= SPEC_CYCLES
+        return self.sessions >= FULL_SCALE_SESSIONS and self.cycles >= FULL_SCALE_CYCLES
 
     def to_json(self) -> dict[str, Any]:
         return {"sessions": self.sessions, "cycles": self.cycles, "seed": self.seed,
@@ -127,7 +129,7 @@ def thresholds(config: Config) -> dict[str, Any]:
         "maxSelectorsPerExpand": MAX_SELECTORS,
         "continuationPassRate": 1.0,
         "closureFixtures": len(CLOSURE_FIXTURES),
-        "spec": {"sessions": SPEC_SESSIONS, "cycles": SPEC_CYCLES},
+        "fullScale": {"sessions": FULL_SCALE_SESSIONS, "cycles": FULL_SCALE_CYCLES},
     }
 
 
@@ -142,7 +144,7 @@ def certify(
     config = config or Config()
     components = components or Components()
     if config.sessions < 2 or config.cycles < 1:
-        raise UsageError(f"certify: --sessions {config.sessions} must be at least 2 and "
+        raise UsageError(f"certify: --count {config.sessions} must be at least 2 and "
                          f"--cycles {config.cycles} at least 1")
     if config.workdir is None:
         with tempfile.TemporaryDirectory(prefix="fabric-memory-certify-") as temporary:
@@ -162,7 +164,7 @@ def certify(
         except OSError as exc:
             raise CertificationError(
                 f"{config.report_path}: cannot write the report ({exc.strerror or exc}); "
-                "pass a writable --json PATH"
+                "pass a writable --report PATH"
             ) from None
     return report
 

@@ -155,7 +155,7 @@ class MemoryResult:
 
 
 def run_memory(inputs: MemoryInputs, expand: Expand) -> MemoryResult:
-    """Every memory check of SPEC §7 on an indexed run."""
+    """Every memory check of docs/certification.md#checks on an indexed run."""
     locations = inputs.locations
     listing = {item["path"]: item for item in
                list_sessions(index=locations.index, hot_sessions=HOT_SESSIONS)["sessions"]}

@@ -161,7 +161,7 @@ def render_report(report: Report) -> str:
     if not report.full_scale:
         verdict += (
             f" at reduced scale ({report.config['sessions']} sessions, "
-            f"{report.config['cycles']} cycles; SPEC §7 asks for 1,000 and 100)"
+            f"{report.config['cycles']} cycles; full scale is 1,000 and 100)"
         )
     lines.append(verdict)
     return "\n".join(lines) + "\n"

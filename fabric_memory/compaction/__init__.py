@@ -1,6 +1,12 @@
-"""Compaction: Pi-compatible preparation (``prepare``), the cumulative projection
-(``project``), the bounded summary (``render``) and the host hook (``hook``)."""
+"""Compaction, one job per module: Pi's preparation (:mod:`.prepare`), the compactor
+(:mod:`.compactor`: branch → state → summary), closure (:mod:`.closure`: the safe cut),
+ledgers (:mod:`.ledger`), the persisted details, both sides (:mod:`.details`), the
+summary (:mod:`.render`), the host hook (:mod:`.hook`) and session files
+(:mod:`.files`: compact a file, append the compaction)."""
 
+from .compactor import Cancel, Compaction, compact_branch
+from .files import SessionCompaction, append_compaction, compact_session
+from .hook import compaction_hook, run_hook
 from .prepare import (
     ALREADY_COMPACTED,
     NOTHING_TO_COMPACT,
@@ -20,9 +26,6 @@ from .prepare import (
     estimate_projected_context_tokens,
     estimate_tokens,
     explain_preparation,
-    js_length,
-    js_stringify,
-    js_time,
     prepare_compaction,
     project_branch,
     should_compact,
@@ -32,6 +35,8 @@ from .prepare import (
 __all__ = [
     "ALREADY_COMPACTED",
     "NOTHING_TO_COMPACT",
+    "Cancel",
+    "Compaction",
     "CompactionSettings",
     "ContextMessage",
     "ContextTokens",
@@ -40,19 +45,22 @@ __all__ = [
     "Preparation",
     "PreparationJson",
     "ProjectedEntry",
+    "SessionCompaction",
     "SessionContext",
+    "append_compaction",
     "build_session_context",
+    "compact_branch",
+    "compact_session",
+    "compaction_hook",
     "current_system_message",
     "entry_messages",
     "estimate_context_tokens",
     "estimate_projected_context_tokens",
     "estimate_tokens",
     "explain_preparation",
-    "js_length",
-    "js_stringify",
-    "js_time",
     "prepare_compaction",
     "project_branch",
+    "run_hook",
     "should_compact",
     "usage_tokens",
 ]

@@ -35,14 +35,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final, TypedDict, TypeGuard
 
-import orjson
-
+from .._js import js_length, js_stringify, js_time
 from ..errors import CompactionError
 from ..session import Entry
-from ..trace import js_integer, js_number
 
 ESTIMATED_IMAGE_CHARS: Final = 4800
 """Characters Pi counts for one image block (1,200 tokens)."""
@@ -60,90 +57,6 @@ _UNDEFINED: Final = object()
 
 
 # --- JavaScript semantics ------------------------------------------------------------
-
-
-def js_length(text: str) -> int:
-    """``text.length`` in JavaScript: the number of UTF-16 code units."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def js_stringify(value: Any) -> str:
-    """``JSON.stringify(value)`` for a parsed JSON value, with JavaScript's number
-    formatting and key order (integer-like keys first, ascending).
-
-    Iterative: parsed JSON may nest ~1,000 deep (orjson's limit), past Python's recursion.
-    """
-    parts: list[str] = []
-    stack: list[tuple[bool, Any]] = [(False, value)]
-    while stack:
-        literal, item = stack.pop()
-        if literal:
-            parts.append(item)
-            continue
-        todo: list[tuple[bool, Any]]
-        if isinstance(item, Mapping):
-            todo = [(True, "{")]
-            for index, key in enumerate(_js_keys(item)):
-                todo += [(True, ("," if index else "") + _js_scalar(key) + ":"), (False, item[key])]
-            todo.append((True, "}"))
-        elif isinstance(item, list | tuple):
-            todo = [(True, "[")]
-            for index, element in enumerate(item):
-                todo += [(True, ","), (False, element)] if index else [(False, element)]
-            todo.append((True, "]"))
-        else:
-            parts.append(_js_scalar(item))
-            continue
-        stack.extend(reversed(todo))
-    return "".join(parts)
-
-
-def _js_scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, str):
-        return orjson.dumps(value).decode()
-    if isinstance(value, int):
-        return js_integer(value)
-    if isinstance(value, float):
-        return js_number(value)
-    raise TypeError(f"not a JSON value: {type(value).__name__}")
-
-
-def _js_keys(mapping: Mapping[str, Any]) -> list[str]:
-    indices = sorted((key for key in mapping if _is_array_index(key)), key=int)
-    return indices + [key for key in mapping if not _is_array_index(key)]
-
-
-def _is_array_index(key: str) -> bool:
-    return (
-        key.isascii()
-        and key.isdigit()
-        and (key == "0" or not key.startswith("0"))
-        and int(key) < 2**32 - 1
-    )
-
-
-def js_time(value: Any) -> int | None:
-    """``new Date(value).getTime()``; ``None`` where JavaScript gets ``NaN``."""
-    if isinstance(value, int | float):
-        return int(value) if math.isfinite(value) and abs(value) <= 8.64e15 else None
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def _js_truthy(value: Any) -> bool:

@@ -12,20 +12,12 @@ the same state gives the same bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, TypedDict
+from typing import Final
 
-from .project import (
-    LEDGERS,
-    CoverageJson,
-    CumulativeState,
-    Item,
-    Ledger,
-    StateJson,
-    clip,
-)
+from .details import CumulativeState, LiveRange, SectionJson
+from .ledger import LEDGERS, Item, Ledger
+from .text import clip
 
-COMPACTOR: Final = "fabric-memory"
-DETAILS_VERSION: Final = 1
 SUMMARY_MAX_BYTES: Final = 32 * 1024
 MIN_PARTIAL_BYTES: Final = 48
 """A cut item is shown only when at least this many bytes are left for it."""
@@ -65,63 +57,6 @@ SPARE_ORDER: Final = (
 )
 """Who gets unused bytes first (and, read backwards, who gives them up first): what the
 user stated and what is still broken before the history."""
-
-
-@dataclass(frozen=True, slots=True)
-class LiveRange:
-    """What this compaction itself added, and where the kept context starts."""
-
-    first: str | None
-    last: str | None
-    entries: int
-    first_kept_entry_id: str
-
-    def to_json(self) -> LiveJson:
-        return {
-            "first": self.first,
-            "last": self.last,
-            "entries": self.entries,
-            "firstKeptEntryId": self.first_kept_entry_id,
-        }
-
-
-class LiveJson(TypedDict):
-    first: str | None
-    last: str | None
-    entries: int
-    firstKeptEntryId: str
-
-
-class SectionJson(TypedDict):
-    name: str
-    title: str
-    budget: int
-    bytes: int
-    items: int
-    shown: int
-    omitted: int
-    truncated: bool
-    omittedFirst: str | None
-    omittedLast: str | None
-
-
-class CoverageDetailsJson(TypedDict):
-    source: CoverageJson
-    live: LiveJson
-
-
-class DetailsJson(TypedDict):
-    compactor: str
-    version: int
-    sessionId: str | None
-    summaryBytes: int
-    firstKeptAdjustedFrom: str | None
-    sections: list[SectionJson]
-    coverage: CoverageDetailsJson
-    counts: dict[str, int]
-    omitted: dict[str, int]
-    addresses: list[str]
-    state: StateJson
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,25 +148,36 @@ def _heading(spec: SectionSpec, total: int) -> str:
     return f"## {spec.title} ({total})\n" if spec.counted else f"## {spec.title}\n"
 
 
-def _section_need(spec: SectionSpec, ledger: Ledger, session: str) -> int:
+def _lines(ledger: Ledger) -> tuple[list[str], list[int]]:
+    """Every item's line and its size in bytes (laid out once per summary)."""
+    lines = [_line(item) for item in ledger.items]
+    return lines, [_size(line) for line in lines]
+
+
+def _section_need(spec: SectionSpec, ledger: Ledger, session: str, sizes: list[int]) -> int:
     """Bytes ``ledger`` takes with nothing omitted (bar what the state already dropped)."""
     if not ledger.total:
         return 0
-    need = _size(_heading(spec, ledger.total)) + sum(_size(_line(i)) for i in ledger.items) + 1
+    need = _size(_heading(spec, ledger.total)) + sum(sizes) + 1
     if ledger.dropped:
         bounds = (ledger.dropped_first or "", ledger.dropped_last or "")
         need += _size(_omission(ledger.dropped, *bounds, session))
     return need
 
 
-def _section(spec: SectionSpec, ledger: Ledger, budget: int, session: str) -> Section:
+def _section(
+    spec: SectionSpec,
+    ledger: Ledger,
+    budget: int,
+    session: str,
+    laid: tuple[list[str], list[int]] | None = None,
+) -> Section:
     """``ledger`` laid out within ``budget`` bytes: earliest and latest items, one cut
-    item next to the gap, and a line naming what was omitted."""
+    item next to the gap, and a line naming what was omitted (``laid``: :func:`_lines`)."""
     items = ledger.items
     n = len(items)
     heading = _heading(spec, ledger.total)
-    lines = [_line(item) for item in items]
-    sizes = [_size(line) for line in lines]
+    lines, sizes = laid if laid is not None else _lines(ledger)
     if not ledger.dropped and _size(heading) + sum(sizes) + 1 <= budget:
         return _finish(spec, ledger, budget, heading + "".join(lines), n, 0, False, None)
     # Neither end may reach past the state's own gap: the omission line must cover it.
@@ -353,12 +299,16 @@ def render_summary(state: CumulativeState, live: LiveRange, *, session_id: str |
     footer = _footer(state, live, session)
     ledgers: dict[str, Ledger] = {name: state.ledgers[name] for name in LEDGERS}
     ledgers["status"] = _status_ledger(state, live)
-    needs = {spec.name: _section_need(spec, ledgers[spec.name], session) for spec in SECTIONS}
+    laid = {name: _lines(ledger) for name, ledger in ledgers.items()}
+    needs = {
+        spec.name: _section_need(spec, ledgers[spec.name], session, laid[spec.name][1])
+        for spec in SECTIONS
+    }
     room = SUMMARY_MAX_BYTES - _size(title) - _size(footer)
     budgets = _allocate(needs, room)
     while True:
         sections = tuple(
-            _section(spec, ledgers[spec.name], budgets[spec.name], session)
+            _section(spec, ledgers[spec.name], budgets[spec.name], session, laid[spec.name])
             for spec in SECTIONS
             if ledgers[spec.name].total
         )
@@ -395,38 +345,3 @@ def _footer(state: CumulativeState, live: LiveRange, session: str) -> str:
         f"the verbatim entry or operation; search everything with "
         f'`fabric-memory recall "<words>" --session {session}`.\n'
     )
-
-
-def build_details(
-    state: CumulativeState,
-    rendered: Rendered,
-    live: LiveRange,
-    *,
-    session_id: str | None,
-    adjusted_from: str | None,
-) -> DetailsJson:
-    """The versioned details stored with the compaction (documented in README.md).
-
-    The state carried forward keeps, of each sampled list, the items the summary showed.
-    """
-    carried = state.sampled({s.name: (s.head, s.tail) for s in rendered.sections})
-    addresses = dict.fromkeys(rendered.addresses)
-    addresses.update(dict.fromkeys(carried.addresses()))
-    if live.first_kept_entry_id:
-        addresses[live.first_kept_entry_id] = None
-    counts = dict(state.counts)
-    counts["outstandingErrors"] = state.ledgers["errors"].total
-    counts["files"] = state.ledgers["files"].total
-    return {
-        "compactor": COMPACTOR,
-        "version": DETAILS_VERSION,
-        "sessionId": session_id,
-        "summaryBytes": _size(rendered.summary),
-        "firstKeptAdjustedFrom": adjusted_from,
-        "sections": [section.to_json() for section in rendered.sections],
-        "coverage": {"source": state.coverage.to_json(), "live": live.to_json()},
-        "counts": dict(sorted(counts.items())),
-        "omitted": {section.name: section.omitted for section in rendered.sections},
-        "addresses": list(addresses),
-        "state": carried.to_json(),
-    }

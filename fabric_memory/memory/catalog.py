@@ -17,9 +17,10 @@ from typing import Literal, NotRequired, TypedDict
 
 import orjson
 
-from ..errors import ExpandError
+from .._js import iso_time
+from ..errors import ExpandError, IndexError_
 from ..session import hash_file
-from .index import SCHEMA_TAG, MemoryIndex, open_index
+from .index import I64_MAX, I64_MIN, REBUILD, SCHEMA_TAG, MemoryIndex, open_index
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
@@ -64,8 +65,9 @@ class SessionRecord:
     complete: bool = True
     """False when duplicate entry ids make some addresses ambiguous."""
     problems: tuple[str, ...] = ()
-    checked: tuple[int, int] | None = None
-    """(mtime_ns, size) of the file when last looked at; None when it was missing."""
+    checked: StatKey | None = None
+    """What :func:`stat_key` said of the file when last looked at; None when it was missing
+    (or the record predates the ctime in the key)."""
     cwd: str | None = None
 
     def to_json(self) -> SessionRecordJSON:
@@ -91,28 +93,44 @@ class SessionRecord:
             stale=value["stale"], stale_reason=value["staleReason"],
             schema_version=value["schemaVersion"], complete=value["complete"],
             problems=tuple(value["problems"]),
-            checked=(checked[0], checked[1]) if checked is not None else None,
+            checked=(checked[0], checked[1], checked[2])
+            if checked is not None and len(checked) == 3 else None,
             cwd=value.get("cwd"),
         )
 
     def encode(self) -> bytes:
         return orjson.dumps(self.to_json())
 
-    def marked_stale(self, reason: str, checked: tuple[int, int] | None) -> SessionRecord:
+    def marked_stale(self, reason: str, checked: StatKey | None) -> SessionRecord:
         return replace(self, stale=True, stale_reason=reason, checked=checked)
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(datetime.now(UTC))
 
 
-def stat_key(path: str) -> tuple[int, int] | None:
-    """``(mtime_ns, size)`` of ``path``, or None when it cannot be stat'ed."""
+StatKey = tuple[int, int, int]
+"""``(mtime_ns, size, ctime_ns)``: the ctime moves on every write even when the mtime is
+set back, so a same-size rewrite under an unchanged mtime is still seen."""
+
+
+def stat_key(path: str) -> StatKey | None:
+    """The :data:`StatKey` of ``path`` (times clamped into 64 bits), or None when it cannot
+    be stat'ed."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_mtime_ns, st.st_size)
+    return (_clamp(st.st_mtime_ns), st.st_size, _clamp(st.st_ctime_ns))
+
+
+def _clamp(value: int) -> int:
+    return min(max(value, I64_MIN), I64_MAX)
+
+
+def clamped_time(key: StatKey) -> bool:
+    """Whether the mtime was past what the index holds (a file modified after 2262)."""
+    return key[0] in (I64_MIN, I64_MAX)
 
 
 class Catalog:
@@ -190,7 +208,11 @@ def load_catalog(index: MemoryIndex) -> Catalog:
     cached = _CACHE.get(index.root)
     if cached is not None and cached[0] == generation:
         return cached[1]
-    records = (SessionRecord.from_json(orjson.loads(raw)) for raw in index.session_records())
+    try:
+        records = [SessionRecord.from_json(orjson.loads(raw)) for raw in index.session_records()]
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise IndexError_(f"{index.directory}: a session record in the index is damaged "
+                          f"({type(exc).__name__}); {REBUILD}") from None
     catalog = Catalog(records)
     _CACHE[index.root] = (generation, catalog)
     return catalog
@@ -294,10 +316,19 @@ class VerifyReport(TypedDict):
     changed: int
     missing: int
     sessions: list[VerifyItem]
+    sampledDocuments: int
+    indexProblems: list[str]
+    """What is wrong in the index itself (documents lost, stored data unreadable); the fix
+    is ``fabric-memory reindex --full``."""
+
+
+VERIFY_SAMPLE = 512
+"""Stored documents verify reads back (spread over the index)."""
 
 
 def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
-    """Every indexed session against its file: ``ok`` (same bytes), ``changed`` or ``missing``.
+    """Every indexed session against its file: ``ok`` (same bytes), ``changed`` or ``missing``;
+    and the index against its records (``indexProblems``).
 
     A file whose mtime and size match is still hashed: verify trusts nothing but bytes.
     """
@@ -320,12 +351,31 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
                 item["reason"] = "sourceHash differs; run `fabric-memory reindex`"
         items.append(item)
     count = Counter(item["state"] for item in items)
+    sampled, problems = _index_problems(handle, catalog)
     return {"index": str(handle.root), "ok": count["ok"], "changed": count["changed"],
-            "missing": count["missing"], "sessions": items}
+            "missing": count["missing"], "sessions": items, "sampledDocuments": sampled,
+            "indexProblems": problems}
+
+
+def _index_problems(handle: MemoryIndex, catalog: Catalog) -> tuple[int, list[str]]:
+    """The index against its own records: each session's entry, operation and record
+    documents counted, and a sample of stored documents read back."""
+    problems = []
+    for record in sorted(catalog.records, key=lambda r: r.path):
+        for kind, expected in (("entry", record.entries), ("operation", record.operations),
+                               ("session", 1)):
+            found = handle.count(kind, record.path)
+            if found != expected:
+                problems.append(f"{record.path}: the index holds {found} {kind} documents, "
+                                f"its record says {expected}")
+    sampled, unreadable = handle.unreadable_documents(VERIFY_SAMPLE)
+    problems.extend(unreadable)
+    return sampled, problems
 
 
 def default_roots(
     sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None
 ) -> tuple[Path, MemoryIndex]:
-    """The sessions root and the index handle for explicit or default locations."""
-    return sessions_root(sessions).absolute(), open_index(index_root(index))
+    """The sessions root (its real path: every file is keyed by its real path) and the index
+    handle for explicit or default locations."""
+    return sessions_root(sessions).resolve(), open_index(index_root(index))

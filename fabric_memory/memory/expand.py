@@ -26,7 +26,7 @@ import orjson
 
 from ..errors import ExpandError, SessionError, UsageError
 from ..redact import redact_json_text
-from ..session import hash_file, read_session
+from ..session import hash_file, open_regular, read_session
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
 from .normalize import normalize_session, record_text, source_records
@@ -142,7 +142,9 @@ def expand(
         anchor is not None
     )
     if selectors == 0:
-        raise UsageError("expand needs a selector: --entry, --address, --index, --range, --anchor")
+        raise UsageError(
+            "expand needs a selector: --entry, --address, --position, --range, --anchor"
+        )
     if selectors > MAX_SELECTORS:
         raise UsageError(
             f"expand got {selectors} selectors; at most {MAX_SELECTORS} per call "
@@ -324,7 +326,7 @@ def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
     this one with SIGBUS).
     """
     try:
-        fd = os.open(record.path, os.O_RDONLY)
+        fd = open_regular(record.path)
     except OSError as exc:
         raise ExpandError(
             "source_unavailable",
@@ -391,7 +393,7 @@ def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -
         if len(hits) > 1:
             raise ExpandError("ambiguous_address",
                               f"{record.path}: address {lookup[target]!r} occurs {len(hits)} "
-                              "times (duplicate entry ids); select by --index instead")
+                              "times (duplicate entry ids); select by --position instead")
         resolved[target] = hits[0]
     return resolved
 
@@ -399,7 +401,7 @@ def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -
 def _position(value: int, count: int, record: SessionRecord) -> int:
     if not 0 <= value < count:
         raise ExpandError("index_out_of_bounds",
-                          f"{record.path}: index {value} is outside 0..{count - 1}")
+                          f"{record.path}: position {value} is outside 0..{count - 1}")
     return value
 
 
@@ -408,7 +410,7 @@ def _range(text: str, count: int, record: SessionRecord) -> tuple[int, int]:
     try:
         low, high = int(first), int(last)
     except ValueError:
-        raise UsageError(f"--range {text!r}: use FIRST:LAST entry indices, e.g. 0:9") from None
+        raise UsageError(f"--range {text!r}: use FIRST:LAST entry positions, e.g. 0:9") from None
     if not sep or low > high:
         raise UsageError(f"--range {text!r}: use FIRST:LAST with FIRST <= LAST")
     return _position(low, count, record), _position(high, count, record)

@@ -19,7 +19,9 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +31,9 @@ from typing import Any, Literal
 import orjson
 import tantivy
 
-from ..errors import IndexError_, IndexLockedError, QueryError
+from ..errors import IndexError_, IndexLockedError, QueryError, clipped
 from ..redact import RULES_FINGERPRINT
+from .locations import make_private_dirs
 from .normalize import Item
 
 SCHEMA_VERSION = 2
@@ -55,6 +58,8 @@ INT_FIELDS = (
     ("mtime_ns", False, True), ("entries", False, False), ("operations", False, False),
 )
 BOOL_FIELDS = ("is_error", "on_active")
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+"""What Tantivy's integer fields hold; every number is brought inside before it is added."""
 ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
 
@@ -131,7 +136,9 @@ class IndexLock:
     def acquire(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds; raise :class:`IndexLockedError` past it."""
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
+            if self.path.is_dir() and not self.path.is_symlink():
+                shutil.rmtree(self.path)  # never a lock: flock needs a file we can open
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise IndexError_(
@@ -222,12 +229,41 @@ def _first_values(doc: tantivy.Document) -> dict[str, Any]:
     return {name: values[0] for name, values in doc.to_dict().items() if values}
 
 
+REBUILD = "run `fabric-memory reindex --full` to rebuild it from the sessions"
+
+
 @contextlib.contextmanager
 def _translated(where: str) -> Iterator[None]:
+    """Tantivy's errors as one :class:`IndexError_` line: its ``ValueError`` and the
+    ``PanicException`` pyo3 raises when Rust code panics (on a damaged file, say)."""
     try:
         yield
     except ValueError as exc:
-        raise IndexError_(f"{where}: {exc}; run `fabric-memory reindex --full`") from exc
+        raise IndexError_(f"{where}: {_first_line(exc)}; {_advice(str(exc))}") from None
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise IndexError_(
+            f"{where}: the index is damaged (Tantivy failed: {_first_line(exc)}); {REBUILD}"
+        ) from None
+
+
+_DISK_ADVICE = (
+    ("No space left on device", "free disk space (or pass --index DIR on another disk) and "
+     "run the command again"),
+    ("Read-only file system", "pass --index DIR on a writable disk"),
+    ("Permission denied", "pass --index DIR you may write (or run as the index's owner)"),
+)
+
+
+def _advice(error: str) -> str:
+    """A fix that works for the error: a full or read-only disk is not cured by rebuilding."""
+    return next((fix for cause, fix in _DISK_ADVICE if cause in error), REBUILD)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def writer_options(threads: int = 0) -> tuple[int, int]:
@@ -255,22 +291,36 @@ class MemoryIndex:
     def exists(self) -> bool:
         return (self.directory / "meta.json").is_file()
 
-    def _open(self) -> tantivy.Index:
+    def _open(self, *, writing: bool = False) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
                 raise IndexError_(self._missing_reason())
+            where = self.directory
+            if not writing and not _writable(self.directory):
+                where = self._read_only_view()
             with _translated(str(self.directory)):
-                if not tantivy.Index.is_compatible(str(self.directory)):
+                if not tantivy.Index.is_compatible(str(where)):
                     raise IndexError_(
                         f"{self.directory}: index written by another Tantivy format; "
                         "run `fabric-memory reindex` to rebuild it"
                     )
-                index = tantivy.Index.open(str(self.directory))
+                index = tantivy.Index.open(str(where))
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
             self._index = index
             self._meta_key = self._stat_meta()
             self.generation += 1
         return self._index
+
+    def _read_only_view(self) -> Path:
+        """A private folder of symlinks to the index files, for an index this process may not
+        write (a read-only disk, another user's index): Tantivy takes a lock file to read,
+        and creates it beside the links instead. Made afresh per open (a commit adds files)."""
+        view = Path(tempfile.mkdtemp(prefix="fabric-memory-read-"))
+        weakref.finalize(self, shutil.rmtree, view, True)
+        for entry in os.scandir(self.directory):
+            if entry.name not in TANTIVY_LOCKS:
+                os.symlink(entry.path, view / entry.name)
+        return view
 
     def _missing_reason(self) -> str:
         others = _version_dirs(self.root) - {SCHEMA_TAG}
@@ -297,18 +347,23 @@ class MemoryIndex:
             self._index = None
             raise IndexError_(self._missing_reason())
         if key != self._meta_key:
+            if not _writable(self.directory):  # the view lacks the new files: open anew
+                self._index = None
+                self._open()
+                return self.generation
             with _translated(str(self.directory)):
                 index.reload()
             self._meta_key = key
             self.generation += 1
         return self.generation
 
-    def prepare_for_writing(self) -> str | None:
-        """Create the index directory (mode 0700) or rebuild an incompatible one.
+    def prepare_for_writing(self, *, rebuild: bool = False) -> str | None:
+        """Create the index directory (mode 0700), or rebuild an incompatible one (and, with
+        ``rebuild``, a damaged one: whatever state it is in).
 
         Call with the writer lock held. Returns the one-line notice of a rebuild.
         """
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(self.root)
         notice = None
         for version in sorted(_version_dirs(self.root) - {SCHEMA_TAG}):
             shutil.rmtree(self.root / f"v{version}")
@@ -316,12 +371,16 @@ class MemoryIndex:
                 f"memory index at {self.root} had schema v{version}; rebuilt with schema "
                 f"v{SCHEMA_TAG}"
             )
-        if self.exists() and not tantivy.Index.is_compatible(str(self.directory)):
+        _clear_tantivy_locks(self.directory)
+        damage = self._damage() if self.directory.exists() else None
+        if damage is not None and (rebuild or damage in (INCOMPATIBLE, NO_META)):
             shutil.rmtree(self.directory)
-            self._index = None
-            notice = f"memory index at {self.root} had an incompatible Tantivy format; rebuilt"
+            notice = f"memory index at {self.root} {damage}; rebuilt from the sessions"
+        elif damage is not None:
+            raise IndexError_(f"{self.directory}: the index {damage}; {REBUILD}")
+        self._index = None
         if not self.exists():
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(self.directory)
             with _translated(str(self.directory)):
                 index = tantivy.Index(SCHEMA, path=str(self.directory), reuse=False)
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
@@ -333,19 +392,36 @@ class MemoryIndex:
             self._index = None
         return notice
 
-    def writer(self, *, timeout: float, threads: int = 0) -> Writer:
-        """Take the writer lock (waiting up to ``timeout`` s) and open a Tantivy writer."""
+    def _damage(self) -> str | None:
+        """Why the index directory cannot be used as it is, or None when it opens and every
+        segment loads (a deleted or truncated segment file fails here)."""
+        if not self.exists():
+            return NO_META
+        try:
+            with _translated(str(self.directory)):
+                if not tantivy.Index.is_compatible(str(self.directory)):
+                    return INCOMPATIBLE
+                index = tantivy.Index.open(str(self.directory))
+                index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
+                index.searcher()
+        except IndexError_ as exc:
+            return f"is damaged ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})"
+        return None
+
+    def writer(self, *, timeout: float, threads: int = 0, rebuild: bool = False) -> Writer:
+        """Take the writer lock (waiting up to ``timeout`` s) and open a Tantivy writer;
+        ``rebuild``: start from an empty index if the present one is damaged."""
         lock = IndexLock(self.root)
         lock.acquire(timeout)
         try:
             try:
-                notice = self.prepare_for_writing()
+                notice = self.prepare_for_writing(rebuild=rebuild)
             except OSError as exc:
                 raise IndexError_(
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
                     "pass --index DIR on a writable disk"
                 ) from None
-            index = self._open()
+            index = self._open(writing=True)
             heap, threads = writer_options(threads)
             with _translated(str(self.directory)):
                 raw = index.writer(heap_size=heap, num_threads=threads)
@@ -446,6 +522,26 @@ class MemoryIndex:
                 found.append({name: value for name, value in values.items() if value is not None})
             return found
 
+    def unreadable_documents(self, sample: int) -> tuple[int, list[str]]:
+        """Read the stored fields of up to ``sample`` documents spread over the whole index;
+        return how many were read and why each unreadable one failed."""
+        searcher = self.searcher()
+        with _translated(str(self.directory)):
+            total = searcher.num_docs
+            result = searcher.search(tantivy.Query.all_query(), limit=max(min(total, 200_000), 1))
+            addresses = [address for _, address in result.hits]
+        step = max(len(addresses) // max(sample, 1), 1)
+        chosen = addresses[::step][:sample]
+        problems = []
+        for address in chosen:
+            try:
+                with _translated(str(self.directory)):
+                    searcher.doc(address).to_dict()
+            except IndexError_ as exc:
+                problems.append(f"stored document {address.segment_ord}/{address.doc} cannot be "
+                                f"read ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})")
+        return len(chosen), problems
+
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
 
@@ -469,6 +565,12 @@ class Writer:
             for document in documents:
                 self._raw.add_json(document)
                 self.pending += 1
+
+    def remove_session(self, path: str) -> None:
+        """Delete every document of ``path``: its entries, operations and catalog record."""
+        with _translated(str(self.index.directory)):
+            self._raw.delete_documents_by_term("path", path)
+        self.pending += 1
 
     def put_record(self, path: str, session_id: str, mtime_ns: int, record: bytes) -> None:
         """Replace the catalog record of ``path`` (its entry documents stay as they are)."""
@@ -522,11 +624,16 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         try:
             return tantivy.Query.regex_query(SCHEMA, "text", spec.text)
         except ValueError as exc:
-            reason = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
-            raise QueryError(f"regex {spec.text!r}: {reason}") from None
+            raise QueryError(f"regex {clipped(spec.text)}: {_regex_reason(exc)}") from None
     words = analyze(spec.text)
     if not words:
-        raise QueryError(f"query {spec.text!r} has no searchable words (letters or digits)")
+        if any(word.isalnum() for word in spec.text.split()):
+            raise QueryError(
+                f"query {clipped(spec.text)}: every word is longer than {MAX_TOKEN_CHARS} "
+                f"characters, and the index keeps no word that long; search for shorter "
+                "words of the same entry"
+            )
+        raise QueryError(f"query {clipped(spec.text)} has no searchable words (letters or digits)")
     if spec.mode == "phrase" and len(words) > 1:
         return tantivy.Query.phrase_query(SCHEMA, "text", list[str | tuple[int, str]](words))
     terms = [tantivy.Query.term_query(SCHEMA, "text", word) for word in dict.fromkeys(words)]
@@ -534,6 +641,15 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         return terms[0]
     occur = tantivy.Occur.Must if spec.match_all or spec.mode == "phrase" else tantivy.Occur.Should
     return tantivy.Query.boolean_query([(occur, term) for term in terms])
+
+
+def _regex_reason(exc: ValueError) -> str:
+    """The regex parser's complaint on one line (it draws a caret under the pattern)."""
+    text = str(exc).split("RegexQueryError: ", 1)[-1].strip("'\n ")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    error = next((line.removeprefix("error: ") for line in lines if line.startswith("error:")),
+                 lines[-1] if lines else "invalid")
+    return error if len(lines) <= 1 else f"{error} (regex syntax error)"
 
 
 _CHEAP_REGEX = re.compile(r"[A-Za-z0-9_]*(?:\.[*+?]?)?[A-Za-z0-9_]*")
@@ -567,6 +683,29 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
             )
         time.sleep(delay)
         delay = min(delay * 2, 0.02)
+
+
+INCOMPATIBLE = "was written by another Tantivy format"
+NO_META = "had no meta.json (an interrupted first run)"
+TANTIVY_LOCKS = (".tantivy-writer.lock", ".tantivy-meta.lock")
+
+
+def _writable(directory: Path) -> bool:
+    """Whether this process can create Tantivy's lock files in ``directory``."""
+    lock = directory / TANTIVY_LOCKS[1]
+    return os.access(directory, os.W_OK) and (not lock.exists() or os.access(lock, os.W_OK))
+
+
+def _clear_tantivy_locks(directory: Path) -> None:
+    """Remove a folder (or anything but a file) where Tantivy keeps its lock files: it would
+    wait on it forever. Only a writer holding our lock calls this, so no Tantivy writer
+    of ours can be using them."""
+    for name in TANTIVY_LOCKS:
+        path = directory / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() and not path.is_file():
+            path.unlink()
 
 
 def make_private(directory: Path) -> None:

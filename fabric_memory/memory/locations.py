@@ -29,6 +29,24 @@ def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path.home() / ".cache" / "fabric-memory" / "index"
 
 
+def make_private_dirs(path: Path) -> None:
+    """Create ``path`` and each missing parent owner-only (0700): the engine's home and the
+    index inside it. ``mkdir(parents=True)`` would give the parents the umask's mode (often
+    0755). Folders that already exist are left as they are."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it meanwhile
+            continue
+        folder.chmod(0o700)  # whatever the umask
+
+
 def contains(root: Path, path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` lies inside ``root`` once every symlink and ``..`` is resolved."""
     try:

@@ -6,7 +6,7 @@ docs/secrets.md): the index never holds a secret. A ``fabric_exec`` result
 contributes its valid trace (operations as children, phase names on the parent)
 and nothing else: never its outer output, its legacy audits, its operation
 results or the ``fabric_exec`` source code of the call. Verdicts come from
-:func:`fabric_memory.trace.read_fabric_result`; this module never judges a trace.
+each entry's view (:mod:`fabric_memory.view`); this module never judges a trace.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import orjson
 
+from ..errors import clipped
 from ..redact import redact_texts
-from ..session import Entry, Session
-from ..trace import FabricResult, TraceOperation, TracePhase, read_fabric_result
+from ..session import Entry, LineProblem, Session
+from ..trace import FabricResult, TraceOperation, TracePhase
+from ..view import EntryView, view_entry
 
 ItemKind = Literal["entry", "operation"]
 FABRIC_TOOL = "fabric_exec"
@@ -68,7 +69,9 @@ class NormalizedSession:
     operations: int
     duplicate_addresses: tuple[str, ...]
     """Addresses that occur more than once (duplicate entry ids): incomplete coverage."""
-    redacted: dict[str, int]
+    notes: tuple[LineProblem, ...] = ()
+    """Values left out of the documents (a time outside JavaScript's date range)."""
+    redacted: dict[str, int] | None = None
     """Secrets replaced in the item texts, by kind."""
 
 
@@ -76,11 +79,15 @@ def normalize_session(session: Session) -> NormalizedSession:
     """Every entry of ``session`` as an :class:`Item`, children after their parent."""
     active = session.active_ids()
     items: list[Item] = []
+    notes: list[LineProblem] = []
     operations = 0
     for position, entry in enumerate(session.entries):
-        fabric = _fabric_result(entry)
-        parent = _entry_item(entry, position, entry.id in active, fabric)
+        view = entry.view
+        fabric = view.fabric
+        parent = _entry_item(entry, view, position, entry.id in active)
         items.append(parent)
+        if parent.time_ms is None and (note := _time_note(entry)) is not None:
+            notes.append(note)
         if fabric is not None and fabric.verdict == "valid":
             for op in fabric.operations:
                 items.append(_operation_item(parent, op))
@@ -93,7 +100,7 @@ def normalize_session(session: Session) -> NormalizedSession:
     counts = Counter(item.address for item in items)
     duplicates = tuple(sorted(address for address, n in counts.items() if n > 1))
     return NormalizedSession(tuple(items), len(session.entries), operations, duplicates,
-                             dict(redacted))
+                             tuple(notes), dict(redacted))
 
 
 def source_records(entry_id: str, raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -102,10 +109,10 @@ def source_records(entry_id: str, raw: Mapping[str, Any]) -> dict[str, dict[str,
     ``raw`` is the entry's JSON object as read from its line; this is what expansion
     shows for an operation or phase address.
     """
-    message = raw.get("message") if raw.get("type") == "message" else None
-    if not isinstance(message, dict):
+    kind = raw.get("type")
+    if not isinstance(kind, str):
         return {}
-    fabric = read_fabric_result(entry_id, message)
+    fabric = view_entry(entry_id, kind, None, None, dict(raw)).fabric
     if fabric is None or fabric.verdict != "valid":
         return {}
     records = {op.address: operation_record(entry_id, op) for op in fabric.operations}
@@ -145,37 +152,22 @@ def record_text(record: Mapping[str, Any]) -> str:
     return orjson.dumps(record).decode()
 
 
-def timestamp_ms(entry: Entry) -> int | None:
-    """Milliseconds since the epoch of the entry's ISO timestamp (else its message's)."""
-    if entry.timestamp is not None:
-        parsed = parse_time(entry.timestamp)
-        if parsed is not None:
-            return parsed
+def _message_time(entry: Entry) -> object:
     message = entry.message
-    stamp = message.get("timestamp") if message is not None else None
-    return stamp if type(stamp) is int else None
+    return message.get("timestamp") if message is not None else None
 
 
-def parse_time(text: str) -> int | None:
-    """An ISO-8601 time (``Z`` or offset; naive means UTC) as epoch milliseconds."""
-    try:
-        parsed = datetime.fromisoformat(text.strip())
-    except ValueError:
+def _time_note(entry: Entry) -> LineProblem | None:
+    """Why an entry without a time has none, when it had an integer out of range."""
+    stamp = _message_time(entry)
+    if type(stamp) is not int:
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
+    return LineProblem(entry.line, f"message.timestamp {clipped(stamp)} is outside "
+                                   "JavaScript's date range; indexed without a time")
 
 
-def _fabric_result(entry: Entry) -> FabricResult | None:
-    message = entry.message
-    return read_fabric_result(entry.id, message) if message is not None else None
-
-
-def _entry_item(entry: Entry, position: int, on_active: bool, fabric: FabricResult | None) -> Item:
-    message = entry.message
-    role = message.get("role") if message is not None else None
-    tool = message.get("toolName") if role == "toolResult" and message is not None else None
+def _entry_item(entry: Entry, view: EntryView, position: int, on_active: bool) -> Item:
+    fabric = view.fabric
     return Item(
         kind="entry",
         address=entry.id,
@@ -184,21 +176,21 @@ def _entry_item(entry: Entry, position: int, on_active: bool, fabric: FabricResu
         position=position,
         sequence=None,
         type=entry.type,
-        role=role if isinstance(role, str) else None,
-        tool=tool if isinstance(tool, str) else None,
+        role=view.role,
+        tool=view.tool_name,
         ref=None,
         provider=None,
         action=None,
         outcome=fabric.outcome if fabric is not None else None,
         failure_stage=None,
         timestamp=entry.timestamp,
-        time_ms=timestamp_ms(entry),
-        is_error=_is_error(message),
+        time_ms=view.time_ms,
+        is_error=_is_error(view.message),
         on_active=on_active,
         line=entry.line,
         offset=entry.offset,
         length=entry.length,
-        text=entry_text(entry, fabric),
+        text=entry_text(view),
         record=None,
     )
 
@@ -219,13 +211,13 @@ def _operation_item(parent: Item, op: TraceOperation) -> Item:
     )
 
 
-def entry_text(entry: Entry, fabric: FabricResult | None = None) -> str:
+def entry_text(view: EntryView) -> str:
     """The searchable text of one entry (see the module docstring for what is left out)."""
-    raw = entry.raw
-    message = entry.message
+    raw = view.raw
+    message = view.message
     if message is not None:
-        return _join(_message_words(message, fabric))
-    kind = entry.type
+        return _join(_message_words(message, view.fabric))
+    kind = view.type
     if kind in ("compaction", "branch_summary"):
         return _join([_string(raw.get("summary")), _string(raw.get("shortSummary"))])
     if kind == "custom_message":

@@ -15,11 +15,11 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
+from .._js import iso_ms
 from ..errors import QueryError, UsageError
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
 from .expand import ExpandRequest
 from .index import Hit, SearchSpec, TextMode
-from .normalize import parse_time
 from .tiers import revalidate
 
 Match = Literal["any", "all"]
@@ -27,9 +27,16 @@ Branches = Literal["active", "all"]
 MODES: tuple[TextMode, ...] = ("literal", "phrase", "regex")
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
+MAX_OFFSET = 10_000
+"""Deepest page start: Tantivy collects offset + limit documents to answer a page, so a
+huge offset would exhaust memory. Filters (--since, --session, ...) reach older hits."""
 MAX_RESPONSE_CHARS = 30_000
 SNIPPET_CHARS = 240
 SHORT_SNIPPET_CHARS = 80
+CLIP_CHARS = 200
+"""Longest value kept in a hit that alone would not fit the response."""
+MAX_QUERY_CHARS = 4096
+"""Longest query text: a response repeats it in ``next``, and it must fit the bound."""
 # Filter option → index field, in the order they appear in a request.
 FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "provider"),
            ("action", "action"), ("outcome", "outcome"))
@@ -79,6 +86,8 @@ class RecallHit(TypedDict):
     timestamp: NotRequired[str]
     isError: NotRequired[bool]
     onActiveBranch: NotRequired[bool]
+    truncated: NotRequired[str]
+    """Set when values were cut to fit the response: which, and how to read them whole."""
 
 
 class RecallResponse(TypedDict):
@@ -110,7 +119,7 @@ def recall(
     sessions: str | os.PathLike[str] | None = None,
 ) -> RecallResponse:
     """Search past sessions; see the module docstring for the response."""
-    _check_options(mode, match, branches, limit, offset, hot_sessions)
+    _check_options(query, mode, match, branches, limit, offset, hot_sessions)
     filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
                "action": action, "outcome": outcome}
     given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
@@ -160,7 +169,8 @@ def recall_request(request: Mapping[str, Any]) -> RecallResponse:
 
 
 def _check_options(
-    mode: str, match: str, branches: str, limit: int, offset: int, hot_sessions: int
+    query: str, mode: str, match: str, branches: str, limit: int, offset: int,
+    hot_sessions: int,
 ) -> None:
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
@@ -168,10 +178,13 @@ def _check_options(
         raise UsageError(f"--match {match!r}: use any or all")
     if branches not in ("active", "all"):
         raise UsageError(f"--branches {branches!r}: use active or all")
+    if len(query) > MAX_QUERY_CHARS:
+        raise UsageError(f"QUERY is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageError(f"--limit {limit}: must be between 1 and {MAX_LIMIT}")
-    if offset < 0:
-        raise UsageError(f"--offset {offset}: must not be negative")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise UsageError(f"--offset {offset}: must be between 0 and {MAX_OFFSET} (narrow the "
+                         "query with --since, --until or --session to reach older hits)")
     if hot_sessions < 0:
         raise UsageError(f"--hot-sessions {hot_sessions}: must not be negative")
 
@@ -179,7 +192,7 @@ def _check_options(
 def _time(text: str | None, option: str) -> int | None:
     if text is None:
         return None
-    parsed = parse_time(text)
+    parsed = iso_ms(text.strip())
     if parsed is None:
         raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
     return parsed
@@ -242,7 +255,7 @@ def _bounded(
     def build(kept: list[RecallHit]) -> RecallResponse:
         end = offset + len(kept)
         following: RecallRequest | None = None
-        if end < total:
+        if end < total and end <= MAX_OFFSET:
             following = {**request, "offset": end}
         return {"total": total, "offset": offset, "hits": kept, "next": following}
 
@@ -257,8 +270,35 @@ def _bounded(
     while len(kept) > 1 and _size(response) > MAX_RESPONSE_CHARS:
         kept.pop()
         response = build(kept)
+    if _size(response) > MAX_RESPONSE_CHARS:  # one hit alone is too large: cut its values
+        _clip(kept[0])
+        response = build(kept)
     return response
 
 
+def _clip(hit: RecallHit) -> None:
+    """Cut every string value of ``hit`` longer than CLIP_CHARS, and say which were cut."""
+    values = cast(dict[str, Any], hit)
+    follow = cast(dict[str, Any], hit["follow"])
+    cut = [key for key in list(values) if _cut_in(values, key)]
+    cut += [f"follow.{key}" for key in list(follow) if _cut_in(follow, key)]
+    hit["truncated"] = (f"{', '.join(cut)} cut to {CLIP_CHARS} characters to fit the response; "
+                        "expand the session by its path to read the entry whole")
+
+
+def _cut_in(values: dict[str, Any], key: str) -> bool:
+    """Cut ``values[key]`` (a string, or the strings of a list); whether anything was cut."""
+    value = values[key]
+    items = value if isinstance(value, list) else [value]
+    if not any(isinstance(item, str) and len(item) > CLIP_CHARS for item in items):
+        return False
+    cut = [item[: CLIP_CHARS - 1] + "…" if isinstance(item, str) and len(item) > CLIP_CHARS
+           else item for item in items]
+    values[key] = cut if isinstance(value, list) else cut[0]
+    return True
+
+
 def _size(response: RecallResponse) -> int:
-    return len(orjson.dumps(response).decode())
+    """Characters of the response as the CLI prints it (indented JSON): the bound holds for
+    what is shown, and compact JSON is never longer."""
+    return len(orjson.dumps(response, option=orjson.OPT_INDENT_2).decode())

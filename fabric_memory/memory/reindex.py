@@ -7,7 +7,11 @@ held, and let this process be the single writer. Each session's documents and ca
 replaced together; commits happen every ``commit_every`` documents and at the end,
 so a crash leaves the last commit intact and the next run redoes only what it lost.
 Invalid files are reported and skipped; documents of an earlier good version are
-kept and their record marked stale.
+kept and their record marked stale. A file that is gone from under the root is forgotten:
+its documents and record are deleted (deleting a session removes it from memory).
+
+Every file is keyed by its real path (symlinks and ``..`` resolved), so one file is one
+record whatever the spelling of the root or a symlink to it inside the root.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from ..errors import IndexError_, SessionError, UsageError
+from ..errors import IndexError_, SessionError, UsageError, is_utf8, printable
 from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, read_session
 from .catalog import (
     Catalog,
     SessionRecord,
+    StatKey,
+    clamped_time,
     default_roots,
     load_catalog,
     now_iso,
@@ -62,6 +68,10 @@ class ReindexReport(TypedDict):
     invalid: list[PathReason]
     stale: list[PathReason]
     incomplete: list[PathReason]
+    removed: list[PathReason]
+    """Records of files gone from under the root: their documents were deleted."""
+    notes: list[PathReason]
+    """Values changed to fit the index (a time out of range), each with its file:line."""
     entries: int
     operations: int
     commits: int
@@ -86,7 +96,7 @@ ProgressCallback = Callable[[Progress], None]
 @dataclass(frozen=True, slots=True)
 class _Task:
     path: str
-    checked: tuple[int, int] | None
+    checked: StatKey | None
     known_hash: str | None
     """Set when only the mtime moved: hash first, parse only if the bytes changed."""
     max_line_bytes: int
@@ -102,6 +112,7 @@ class _Parsed:
     unchanged: bool = False
     """The bytes hash to the recorded sourceHash (only the mtime moved)."""
     invalid: str | None = None
+    notes: tuple[str, ...] = ()
     redacted: tuple[tuple[str, int], ...] = ()
 
 
@@ -132,6 +143,11 @@ def reindex(
     if count < 1:
         raise UsageError(f"--workers {count}: must be at least 1")
     report = _report(str(root), handle)
+    cpus = os.cpu_count() or 1
+    if count > cpus:
+        report["notices"].append(f"--workers {count}: capped at {cpus}, the number of CPUs "
+                                 "(more parsers than CPUs only compete for them)")
+        count = cpus
     report["workers"] = count
     files, outside = _inside(root, iter_session_files(root))
     report["invalid"].extend(outside)
@@ -139,19 +155,23 @@ def reindex(
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
-    pending, gone = _plan_all(files, _committed(handle), full, max_line_bytes)
+    committed = _committed(handle)
+    pending, gone = _plan_all(root, files, committed, full, max_line_bytes)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
+        report["invalid"].extend(_still_invalid(files, committed))
         report["seconds"] = round(time.perf_counter() - started, 4)
         return report
     with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool, \
-            handle.writer(timeout=lock_timeout) as writer:
+            handle.writer(timeout=lock_timeout, rebuild=full) as writer:
         if writer.notice:
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, missing = _plan_all(files, catalog, full, max_line_bytes)
+        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes)
         report["skipped"] = done = len(files) - len(tasks)
+        planned = {task.path for task in tasks}
+        report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
         for parsed in _parse_all(tasks, pool, 4 * count):
             _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
             if writer.pending >= commit_every:
@@ -160,8 +180,8 @@ def reindex(
             done += 1
             if progress is not None:
                 progress(Progress(done, len(files), report["indexed"], report["skipped"]))
-        for record in missing:
-            _mark_stale(writer, record, "missing: the session file is gone", None, report)
+        for record in gone:
+            _forget(writer, record, report)
         writer.commit()
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
@@ -169,27 +189,44 @@ def reindex(
 
 
 def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
-    """Session files under ``root``, and those a symlink leads outside it (never read).
+    """The real paths of the session files under ``root`` (each once), and the files that
+    cannot be indexed: a symlink leading outside the root (never read), a name that is not
+    UTF-8 (the index holds text).
 
-    A file that is not itself a symlink resolves to its directory's real path plus its
-    name, so the whole path is resolved only for symlinks and for files whose directory
-    resolves outside ``root``: one resolve per directory, one ``lstat`` per file.
+    ``root`` is a real path and the walk enters no symlinked folder, so only a symlinked
+    file needs resolving: one ``lstat`` per file.
     """
-    inside: list[str] = []
-    outside: list[PathReason] = []
-    directories: dict[str, bool] = {}
+    inside: dict[str, None] = {}
+    refused: list[PathReason] = []
     for path in paths:
         name = str(path)
-        folder = os.path.dirname(name)
-        parent = directories.get(folder)
-        if parent is None:
-            parent = directories[folder] = contains(root, folder)
-        if (parent and not os.path.islink(name)) or contains(root, path):
-            inside.append(name)
+        if not is_utf8(name):
+            shown = printable(name)
+            refused.append({"path": shown, "reason": f"{shown}: file name is not valid UTF-8; "
+                            "not indexed (rename it to index it)"})
+        elif not os.path.islink(name):
+            inside[name] = None
+        elif contains(root, path):
+            inside[os.path.realpath(name)] = None
         else:
             reason = f"{path}: symlink to a file outside the sessions root {root}; not indexed"
-            outside.append({"path": str(path), "reason": reason})
-    return inside, outside
+            refused.append({"path": name, "reason": reason})
+    return list(inside), refused
+
+
+INVALID = "invalid: "
+"""How the stale reason of a record whose file turned invalid starts."""
+
+
+def _still_invalid(skipped: Iterable[str], catalog: Catalog) -> list[PathReason]:
+    """Unchanged files that were invalid when last read: reported again without reading."""
+    found: list[PathReason] = []
+    for path in skipped:
+        record = catalog.by_path.get(path)
+        reason = record.stale_reason if record is not None else None
+        if reason is not None and reason.startswith(INVALID):
+            found.append({"path": path, "reason": reason.removeprefix(INVALID)})
+    return found
 
 
 def _committed(handle: MemoryIndex) -> Catalog:
@@ -201,15 +238,17 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 
 def _plan_all(
-    files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
+    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
 ) -> tuple[list[_Task], list[SessionRecord]]:
-    """Files to parse, and records whose file is gone (kept, to be marked stale)."""
+    """Files to parse, and records under ``root`` whose file is gone (to be forgotten): a
+    deleted or renamed file, or one indexed under another spelling of its path."""
     tasks = [task for path in files
              if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
     seen = set(files)
-    missing = [r for r in catalog.records
-               if r.path not in seen and r.checked is not None and stat_key(r.path) is None]
-    return tasks, missing
+    prefix = os.path.join(root, "")
+    gone = [r for r in catalog.records
+            if r.path not in seen and (r.path.startswith(prefix) or contains(root, r.path))]
+    return tasks, gone
 
 
 def refresh_sessions(
@@ -230,7 +269,7 @@ def refresh_sessions(
             if record is None:
                 continue
             if stat_key(record.path) is None:
-                _mark_stale(writer, record, "missing: the session file is gone", None, report)
+                _forget(writer, record, report)
                 continue
             task = _plan(record.path, record, False, DEFAULT_MAX_LINE_BYTES)
             if task is None:
@@ -246,8 +285,9 @@ def refresh_sessions(
 def _report(root: str, handle: MemoryIndex) -> ReindexReport:
     return {
         "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
-        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "entries": 0,
-        "operations": 0, "commits": 0, "seconds": 0.0, "notices": [], "redacted": {},
+        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "removed": [], "notes": [],
+        "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
+        "redacted": {},
     }
 
 
@@ -279,7 +319,12 @@ def _parse(task: _Task) -> _Parsed:
         f"{session.path}: duplicate address {a!r} (ambiguous)"
         for a in normalized.duplicate_addresses
     )
-    checked = task.checked or (0, session.size)
+    checked = task.checked or (0, session.size, 0)
+    notes = [p.located(session.path) for p in normalized.notes]
+    if clamped_time(checked):
+        notes.append(f"{session.path}: modified after 2262, past the index's 64-bit nanosecond "
+                     "range; mtime clamped (changes are still seen by size and ctime)")
+    problems.extend(notes)
     cwd = session.header.get("cwd")
     record = SessionRecord(
         path=task.path,
@@ -293,12 +338,12 @@ def _parse(task: _Task) -> _Parsed:
         indexed_at=now_iso(),
         complete=not normalized.duplicate_addresses,
         problems=tuple(problems[:MAX_PROBLEMS]),
-        checked=(checked[0], session.size),
+        checked=(checked[0], session.size, checked[2]),
         cwd=cwd if isinstance(cwd, str) else None,
     )
     documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
-    return _Parsed(task.path, record=record, documents=documents,
-                   redacted=tuple(normalized.redacted.items()))
+    return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes),
+                   redacted=tuple((normalized.redacted or {}).items()))
 
 
 def _hash_or_none(path: str) -> str | None:
@@ -378,7 +423,7 @@ def _apply(
     if parsed.invalid is not None:
         report["invalid"].append({"path": parsed.path, "reason": parsed.invalid})
         if previous is not None:
-            _mark_stale(writer, previous, f"invalid: {parsed.invalid}",
+            _mark_stale(writer, previous, f"{INVALID}{parsed.invalid}",
                         stat_key(parsed.path), report)
         return
     if parsed.unchanged:
@@ -391,6 +436,7 @@ def _apply(
         return
     record = parsed.record
     assert record is not None
+    report["notes"].extend({"path": parsed.path, "reason": note} for note in parsed.notes)
     writer.replace_session(parsed.path, parsed.documents)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
@@ -402,16 +448,22 @@ def _apply(
         report["incomplete"].append({"path": record.path, "reason": "duplicate entry ids"})
 
 
-def _touched(record: SessionRecord, checked: tuple[int, int] | None) -> SessionRecord:
+def _touched(record: SessionRecord, checked: StatKey | None) -> SessionRecord:
     mtime = checked[0] if checked is not None else record.mtime_ns
     return replace(record, mtime_ns=mtime, checked=checked)
+
+
+def _forget(writer: Writer, record: SessionRecord, report: ReindexReport) -> None:
+    writer.remove_session(record.path)
+    report["removed"].append({"path": record.path,
+                              "reason": "the session file is gone; its documents removed"})
 
 
 def _mark_stale(
     writer: Writer,
     record: SessionRecord,
     reason: str,
-    checked: tuple[int, int] | None,
+    checked: StatKey | None,
     report: ReindexReport,
 ) -> None:
     stale = record.marked_stale(reason, checked)

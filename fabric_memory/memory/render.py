@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .catalog import SessionsReport, StatsReport, VerifyReport
 from .expand import ExpandPage
+from .index import REBUILD
 from .recall import RecallResponse
 from .reindex import Progress, ReindexReport
 
@@ -31,6 +32,8 @@ def render_reindex(report: ReindexReport) -> str:
     lines.extend(f"invalid: {item['reason']}" for item in report["invalid"])
     lines.extend(f"stale: {item['path']}: {item['reason']}" for item in report["stale"])
     lines.extend(f"incomplete: {item['path']}: {item['reason']}" for item in report["incomplete"])
+    lines.extend(f"removed: {item['path']}: {item['reason']}" for item in report["removed"])
+    lines.extend(f"note: {item['reason']}" for item in report["notes"])
     return "\n".join(lines)
 
 
@@ -111,4 +114,7 @@ def render_verify(report: VerifyReport) -> str:
         for item in report["sessions"]
         if item["state"] != "ok"
     )
+    lines.extend(f"index: {problem}" for problem in report["indexProblems"])
+    if report["indexProblems"]:
+        lines.append(f"index: {REBUILD}")
     return "\n".join(lines)

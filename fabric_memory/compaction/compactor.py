@@ -1,0 +1,496 @@
+"""The compactor: a branch → the cumulative state → the summary and its details.
+
+A compaction summarizes the entries before its cut. :func:`compact_branch` finds
+the cut that keeps every tool call with its result (:mod:`.closure`), resumes from
+the state the previous compaction carries (:mod:`.details`), and streams the newly
+summarized entries' views (:mod:`fabric_memory.view`) once into that state's
+ledgers: what the user stated (goal, constraints, facts to keep), files touched,
+Fabric phases and operations (only as the view's guarded ``FabricResult`` says),
+operation outcomes, turns and the current status. Activity and turns arrive as
+:class:`~.ledger.Pending` items, so only what the bounded state keeps is ever
+written out. :mod:`.render` then lays the state out as the summary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from ..trace import FabricResult, TraceOperation, TracePhase
+from ..view import EntryView, ToolCall
+from .closure import index_tool_calls, safe_cut, window_start
+from .details import (
+    Coverage,
+    CumulativeState,
+    DetailsJson,
+    LiveRange,
+    build_details,
+    previous_state,
+)
+from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending
+from .render import render_summary
+from .text import clip, collapse, target_of
+
+FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
+"""Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
+FILE_TAG_ORDER: Final = ("created", "written", "modified", "read")
+FILE_PROVIDERS: Final = frozenset({"pi", "omp"})
+
+GOAL_BYTES: Final = 600
+STATEMENT_BYTES: Final = 300
+FACT_BYTES: Final = 600
+TARGET_BYTES: Final = 120
+ERROR_BYTES: Final = 160
+USER_SNIPPET_BYTES: Final = 200
+ASSISTANT_SNIPPET_BYTES: Final = 160
+STATUS_BYTES: Final = 300
+
+_CONSTRAINT = re.compile(
+    r"\b(never|must|mustn't|do not|don't|always|constraint|forbidden|required|requirement)\b",
+    re.IGNORECASE,
+)
+_GOAL = re.compile(r"\bgoal\b", re.IGNORECASE)
+_FACT = re.compile(
+    r"\b(remember|don't forget|do not forget|keep in mind|note that)\b", re.IGNORECASE
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_STATEMENT_LEDGERS: Final[Mapping[str, LedgerName]] = {
+    "goal": "goal",
+    "constraint": "constraints",
+    "fact": "facts",
+}
+
+
+# --- the outcome ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A compaction ready for the host (or for :func:`~.files.append_compaction`)."""
+
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    details: DetailsJson
+    requested_first_kept_entry_id: str
+    """What the preparation asked for; differs from ``first_kept_entry_id`` when the cut
+    moved earlier to keep a tool call with its result."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "firstKeptEntryId": self.first_kept_entry_id,
+            "tokensBefore": self.tokens_before,
+            "details": self.details,
+        }
+
+    def to_hook_result(self) -> dict[str, Any]:
+        return {"compaction": self.to_json()}
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """No compaction, and why."""
+
+    reason: str
+
+    def to_hook_result(self) -> dict[str, Any]:
+        return {"cancel": True, "reason": self.reason}
+
+
+# --- events --------------------------------------------------------------------------
+
+
+# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~5x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
+class OperationEvent:
+    """One operation (Fabric trace, legacy audit, or a plain tool call) and its outcome."""
+
+    address: str
+    ref: str
+    target: str
+    outcome: str
+    stage: str | None
+    error: str | None
+    """Only a valid trace's own ``error`` field; never audit prose or result text."""
+    origin: Literal["trace", "legacy", "tool"]
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome == "succeeded"
+
+    @property
+    def key(self) -> str:
+        return target_key(self.ref, self.target)
+
+
+def target_key(ref: str, target: str) -> str:
+    return f"{ref}\x00{target}"
+
+
+def _key_refs(key: str) -> list[str]:
+    """Every ref :func:`target_key` could have made ``key`` from (a ref or target may hold
+    ``\x00`` itself)."""
+    return [key[:at] for at, char in enumerate(key) if char == "\x00"]
+
+
+def operation_text(event: OperationEvent) -> str:
+    """``ref `target` -> outcome at stage: error`` for one operation."""
+    head = f"{event.ref} `{clip(event.target, TARGET_BYTES)}`" if event.target else event.ref
+    text = f"{head} -> {event.outcome}"
+    if event.stage:
+        text += f" at {event.stage}"
+    if event.error:
+        text += f": {clip(collapse(event.error), ERROR_BYTES)}"
+    if event.origin == "legacy":
+        text += " (legacy audit)"
+    return text
+
+
+def _trace_event(op: TraceOperation, legacy: bool) -> OperationEvent:
+    return OperationEvent(
+        address=op.address,
+        ref=op.ref,
+        target=target_of(op.args),
+        outcome=op.outcome,
+        stage=op.failure_stage,
+        error=None if legacy else op.error,
+        origin="legacy" if legacy else "trace",
+    )
+
+
+def _operation_item(op: TraceOperation, legacy: bool) -> Pending:
+    def write() -> Item:
+        return Item(op.address, op.address, operation_text(_trace_event(op, legacy)))
+
+    return Pending(op.address, op.address, write)
+
+
+def _phase_item(phase: TracePhase) -> Pending:
+    def write() -> Item:
+        return Item(phase.address, phase.address, f'phase "{clip(phase.name, TARGET_BYTES)}"')
+
+    return Pending(phase.address, phase.address, write)
+
+
+def _unread_item(fabric: FabricResult) -> Pending:
+    address = fabric.entry_id
+
+    def write() -> Item:
+        reason = clip(collapse(fabric.reason or fabric.verdict), ERROR_BYTES)
+        return Item(address, address, f"fabric_exec result not read ({reason})")
+
+    return Pending(address, address, write)
+
+
+def _statements(address: str, text: str, *, goal: bool) -> Iterator[tuple[str, str]]:
+    """What ``text`` (whitespace collapsed) states; the pieces stay collapsed, so they are
+    their own de-duplication key once case-folded."""
+    if goal:
+        yield "goal", clip(text, GOAL_BYTES)
+    # A match never spans the whitespace the sentence split removes (no pattern has a
+    # sentence end in it), so a text without one has no sentence with one.
+    if _CONSTRAINT.search(text) or (not goal and _GOAL.search(text)):
+        sentences = _SENTENCE_END.split(text)
+    else:
+        sentences = []
+    for sentence in sentences:
+        if not goal and _GOAL.search(sentence):
+            yield "goal", clip(sentence, STATEMENT_BYTES)
+        if _CONSTRAINT.search(sentence):
+            yield "constraint", clip(sentence, STATEMENT_BYTES)
+    if _FACT.search(text):
+        yield "fact", clip(text, FACT_BYTES)
+
+
+class _Turn:
+    """One user turn over a contiguous run of entries; ``continued`` when the run starts
+    inside a turn an earlier cycle began (a split turn)."""
+
+    __slots__ = ("assistant", "failures", "first", "last", "notes", "operations", "tools",
+                 "user")
+
+    def __init__(self, first: str, user: str | None) -> None:
+        self.first = first
+        self.last = first
+        self.user = user
+        self.assistant = ""
+        """The latest assistant text, whitespace not yet collapsed."""
+        self.tools: dict[str, int] = {}
+        self.operations = 0
+        self.failures = 0
+        self.notes: list[str] = []
+
+    @property
+    def continued(self) -> bool:
+        return self.user is None
+
+    def empty(self) -> bool:
+        """Settings and system entries before the first user message say nothing."""
+        return not (self.user or self.assistant or self.tools or self.operations or self.notes)
+
+    def text(self) -> str:
+        parts = [f'user: "{clip(self.user, USER_SNIPPET_BYTES)}"'] if self.user else []
+        if self.assistant:
+            assistant = clip(collapse(self.assistant), ASSISTANT_SNIPPET_BYTES)
+            parts.append(f'assistant: "{assistant}"')
+        if self.tools:
+            parts.append(
+                "tools: "
+                + ", ".join(name if n == 1 else f"{name} x{n}" for name, n in self.tools.items())
+            )
+        if self.operations:
+            failed = f", {self.failures} not succeeded" if self.failures else ""
+            parts.append(f"{self.operations} operations{failed}")
+        parts.extend(self.notes[:3])
+        return " | ".join(parts)
+
+
+# --- one cycle -----------------------------------------------------------------------
+
+
+class _Cycle:
+    """The previous state advanced entry by entry (each entry's view is read once)."""
+
+    def __init__(self, previous: CumulativeState, calls: Mapping[str, ToolCall]) -> None:
+        self.previous = previous
+        self.calls = calls
+        self.ledgers = {name: LedgerBuilder(previous.ledgers[name]) for name in LEDGERS}
+        self.goal_known = bool(previous.ledgers["goal"].total)
+        self.counts: Counter[str] = Counter()
+        self.status: dict[str, tuple[str, str]] = {}
+        """role → (address, text); a user's text is collapsed already, an assistant's not."""
+        self.resolved = 0
+        self.error_refs = {
+            ref for item in previous.ledgers["errors"].items for ref in _key_refs(item.key)
+        }
+        """Refs that may have an outstanding error: a success of any other ref resolves nothing."""
+        self.turn: _Turn | None = None
+        self.first: str | None = None
+        self.last: str | None = None
+        self.entries = 0
+
+    def add(self, view: EntryView) -> None:
+        if view.type == "compaction":
+            return
+        self.entries += 1
+        self.first = self.first or view.id
+        self.last = view.id
+        role = view.role
+        if role == "user":
+            text = collapse(view.text)
+            self._close_turn()
+            self.turn = _Turn(view.id, text)
+            self.counts["turns"] += 1
+            if text:
+                self._state(view.id, text)
+                self.status["user"] = (view.id, text)
+            return
+        turn = self.turn
+        if turn is None:
+            turn = self.turn = _Turn(view.id, None)
+        turn.last = view.id
+        if role == "assistant":
+            self.counts["assistantMessages"] += 1
+            if view.text and not view.text.isspace():
+                turn.assistant = view.text
+                self.status["assistant"] = (view.id, view.text)
+            for call in view.tool_calls:
+                name = call.name or "?"
+                turn.tools[name] = turn.tools.get(name, 0) + 1
+        elif role == "toolResult":
+            self.counts["toolResults"] += 1
+            if view.fabric is not None:
+                self._fabric(view.fabric, turn)
+            else:
+                self._tool(view)
+        elif role == "bashExecution":
+            message = view.message or {}
+            command = message.get("command")
+            if isinstance(command, str):
+                shown = clip(collapse(command), TARGET_BYTES)
+                turn.notes.append(f"ran `{shown}` (exit {message.get('exitCode')})")
+        elif view.type == "branch_summary":
+            turn.notes.append("returned from another branch")
+        elif view.type == "custom_message":
+            kind = view.raw.get("customType")
+            turn.notes.append(f"{kind if isinstance(kind, str) else 'custom'} message")
+
+    def _state(self, address: str, text: str) -> None:
+        for kind, statement in _statements(address, text, goal=not self.goal_known):
+            self.ledgers[_STATEMENT_LEDGERS[kind]].add_unique(
+                Item(address, address, statement, key=statement.casefold())
+            )
+        self.goal_known = True
+
+    def _close_turn(self) -> None:
+        turn = self.turn
+        if turn is None or turn.empty():
+            return
+        turns = self.ledgers["turns"]
+        if turn.continued:
+            prior = turns.pop_last()
+            if prior is not None:
+                turns.add(Item(prior.first, turn.last, f"{prior.text} | {turn.text()}"))
+            else:
+                turns.add(Item(turn.first, turn.last, f"(continued) | {turn.text()}"))
+            return
+        first, last = turn.first, turn.last
+        turns.add_pending(Pending(first, last, lambda: Item(first, last, turn.text())))
+
+    def _fabric(self, fabric: FabricResult, turn: _Turn) -> None:
+        counts = self.counts
+        counts[f"fabric.{fabric.verdict}"] += 1
+        activity = self.ledgers["activity"]
+        if fabric.verdict in ("invalid", "none"):
+            activity.add_pending(_unread_item(fabric))
+            return
+        for phase in fabric.phases:
+            activity.add_pending(_phase_item(phase))
+        counts["phases"] += len(fabric.phases)
+        legacy = fabric.verdict == "legacy"
+        failed = 0
+        for op in fabric.operations:
+            activity.add_pending(_operation_item(op, legacy))
+            succeeded = op.outcome == "succeeded"
+            failed += not succeeded
+            if not legacy:  # outstanding errors follow valid traces (and plain tools) only
+                if succeeded:
+                    self._resolve(op.ref, op.args)
+                else:
+                    event = _trace_event(op, legacy)
+                    self._error(event)
+            if succeeded:
+                self._file_touch(op)
+        operations = len(fabric.operations)
+        counts["operations"] += operations
+        counts["failedOperations"] += failed
+        turn.operations += operations
+        turn.failures += failed
+
+    def _tool(self, view: EntryView) -> None:
+        """A plain tool result: its outcome (for outstanding errors) and the file it touched,
+        both from the call's arguments; the result text is never read."""
+        call = self.calls.get(view.call_id) if view.call_id is not None else None
+        name = view.tool_name or (call.name if call is not None else "")
+        arguments = call.arguments if call is not None else {}
+        if (view.message or {}).get("isError") is True:
+            self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
+                                       None, "tool"))
+            return
+        self._resolve(name, arguments)
+        path = arguments.get("path")
+        if name in FILE_ACTIONS and isinstance(path, str) and path:
+            self._touch(path, FILE_ACTIONS[name], view.id)
+
+    def _resolve(self, ref: str, args: Mapping[str, Any]) -> None:
+        if ref in self.error_refs:
+            self.resolved += len(self.ledgers["errors"].remove(target_key(ref, target_of(args))))
+
+    def _error(self, event: OperationEvent) -> None:
+        item = Item(event.address, event.address, operation_text(event), event.key)
+        self.ledgers["errors"].add(item)
+        self.error_refs.add(event.ref)
+
+    def _file_touch(self, op: TraceOperation) -> None:
+        provider, _, action = op.ref.partition(".")
+        if provider not in FILE_PROVIDERS or action not in FILE_ACTIONS:
+            return
+        path = op.args.get("path")
+        if not isinstance(path, str) or not path:
+            return
+        # The write-side projection keeps exactly ``{created: true}`` as a write's result.
+        result = op.record.get("result")
+        created = (
+            action == "write" and isinstance(result, Mapping) and result.get("created") is True
+        )
+        self._touch(path, "created" if created else FILE_ACTIONS[action], op.address)
+
+    def _touch(self, path: str, action: str, address: str) -> None:
+        files = self.ledgers["files"]
+        known = files.remove(path)
+        tags = {tag for item in known for tag in item.tags} | {action}
+        files.add(
+            Item(
+                known[0].first if known else address,
+                address,
+                path,
+                key=path,
+                tags=tuple(tag for tag in FILE_TAG_ORDER if tag in tags),
+            )
+        )
+
+    def state(self) -> CumulativeState:
+        self._close_turn()
+        previous = self.previous
+        counts = Counter(previous.counts)
+        counts.update(self.counts)
+        counts["entries"] += self.entries
+        counts["resolvedErrors"] += self.resolved
+        status = {item.key: item for item in previous.status}
+        for role, (address, text) in self.status.items():
+            shown = text if role == "user" else collapse(text)
+            status[role] = Item(address, address, clip(shown, STATUS_BYTES), key=role)
+        coverage = Coverage(
+            previous.coverage.first or self.first,
+            self.last or previous.coverage.last,
+            previous.coverage.entries + self.entries,
+        )
+        return CumulativeState(
+            coverage,
+            {key: value for key, value in sorted(counts.items()) if value},
+            tuple(status[role] for role in ("user", "assistant") if role in status),
+            {name: self.ledgers[name].settle(CAPS[name]) for name in LEDGERS},
+        )
+
+
+# --- compacting a branch -------------------------------------------------------------
+
+
+def compact_branch(
+    branch: Sequence[EntryView],
+    first_kept_entry_id: str,
+    tokens_before: int,
+    *,
+    session_id: str | None = None,
+) -> Compaction | Cancel:
+    """Compact ``branch`` (entry views, root first) at ``first_kept_entry_id`` (``""``:
+    everything)."""
+    if not branch:
+        return Cancel("the branch is empty")
+    if first_kept_entry_id:
+        cut = next((i for i, e in enumerate(branch) if e.id == first_kept_entry_id), None)
+        if cut is None:
+            return Cancel(f"firstKeptEntryId {first_kept_entry_id!r} is not on the branch")
+    else:
+        cut = len(branch)
+    floor = window_start(branch)
+    if cut <= floor:
+        return Cancel(f"nothing to summarize before {first_kept_entry_id or 'the end'!r}")
+    calls = index_tool_calls(branch)
+    safe = safe_cut(branch, cut, floor, calls)
+    if safe is None:
+        return Cancel(
+            f"no cut point at or before {first_kept_entry_id or 'the end'!r} keeps every tool "
+            "call with its result"
+        )
+    previous, resume = previous_state(branch, safe)
+    cycle = _Cycle(previous, calls)
+    for view in branch[resume:safe]:
+        cycle.add(view)
+    state = cycle.state()
+    kept = branch[safe].id if safe < len(branch) else ""
+    live = LiveRange(cycle.first, cycle.last, cycle.entries, kept)
+    rendered = render_summary(state, live, session_id=session_id)
+    details = build_details(
+        state,
+        rendered,
+        live,
+        session_id=session_id,
+        adjusted_from=first_kept_entry_id if safe != cut else None,
+    )
+    return Compaction(rendered.summary, kept, tokens_before, details, first_kept_entry_id)

@@ -1,0 +1,251 @@
+"""The persisted compaction details, both sides: what a compaction stores
+(docs/compaction-details.md) and how the next compaction reads it back.
+
+The details carry the :class:`CumulativeState` (coverage, counts, the latest status,
+every ledger as the summary showed it) under a compactor name and a version. The next
+cycle resumes from that state, never from the summary text; details another compactor
+(or another version) wrote, or damaged ones, make it rebuild from the branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TypedDict, cast
+
+from .._js import is_count
+from ..view import EntryView
+from .ledger import LEDGERS, Item, Ledger, LedgerJson, LedgerName
+
+if TYPE_CHECKING:
+    from .render import Rendered
+
+COMPACTOR: Final = "fabric-memory"
+DETAILS_VERSION: Final = 1
+STATE_VERSION: Final = 1
+
+
+# --- the cumulative state ------------------------------------------------------------
+
+
+class CoverageJson(TypedDict):
+    first: str | None
+    last: str | None
+    entries: int
+
+
+class StateJson(TypedDict):
+    version: int
+    coverage: CoverageJson
+    counts: dict[str, int]
+    status: list[list[Any]]
+    ledgers: dict[str, LedgerJson]
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The source range summarized so far: first and last entry, and how many entries."""
+
+    first: str | None = None
+    last: str | None = None
+    entries: int = 0
+
+    def to_json(self) -> CoverageJson:
+        return {"first": self.first, "last": self.last, "entries": self.entries}
+
+
+@dataclass(frozen=True, slots=True)
+class CumulativeState:
+    """Everything a compaction carries to the next one (inside its details)."""
+
+    coverage: Coverage = Coverage()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    status: tuple[Item, ...] = ()
+    """The latest user request and assistant reply, keyed ``user``/``assistant``."""
+    ledgers: Mapping[LedgerName, Ledger] = field(
+        default_factory=lambda: {name: Ledger() for name in LEDGERS}
+    )
+
+    def to_json(self) -> StateJson:
+        return {
+            "version": STATE_VERSION,
+            "coverage": self.coverage.to_json(),
+            "counts": dict(sorted(self.counts.items())),
+            "status": [item.to_json() for item in self.status],
+            "ledgers": {name: self.ledgers[name].to_json() for name in LEDGERS},
+        }
+
+    def sampled(self, shown: Mapping[str, tuple[int, int]]) -> CumulativeState:
+        """The state with each named ledger cut to its first/last ``(head, tail)`` items: what
+        a summary showed is what the next cycle carries."""
+        ledgers = {
+            name: self.ledgers[name].sample(*shown[name]) if name in shown else self.ledgers[name]
+            for name in LEDGERS
+        }
+        return CumulativeState(self.coverage, self.counts, self.status, ledgers)
+
+    def addresses(self) -> list[str]:
+        """Every address the state holds, in a stable order."""
+        found: dict[str, None] = {}
+        for bound in (self.coverage.first, self.coverage.last):
+            if bound:
+                found[bound] = None
+        for item in self.status:
+            found.update(dict.fromkeys(item.addresses))
+        for name in LEDGERS:
+            ledger = self.ledgers[name]
+            for item in ledger.items:
+                found.update(dict.fromkeys(item.addresses))
+            for bound in (ledger.dropped_first, ledger.dropped_last):
+                if bound:
+                    found[bound] = None
+        return list(found)
+
+
+def read_state(value: Any) -> CumulativeState | None:
+    """The state stored by :meth:`CumulativeState.to_json`, or None if ``value`` is not one
+    (another version, another compactor, or damaged)."""
+    if not isinstance(value, Mapping) or value.get("version") != STATE_VERSION:
+        return None
+    coverage, counts = value.get("coverage"), value.get("counts")
+    status, ledgers = value.get("status"), value.get("ledgers")
+    if not isinstance(coverage, Mapping) or not isinstance(counts, Mapping):
+        return None
+    if not isinstance(status, list) or not isinstance(ledgers, Mapping):
+        return None
+    first, last, entries = coverage.get("first"), coverage.get("last"), coverage.get("entries")
+    if not all(bound is None or isinstance(bound, str) for bound in (first, last)):
+        return None
+    if not is_count(entries):
+        return None
+    if not all(isinstance(k, str) and is_count(v) for k, v in counts.items()):
+        return None
+    status_items = [Item.from_json(item) for item in status]
+    parsed = {name: Ledger.from_json(ledgers.get(name)) for name in LEDGERS}
+    if any(item is None for item in status_items) or any(v is None for v in parsed.values()):
+        return None
+    return CumulativeState(
+        Coverage(first, last, entries),
+        dict(counts),
+        tuple(cast(list[Item], status_items)),
+        cast(dict[LedgerName, Ledger], parsed),
+    )
+
+
+def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeState, int]:
+    """The state the latest compaction on ``branch`` carries and where projection resumes;
+    an empty state from the branch start when that compaction is not ours."""
+    latest = next((e for e in reversed(branch) if e.type == "compaction"), None)
+    if latest is None:
+        return CumulativeState(), 0
+    details = latest.raw.get("details")
+    if (
+        not isinstance(details, Mapping)
+        or details.get("compactor") != COMPACTOR
+        or details.get("version") != DETAILS_VERSION
+    ):
+        return CumulativeState(), 0
+    state = read_state(details.get("state"))
+    if state is None:
+        return CumulativeState(), 0
+    if state.coverage.last is None:
+        return state, 0
+    resume = next((i for i, e in enumerate(branch) if e.id == state.coverage.last), None)
+    if resume is None:
+        return CumulativeState(), 0  # our range is not on this branch: rebuild
+    return state, min(resume + 1, cut)
+
+
+# --- the details ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRange:
+    """What this compaction itself added, and where the kept context starts."""
+
+    first: str | None
+    last: str | None
+    entries: int
+    first_kept_entry_id: str
+
+    def to_json(self) -> LiveJson:
+        return {
+            "first": self.first,
+            "last": self.last,
+            "entries": self.entries,
+            "firstKeptEntryId": self.first_kept_entry_id,
+        }
+
+
+class LiveJson(TypedDict):
+    first: str | None
+    last: str | None
+    entries: int
+    firstKeptEntryId: str
+
+
+class SectionJson(TypedDict):
+    name: str
+    title: str
+    budget: int
+    bytes: int
+    items: int
+    shown: int
+    omitted: int
+    truncated: bool
+    omittedFirst: str | None
+    omittedLast: str | None
+
+
+class CoverageDetailsJson(TypedDict):
+    source: CoverageJson
+    live: LiveJson
+
+
+class DetailsJson(TypedDict):
+    compactor: str
+    version: int
+    sessionId: str | None
+    summaryBytes: int
+    firstKeptAdjustedFrom: str | None
+    sections: list[SectionJson]
+    coverage: CoverageDetailsJson
+    counts: dict[str, int]
+    omitted: dict[str, int]
+    addresses: list[str]
+    state: StateJson
+
+
+def build_details(
+    state: CumulativeState,
+    rendered: Rendered,
+    live: LiveRange,
+    *,
+    session_id: str | None,
+    adjusted_from: str | None,
+) -> DetailsJson:
+    """The versioned details stored with the compaction (documented in README.md).
+
+    The state carried forward keeps, of each sampled list, the items the summary showed.
+    """
+    carried = state.sampled({s.name: (s.head, s.tail) for s in rendered.sections})
+    addresses = dict.fromkeys(rendered.addresses)
+    addresses.update(dict.fromkeys(carried.addresses()))
+    if live.first_kept_entry_id:
+        addresses[live.first_kept_entry_id] = None
+    counts = dict(state.counts)
+    counts["outstandingErrors"] = state.ledgers["errors"].total
+    counts["files"] = state.ledgers["files"].total
+    return {
+        "compactor": COMPACTOR,
+        "version": DETAILS_VERSION,
+        "sessionId": session_id,
+        "summaryBytes": len(rendered.summary.encode()),
+        "firstKeptAdjustedFrom": adjusted_from,
+        "sections": [section.to_json() for section in rendered.sections],
+        "coverage": {"source": state.coverage.to_json(), "live": live.to_json()},
+        "counts": dict(sorted(counts.items())),
+        "omitted": {section.name: section.omitted for section in rendered.sections},
+        "addresses": list(addresses),
+        "state": carried.to_json(),
+    }

@@ -1,0 +1,289 @@
+"""Ledgers: the sampled lists a compaction carries (goal, constraints, facts, errors, files,
+activity, turns).
+
+A :class:`Ledger` keeps the earliest items (``head``), a counted gap of items that no
+longer fit (``dropped``, with the addresses that bound it) and the latest items
+(``tail``), each part bounded in bytes (:data:`CAPS`), so the state, like the summary,
+stops growing however long the session runs. A :class:`LedgerBuilder` takes one cycle's
+items; an item may arrive :class:`Pending` (its text not yet written), and only the items
+that end up kept are ever written: a long cycle costs a count for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypedDict, cast
+
+from .._js import is_count
+
+LedgerName = Literal["goal", "constraints", "facts", "errors", "files", "activity", "turns"]
+LEDGERS: Final[tuple[LedgerName, ...]] = (
+    "goal",
+    "constraints",
+    "facts",
+    "errors",
+    "files",
+    "activity",
+    "turns",
+)
+
+
+# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~5x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
+class Item:
+    """One line of a section: the addresses it stands for and its text.
+
+    ``key`` identifies it for de-duplication (statements), upserts (files, by path) and
+    resolution (errors, by target); ``tags`` are a file's actions.
+    """
+
+    first: str
+    last: str
+    text: str
+    key: str = ""
+    tags: tuple[str, ...] = ()
+
+    @property
+    def weight(self) -> int:
+        """Approximate rendered bytes, used to bound the state."""
+        return (
+            len(self.text.encode())
+            + len(self.first)
+            + (len(self.last) if self.last != self.first else 0)
+            + sum(len(tag) + 2 for tag in self.tags)
+            + 8
+        )
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return (self.first,) if self.last == self.first else (self.first, self.last)
+
+    def to_json(self) -> list[Any]:
+        """``[address, text]``, ``[first, last, text]`` or ``[first, last, text, key, tags]``."""
+        if self.key or self.tags:
+            return [self.first, self.last, self.text, self.key, list(self.tags)]
+        if self.last == self.first:
+            return [self.first, self.text]
+        return [self.first, self.last, self.text]
+
+    @staticmethod
+    def from_json(value: Any) -> Item | None:
+        if not isinstance(value, list) or len(value) not in (2, 3, 5):
+            return None
+        if not all(isinstance(part, str) for part in value[:3]):
+            return None
+        if len(value) == 2:
+            return Item(value[0], value[0], value[1])
+        if len(value) == 3:
+            return Item(value[0], value[1], value[2])
+        key, tags = value[3], value[4]
+        if not isinstance(key, str) or not isinstance(tags, list):
+            return None
+        if not all(isinstance(tag, str) for tag in tags):
+            return None
+        return Item(value[0], value[1], value[2], key, tuple(tags))
+
+
+class LedgerJson(TypedDict):
+    head: list[list[Any]]
+    tail: list[list[Any]]
+    dropped: int
+    droppedFirst: str | None
+    droppedLast: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """Earliest items, a counted gap, latest items (in source order)."""
+
+    head: tuple[Item, ...] = ()
+    tail: tuple[Item, ...] = ()
+    dropped: int = 0
+    dropped_first: str | None = None
+    dropped_last: str | None = None
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        return self.head + self.tail
+
+    @property
+    def total(self) -> int:
+        return len(self.head) + self.dropped + len(self.tail)
+
+    def gap(self, head: int, tail: int) -> tuple[int, str, str] | None:
+        """What showing only the first ``head`` and last ``tail`` items leaves out: how many
+        items and the first and last address of that range (None when nothing is)."""
+        items = self.items
+        n = len(items)
+        split = len(self.head)
+        if self.dropped and (head > split or tail > len(self.tail)):
+            raise ValueError("a sample may not reach past the gap the ledger already has")
+        omitted = n - min(n, head + tail) + self.dropped
+        if not omitted:
+            return None
+        middle = items[head : n - tail]
+        if not self.dropped:
+            return omitted, middle[0].first, middle[-1].last
+        before, after = items[head:split], items[split : n - tail]
+        first = before[0].first if before else self.dropped_first
+        last = after[-1].last if after else self.dropped_last
+        return omitted, first or "", last or ""
+
+    def sample(self, head: int, tail: int) -> Ledger:
+        """Only the first ``head`` and last ``tail`` items, the rest counted in the gap."""
+        gap = self.gap(head, tail)
+        if gap is None:
+            return self
+        items = self.items
+        return Ledger(items[:head], items[len(items) - tail :], *gap)
+
+    def to_json(self) -> LedgerJson:
+        return {
+            "head": [item.to_json() for item in self.head],
+            "tail": [item.to_json() for item in self.tail],
+            "dropped": self.dropped,
+            "droppedFirst": self.dropped_first,
+            "droppedLast": self.dropped_last,
+        }
+
+    @staticmethod
+    def from_json(value: Any) -> Ledger | None:
+        if not isinstance(value, Mapping):
+            return None
+        head, tail = value.get("head"), value.get("tail")
+        dropped = value.get("dropped")
+        first, last = value.get("droppedFirst"), value.get("droppedLast")
+        if not isinstance(head, list) or not isinstance(tail, list):
+            return None
+        if not is_count(dropped):
+            return None
+        if not all(bound is None or isinstance(bound, str) for bound in (first, last)):
+            return None
+        if dropped and (first is None or last is None):
+            return None
+        items = [Item.from_json(item) for item in head + tail]
+        if any(item is None for item in items):
+            return None
+        parsed = cast(list[Item], items)
+        return Ledger(tuple(parsed[: len(head)]), tuple(parsed[len(head) :]), dropped, first, last)
+
+
+@dataclass(frozen=True, slots=True)
+class Cap:
+    """How many bytes of earliest and of latest items a ledger keeps."""
+
+    head: int
+    tail: int
+
+
+CAPS: Final[Mapping[LedgerName, Cap]] = {
+    "goal": Cap(2048, 2048),
+    "constraints": Cap(2048, 3072),
+    "facts": Cap(2048, 4096),
+    "errors": Cap(3072, 9216),
+    "files": Cap(2048, 9216),
+    "activity": Cap(4096, 16384),
+    "turns": Cap(4096, 16384),
+}
+
+
+# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~5x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
+class Pending:
+    """An item whose text is written only if the ledger keeps it."""
+
+    first: str
+    last: str
+    write: Callable[[], Item]
+
+
+def _written(entry: Item | Pending) -> Item:
+    return entry if type(entry) is Item else cast(Pending, entry).write()
+
+
+class LedgerBuilder:
+    """A ledger being updated by one cycle's items."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.head = list(ledger.head)
+        self.tail: list[Item | Pending] = list(ledger.tail)
+        self.dropped = ledger.dropped
+        self.dropped_first = ledger.dropped_first
+        self.dropped_last = ledger.dropped_last
+        self.keys: dict[str, int] = {}
+        for item in ledger.items:
+            if item.key:
+                self.keys[item.key] = self.keys.get(item.key, 0) + 1
+
+    def add(self, item: Item) -> None:
+        self.tail.append(item)
+        if item.key:
+            self.keys[item.key] = self.keys.get(item.key, 0) + 1
+
+    def add_pending(self, item: Pending) -> None:
+        """Add an item without a key, to be written only if kept."""
+        self.tail.append(item)
+
+    def add_unique(self, item: Item) -> None:
+        if item.key not in self.keys:
+            self.add(item)
+
+    def pop_last(self) -> Item | None:
+        """Take back the latest item (not one past the gap)."""
+        source = self.tail if self.tail else self.head if not self.dropped else []
+        if not source:
+            return None
+        item = _written(source.pop())
+        if item.key:
+            self.keys[item.key] -= 1
+        return item
+
+    def remove(self, key: str) -> list[Item]:
+        """Remove every item with ``key``; return them, earliest first (only keyed items
+        are ever removed, and keyed items are never pending)."""
+        if not self.keys.get(key):
+            return []
+        removed = [item for item in [*self.head, *self.tail]
+                   if isinstance(item, Item) and item.key == key]
+        self.head = [item for item in self.head if item.key != key]
+        self.tail = [item for item in self.tail if not isinstance(item, Item) or item.key != key]
+        del self.keys[key]
+        return removed
+
+    def settle(self, cap: Cap) -> Ledger:
+        """The ledger within ``cap``: the longest run of latest items that fits the tail's
+        bytes, earlier items to the head while it has room and nothing was dropped yet, the
+        rest counted in the gap. Only kept items are written."""
+        tail = self.tail
+        start, tail_bytes = len(tail), 0
+        while start:
+            item = tail[start - 1] = _written(tail[start - 1])
+            weight = item.weight
+            if tail_bytes + weight > cap.tail:
+                break
+            tail_bytes += weight
+            start -= 1
+        head_bytes = sum(item.weight for item in self.head)
+        moved = 0
+        while moved < start and not self.dropped:
+            item = tail[moved] = _written(tail[moved])
+            weight = item.weight
+            if head_bytes + weight > cap.head:
+                break
+            self.head.append(item)
+            head_bytes += weight
+            moved += 1
+        if moved < start:
+            self.dropped += start - moved
+            self.dropped_first = self.dropped_first or tail[moved].first
+            self.dropped_last = tail[start - 1].last
+        return Ledger(
+            tuple(self.head),
+            tuple(cast(list[Item], tail[start:])),
+            self.dropped,
+            self.dropped_first,
+            self.dropped_last,
+        )

@@ -1,0 +1,53 @@
+"""Text helpers of the summary and the state: byte-bounded clipping, collapsed whitespace,
+an operation's target."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ..redact import redact
+
+TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
+"""An operation's target is its ref plus the first of these arguments it carries."""
+
+_SPACE = re.compile(r"\s+")
+
+
+def clip(text: str, max_bytes: int, marker: str = "...") -> str:
+    """``text`` with its secrets masked, cut to at most ``max_bytes`` UTF-8 bytes (marker
+    included), never inside a character.
+
+    Every text of the state and the summary is bounded here, the finished summary
+    included, so this is where the compaction masks secrets (docs/secrets.md): before the
+    cut, which could otherwise leave part of one.
+    """
+    text = redact(text)
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    room = max_bytes - len(marker.encode())
+    if room <= 0:
+        return ""
+    return data[:room].decode("utf-8", "ignore") + marker
+
+
+def collapse(text: str) -> str:
+    """Whitespace runs (newlines included) as single spaces."""
+    return _SPACE.sub(" ", text).strip()
+
+
+def target_of(args: Mapping[str, Any]) -> str:
+    """The first of ``path|command|key|id|topic|prefix`` that ``args`` holds, as text."""
+    for name in TARGET_ARGS:
+        value = args.get(name)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+    return ""
+
+
+def target_key(ref: str, target: str) -> str:
+    return f"{ref}\x00{target}"

@@ -1,0 +1,148 @@
+"""The per-entry view: what every later stage reads of one session entry, built once.
+
+A session entry is parsed JSON; the view is what compaction, the memory index,
+``audit`` and ``inspect`` need of it, read out once: the role, the tool a result
+answers, the message's text, the tool calls an assistant makes, the guarded
+Fabric result (the trace guard runs here and nowhere else) and the time. Nothing
+downstream re-parses the entry's message or re-runs the guard.
+
+:attr:`fabric_memory.session.Entry.view` builds it from a file's entry on first
+use; the compaction hook builds it straight from the host's JSON
+(:func:`view_entry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._js import iso_ms
+from .trace import FabricResult, read_fabric_result
+
+FABRIC_TOOL: Final = "fabric_exec"
+MAX_TIME_MS: Final = 8_640_000_000_000_000
+"""JavaScript's Date range (±10^8 days from 1970), which holds every time Pi writes; Tantivy's
+64-bit fields hold it too."""
+_TEXT_ROLES: Final = frozenset({"user", "assistant", "custom"})
+
+
+# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~5x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
+class ToolCall:
+    """One ``toolCall`` block of an assistant entry."""
+
+    entry_id: str
+    call_id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~5x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
+class EntryView:
+    """One session entry as the later stages read it."""
+
+    id: str
+    parent_id: str | None
+    type: str
+    timestamp: str | None
+    raw: dict[str, Any]
+    message: dict[str, Any] | None
+    """``raw["message"]`` of a ``message`` entry when it is an object."""
+    role: str | None
+    tool_name: str | None
+    """The tool a ``toolResult`` answers."""
+    call_id: str | None
+    """The ``toolCallId`` a ``toolResult`` answers."""
+    text: str
+    """The text blocks of a user, assistant or custom message, one per line (else "")."""
+    tool_calls: tuple[ToolCall, ...]
+    fabric: FabricResult | None
+    """The guarded ``fabric_exec`` result (:func:`fabric_memory.trace.read_fabric_result`)."""
+
+    @property
+    def time_ms(self) -> int | None:
+        """Epoch milliseconds of the entry's ISO timestamp, else its message's integer
+        ``timestamp`` when inside JavaScript's date range."""
+        if self.timestamp is not None:
+            parsed = iso_ms(self.timestamp.strip())
+            if parsed is not None:
+                return parsed
+        stamp = self.message.get("timestamp") if self.message is not None else None
+        return stamp if type(stamp) is int and abs(stamp) <= MAX_TIME_MS else None
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's ``content``: the string itself, or its text blocks, one per
+    line."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(
+        block["text"]
+        for block in content
+        if _is_object(block) and block.get("type") == "text" and isinstance(block.get("text"), str)
+    )
+
+
+def _is_object(value: object) -> bool:
+    """A JSON object (``type() is dict`` first: an ABC check costs ten times more)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _tool_calls(entry_id: str, content: Any) -> tuple[ToolCall, ...]:
+    if not isinstance(content, list):
+        return ()
+    calls = []
+    for block in content:
+        if not _is_object(block) or block.get("type") != "toolCall":
+            continue
+        call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments")
+        if isinstance(call_id, str) and call_id:
+            calls.append(
+                ToolCall(
+                    entry_id,
+                    call_id,
+                    name if isinstance(name, str) else "",
+                    arguments if _is_object(arguments) else {},
+                )
+            )
+    return tuple(calls)
+
+
+def view_entry(
+    entry_id: str,
+    entry_type: str,
+    parent_id: str | None,
+    timestamp: str | None,
+    raw: dict[str, Any],
+) -> EntryView:
+    """The view of one entry (its id, type, parent and timestamp already checked)."""
+    message = raw.get("message") if entry_type == "message" else None
+    if type(message) is not dict:
+        return EntryView(entry_id, parent_id, entry_type, timestamp, raw, None, None, None, None,
+                         "", (), None)
+    role = message.get("role")
+    if type(role) is not str:
+        role = None
+    tool_name = call_id = None
+    text = ""
+    calls: tuple[ToolCall, ...] = ()
+    fabric = None
+    if role == "toolResult":
+        name, answered = message.get("toolName"), message.get("toolCallId")
+        tool_name = name if type(name) is str else None
+        call_id = answered if type(answered) is str and answered else None
+        if tool_name == FABRIC_TOOL:
+            fabric = read_fabric_result(entry_id, message)
+    elif role in _TEXT_ROLES:
+        content = message.get("content")
+        text = content_text(content)
+        if role == "assistant":
+            calls = _tool_calls(entry_id, content)
+    return EntryView(entry_id, parent_id, entry_type, timestamp, raw, message, role, tool_name,
+                     call_id, text, calls, fabric)

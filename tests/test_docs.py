@@ -1,0 +1,80 @@
+"""The docs/ pages the code and README cite exist, with the sections they name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+# A citation, not a path in a string literal (data such as "docs/guide.md" is left alone).
+CITATION = re.compile(r"(?<![\w/.\"'])docs/([\w-]+\.md)(?:#([\w-]+))?")
+SOURCES = ("fabric_memory", "bench", "tests")
+
+
+def _anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), flags=re.M)
+    return {_anchor(h) for h in headings}
+
+
+def citations() -> list[tuple[str, str, str | None]]:
+    files = [REPO / "README.md", *DOCS.glob("*.md")]
+    for name in SOURCES:
+        files.extend((REPO / name).rglob("*.py"))
+    found = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        where = str(path.relative_to(REPO))
+        for match in CITATION.finditer(text):
+            found.append((where, match.group(1), match.group(2)))
+        # Links between docs pages are relative: (page.md#anchor).
+        if path.parent == DOCS:
+            for match in re.finditer(r"\]\(([\w-]+\.md)(?:#([\w-]+))?\)", text):
+                found.append((where, match.group(1), match.group(2)))
+    return found
+
+
+def test_anchor_follows_github_rules() -> None:
+    """Headings become lower-case, hyphenated anchors without punctuation."""
+    assert _anchor("Guard rules") == "guard-rules"
+    assert _anchor("sessions, stats, verify") == "sessions-stats-verify"
+    assert _anchor("`state`") == "state"
+
+
+def test_code_and_readme_cite_docs() -> None:
+    """The package cites docs/ pages, and README links every page."""
+    assert any(where.startswith("fabric_memory") for where, _, _ in citations())
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for page in sorted(DOCS.glob("*.md")):
+        assert f"(docs/{page.name})" in readme, f"README does not link docs/{page.name}"
+
+
+def test_citations_resolve() -> None:
+    """Each docs/ citation names an existing page and, when it has one, an existing section."""
+    broken = []
+    for where, page, anchor in citations():
+        target = DOCS / page
+        if not target.is_file():
+            broken.append(f"{where}: docs/{page} does not exist")
+        elif anchor is not None and anchor not in anchors(target):
+            broken.append(f"{where}: docs/{page} has no section #{anchor}")
+    assert not broken, broken
+
+
+def test_code_cites_no_outside_spec() -> None:
+    """No comment cites a spec that is not in the repository ("SPEC §n")."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}"
+        for name in SOURCES
+        for path in (REPO / name).rglob("*.py")
+        if path.name != "test_docs.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "SPEC" in line
+    ]
+    assert not offenders, offenders
