@@ -1,36 +1,133 @@
-"""fabric-memory: compaction and memory indexing for Pi coding-agent sessions."""
+"""fabric-memory: compaction and memory indexing for Pi coding-agent sessions.
 
-from .audit import audit_sessions
-from .compaction import append_compaction, compact_session, compaction_hook
-from .errors import FabricMemoryError
-from .memory.catalog import list_sessions, stats, verify
-from .memory.expand import expand, expand_request
-from .memory.recall import recall, recall_request
-from .memory.reindex import reindex
-from .session import Entry, Session, iter_session_files, read_session
-from .trace import (
-    FabricResult,
-    TraceOperation,
-    TracePhase,
-    create_fabric_persisted_execution_details,
-    is_fabric_execution_trace_operation_v1,
-    is_fabric_execution_trace_v1,
-    project_args,
-    read_fabric_execution_render_details,
-    read_fabric_execution_trace_v1,
-    read_fabric_result,
-    trace_rejection,
-)
+The public surface, grouped by job; the implementation lives in the modules named in
+``_HOMES``. Names load on first use (PEP 562), so ``import fabric_memory`` costs almost
+nothing until a caller touches the compactor or the index.
+"""
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+from importlib import import_module, metadata
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .audit import audit_sessions
+    from .compaction import (
+        Cancel,
+        Compaction,
+        CompactionSettings,
+        SessionCompaction,
+        append_compaction,
+        compact_session,
+        compaction_hook,
+        prepare_compaction,
+    )
+    from .errors import (
+        CompactionError,
+        ExpandError,
+        FabricMemoryError,
+        HookInputError,
+        IndexLockedError,
+        LineTooLongError,
+        MemoryIndexError,
+        NotASessionError,
+        QueryError,
+        SessionChangedError,
+        SessionError,
+        TraceError,
+        UsageError,
+    )
+    from .memory.catalog import list_sessions, stats, verify
+    from .memory.expand import expand, expand_request
+    from .memory.recall import recall, recall_request
+    from .memory.reindex import reindex
+    from .session import Entry, Session, iter_session_files, read_session
+    from .trace import (
+        FabricResult,
+        TraceOperation,
+        TracePhase,
+        create_fabric_persisted_execution_details,
+        is_fabric_execution_trace_operation_v1,
+        is_fabric_execution_trace_v1,
+        project_args,
+        read_fabric_execution_render_details,
+        read_fabric_execution_trace_v1,
+        read_fabric_result,
+        trace_rejection,
+    )
+    from .view import EntryView
+
+__version__ = metadata.version("fabric-memory")
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    # sessions: reading files, one view per entry
+    ".session": ("Entry", "Session", "iter_session_files", "read_session"),
+    ".view": ("EntryView",),
+    # the Fabric execution trace V1
+    ".trace": (
+        "FabricResult", "TraceOperation", "TracePhase",
+        "create_fabric_persisted_execution_details", "is_fabric_execution_trace_operation_v1",
+        "is_fabric_execution_trace_v1", "project_args", "read_fabric_execution_render_details",
+        "read_fabric_execution_trace_v1", "read_fabric_result", "trace_rejection",
+    ),
+    # compaction
+    ".compaction": (
+        "Cancel", "Compaction", "CompactionSettings", "SessionCompaction", "append_compaction",
+        "compact_session", "compaction_hook", "prepare_compaction",
+    ),
+    # the memory index
+    ".memory.reindex": ("reindex",),
+    ".memory.recall": ("recall", "recall_request"),
+    ".memory.expand": ("expand", "expand_request"),
+    ".memory.catalog": ("list_sessions", "stats", "verify"),
+    ".audit": ("audit_sessions",),
+    # errors a caller catches (all under FabricMemoryError)
+    ".errors": (
+        "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
+        "IndexLockedError", "LineTooLongError", "MemoryIndexError", "NotASessionError",
+        "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
+    "Cancel",
+    "Compaction",
+    "CompactionError",
+    "CompactionSettings",
     "Entry",
+    "EntryView",
+    "ExpandError",
     "FabricMemoryError",
     "FabricResult",
+    "HookInputError",
+    "IndexLockedError",
+    "LineTooLongError",
+    "MemoryIndexError",
+    "NotASessionError",
+    "QueryError",
     "Session",
+    "SessionChangedError",
+    "SessionCompaction",
+    "SessionError",
+    "TraceError",
     "TraceOperation",
     "TracePhase",
+    "UsageError",
     "__version__",
     "append_compaction",
     "audit_sessions",
@@ -43,6 +140,7 @@ __all__ = [
     "is_fabric_execution_trace_v1",
     "iter_session_files",
     "list_sessions",
+    "prepare_compaction",
     "project_args",
     "read_fabric_execution_render_details",
     "read_fabric_execution_trace_v1",

@@ -7,22 +7,46 @@ CLI catches :class:`FabricMemoryError` once and exits non-zero.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
+
+import orjson
 
 SHOWN_CHARS = 60
 """How much of a bad value an error message echoes."""
 
 
 def clipped(value: object, limit: int = SHOWN_CHARS) -> str:
-    """``repr(value)`` cut to ``limit`` characters with its full length named, so a message
-    stays one short line whatever was sent (a 100 KB string, a deep list)."""
-    try:
-        text = repr(value)
-    except (RecursionError, ValueError):  # nested past recursion; an int past str's digit cap
-        text = f"<{type(value).__name__}>"
+    """A bad value as an error message shows it, in the one dialect every message uses: a
+    JSON scalar as JSON (``"text"``, ``12``, ``true``, ``null``), a container by its kind
+    (``an array of 3``, ``an object with 2 keys``: never its contents), anything else by its
+    type. Cut to ``limit`` characters with the full length named, so a message stays one
+    short line whatever was sent (a 100 KB string, a huge integer)."""
+    if isinstance(value, list | tuple):
+        return f"an array of {len(value)}"
+    if isinstance(value, dict):
+        return f"an object with {len(value)} key{'s' if len(value) != 1 else ''}"
+    if isinstance(value, float) and not math.isfinite(value):
+        text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    elif value is None or isinstance(value, bool | int | float | str):
+        try:
+            text = orjson.dumps(value).decode()
+        except orjson.JSONEncodeError:  # a lone surrogate, an int past 64 bits, NaN
+            text = _fallback(value)
+    else:
+        text = f"a Python {type(value).__name__}"
     if len(text) <= limit:
         return text
     return f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
+def _fallback(value: object) -> str:
+    if isinstance(value, str):
+        return '"' + value.encode("utf-8", "backslashreplace").decode() + '"'
+    try:
+        return str(value)  # an integer past 64 bits
+    except ValueError:  # an integer past str's digit cap
+        return f"a {value.bit_length() if isinstance(value, int) else 0}-bit integer"
 
 
 def is_utf8(text: str) -> bool:
@@ -131,13 +155,13 @@ class HookInputError(CompactionError):
 # --- memory index --------------------------------------------------------------------
 
 
-class IndexError_(FabricMemoryError):
+class MemoryIndexError(FabricMemoryError):
     """The on-disk memory index is missing, unusable or could not be written."""
 
     code = "index_error"
 
 
-class IndexLockedError(IndexError_):
+class IndexLockedError(MemoryIndexError):
     """Another writer holds the index lock past the wait timeout."""
 
     code = "index_locked"
@@ -163,12 +187,22 @@ class ExpandError(FabricMemoryError):
         "ambiguous_session",
         "text_offset_out_of_bounds",
     )
-    # Distinct exit status per code so shell callers can branch without parsing JSON.
-    EXIT_STATUS: ClassVar[dict[str, int]] = {name: 10 + i for i, name in enumerate(CODES)}
+    # Distinct exit status per code so shell callers can branch without parsing JSON
+    # (docs/errors.md#expand); written out so that adding a code never renumbers another.
+    EXIT_STATUS: ClassVar[dict[str, int]] = {
+        "stale_pointer": 10,
+        "index_out_of_bounds": 11,
+        "session_not_found": 12,
+        "source_unavailable": 13,
+        "address_not_found": 14,
+        "ambiguous_address": 15,
+        "ambiguous_session": 16,
+        "text_offset_out_of_bounds": 17,
+    }
 
     def __init__(self, code: str, message: str) -> None:
         if code not in self.CODES:
-            raise ValueError(f"unknown expand error code {code!r}")
+            raise ValueError(f"unknown expand error code {clipped(code)}")
         super().__init__(message, code=code)
         self.exit_status = self.EXIT_STATUS[code]
 

@@ -77,6 +77,13 @@ def _assigned_value(value: str) -> bool:
     return not (_REFERENCE.fullmatch(value) or _IDENTIFIER.fullmatch(value))
 
 
+_SECRET_NAME = (r"[A-Za-z0-9_.\-]{0,60}?(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
+                r"|(?:access|secret|private|signing|master|encryption|auth|client)[_\-]?key"
+                r"|_key|credentials?)")
+"""A name whose value is a credential: ``*_TOKEN``, ``*_SECRET``, ``*_KEY``, ``password``..."""
+_SECRET_KEY = re.compile(_SECRET_NAME, re.IGNORECASE)
+
+
 def _url_password(value: str) -> bool:
     return not value.startswith(_PLACEHOLDER_START) and value.lower() not in _NOT_SECRETS
 
@@ -138,9 +145,8 @@ RULES: tuple[Rule, ...] = (
           ("://",), group=1, accept=_url_password),
     _rule("bearer-token", r"\b[Bb]earer\s+([A-Za-z0-9._~+/\-]{20,}=*)", ("bearer",), group=1),
     _rule("assigned-secret",
-          r"(?<![A-Za-z0-9])[A-Za-z0-9_.\-]{0,60}?(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
-          r"|(?:access|secret|private|signing|master|encryption|auth|client)[_\-]?key|_key"
-          r"|credentials?)(?![A-Za-z0-9])\\?[\"']?[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}"
+          rf"(?<![A-Za-z0-9]){_SECRET_NAME}(?![A-Za-z0-9])\\?[\"']?"
+          r"[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}"
           r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|'(?P<sq>[^'\n]{1,256})'"
           r"|(?P<bare>[^\s'\"`,;)}\]]{1,256}))",
           ("token", "secret", "passw", "pwd", "key", "credential"),
@@ -254,7 +260,9 @@ def might_hold_secrets(text: str) -> bool:
 
 
 def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:
-    """A copy of ``value`` (parsed JSON) with every string, keys included, redacted.
+    """A copy of ``value`` (parsed JSON) with every string, keys included, redacted, and
+    the string value of a secret-named key (``{"password": "..."}``) masked whole when it
+    looks like a credential.
 
     Iterative: a session line may nest as deep as the JSON parser allows."""
     root = [value]
@@ -268,24 +276,25 @@ def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:
             items = container[key] = list(item)
             stack.extend((items, index) for index in range(len(items)))
         elif isinstance(item, dict):
-            pairs = container[key] = {redact(k, counts): v for k, v in item.items()}
+            pairs = container[key] = {redact(k, counts): _named(k, v, counts)
+                                      for k, v in item.items()}
             stack.extend((pairs, k) for k in pairs)
     return root[0]
 
 
+def _named(key: str, value: Any, counts: Counter[str] | None) -> Any:
+    if (isinstance(value, str) and _SECRET_KEY.fullmatch(key) and _assigned_value(value)
+            and not find_secrets(value)):
+        if counts is not None:
+            counts["assigned-secret"] += 1
+        return MASK.format(kind="assigned-secret")
+    return value
+
+
 def secret_kinds(value: Any) -> Counter[str]:
-    """How many secrets of each kind the strings (keys included) of ``value`` hold."""
+    """How many secrets of each kind :func:`redact_json` masks in ``value``."""
     counts: Counter[str] = Counter()
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            counts.update(finding.kind for finding in find_secrets(item))
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+    redact_json(value, counts)
     return counts
 
 

@@ -3,10 +3,14 @@
 A session file is read once, in chunks, hashing exactly the bytes read. Lines are
 split on ``\\n`` only (U+2028/U+2029 inside strings are data), a trailing ``\\r`` is
 stripped, and no line longer than ``max_line_bytes`` is ever held in memory.
+
+Entries, ids, the leaf and version 1/2 migration follow Pi 1.6.0's own reading of a file
+(docs/sessions.md lists every rule and the few deliberate differences).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import stat
@@ -43,7 +47,13 @@ class Entry:
     length: int
     """Byte length of the line without ``\\n`` (and without a stripped ``\\r``)."""
     raw: dict[str, Any]
+    """The entry as Pi holds it after migrating the file (for v3 files, the line's object;
+    ``{}`` for a line that is valid JSON but not an object)."""
     migrated: bool = False
+    """True when ``id`` or ``raw`` is not the line's own (v1/v2 migration, no usable id)."""
+    has_id: bool = True
+    """False for an entry without a non-empty string id: Pi keeps it, but no parent link
+    reaches it, and as the last entry it leaves Pi with no active branch."""
     _view: EntryView | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -88,6 +98,18 @@ class LineProblem:
 
 
 @dataclass(frozen=True, slots=True)
+class GluedLine:
+    """A line Pi drops because a crash glued complete JSON objects together on it: no
+    entry of the session, but its objects can still be remembered (see
+    docs/sessions.md#glued-lines)."""
+
+    line: int
+    offset: int
+    length: int
+    objects: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     """A parsed session file. Entries are in file order; ``by_id`` maps each id to
     its last occurrence (as Pi's own index does)."""
@@ -104,11 +126,15 @@ class Session:
     truncated_tail: LineProblem | None = None
     duplicate_ids: tuple[str, ...] = ()
     by_id: Mapping[str, Entry] = field(default_factory=dict)
+    glued: tuple[GluedLine, ...] = ()
+    """Malformed lines that are complete JSON objects glued together (also in ``malformed``)."""
 
     @property
     def leaf_id(self) -> str | None:
-        """The last entry in file order is the leaf of the active branch."""
-        return self.entries[-1].id if self.entries else None
+        """The last entry in file order is the leaf of the active branch (Pi's ``leafId``);
+        ``None`` when there is none or it has no id of its own (Pi's branch is then empty)."""
+        last = self.entries[-1] if self.entries else None
+        return last.id if last is not None and last.has_id else None
 
     def branch(self, leaf_id: str | None) -> list[Entry]:
         """The chain from ``leaf_id`` back to its root, root first; cycles stop the walk."""
@@ -327,82 +353,185 @@ def read_session(
         raise SessionError(name, None, f"cannot read file: {exc.strerror or exc}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """A JSON value Pi's loader keeps (a truthy value after the header), and where it is."""
+
+    value: Any
+    line: int
+    offset: int
+    length: int
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What one pass over a file's lines finds, before any migration."""
+
+    header: dict[str, Any] | None = None
+    title: dict[str, Any] | None = None
+    kept: list[_Line | None] = field(default_factory=list)
+    """Pi's parsed values after the header, in order; ``None`` for a repeated header."""
+    malformed: list[LineProblem] = field(default_factory=list)
+    glued: list[GluedLine] = field(default_factory=list)
+    truncated: LineProblem | None = None
+    not_a_session: NotASessionError | None = None
+    """The first line before the header that is not JSON (raised if no header follows)."""
+    size: int = 0
+
+
 def _parse(
     path: str, lines: Iterator[tuple[int, int, bytes, bool]], digest: Any
 ) -> Session:
-    header: dict[str, Any] | None = None
-    title: dict[str, Any] | None = None
-    entries: list[Entry] = []
-    malformed: list[LineProblem] = []
-    truncated: LineProblem | None = None
-    size = 0
-    previous_id: str | None = None
-    for number, offset, data, ended in lines:
-        size = offset + len(data) + (1 if ended else 0)
-        if data.endswith(b"\r"):
-            data = data[:-1]
-        if not data.strip():
-            continue
-        try:
-            value = _decode(data)
-        except orjson.JSONDecodeError as exc:
-            if header is None:
-                raise NotASessionError(path, number, f"not JSON ({_short(exc)})") from None
-            if not ended:
-                truncated = LineProblem(number, "truncated_tail: half-written last line ignored")
-            else:
-                reason = f"malformed JSON line skipped ({_short(exc)})"
-                malformed.append(LineProblem(number, reason))
-            continue
-        if not isinstance(value, dict):
-            if header is None:
-                raise NotASessionError(path, number, "first line is not a JSON object")
-            malformed.append(LineProblem(number, "line is not a JSON object; skipped"))
-            continue
-        if header is None:
-            if value.get("type") == "title" and title is None and not entries:
-                title = value
-                continue
-            _check_header(path, number, value)
-            header = value
-            continue
-        entry = _entry(value, number, offset, len(data), _version(header), previous_id)
-        if entry is None:
-            malformed.append(LineProblem(number, "entry without a string 'type'/'id'; skipped"))
-            continue
-        entries.append(entry)
-        previous_id = entry.id
+    scan = _Scan()
+    try:
+        for number, offset, data, ended in lines:
+            scan.size = offset + len(data) + (1 if ended else 0)
+            _scan_line(path, scan, number, offset, data.removesuffix(b"\r"), ended)
+    except LineTooLongError:
+        if scan.header is None and scan.not_a_session is not None:
+            raise scan.not_a_session from None
+        raise
+    header = scan.header
     if header is None:
-        raise NotASessionError(path, None, "empty file: no session header")
+        raise scan.not_a_session or NotASessionError(path, None, "empty file: no session header")
+    version = _version(header)
+    entries = _migrate_v1(scan.kept, scan.malformed) if version < 2 else _entries(scan.kept)
+    if version < CURRENT_VERSION:
+        entries = [_hook_message_to_custom(entry) for entry in entries]
     by_id: dict[str, Entry] = {}
     duplicates: list[str] = []
     for entry in entries:
+        if not entry.has_id:
+            continue
         if entry.id in by_id:
             duplicates.append(entry.id)
         by_id[entry.id] = entry
     return Session(
         path=path,
         header=header,
-        title=title,
+        title=scan.title,
         session_id=header["id"],
-        version=_version(header),
+        version=version,
         entries=tuple(entries),
         source_hash=digest.hexdigest(),
-        size=size,
-        malformed=tuple(malformed),
-        truncated_tail=truncated,
+        size=scan.size,
+        malformed=tuple(sorted(scan.malformed, key=lambda problem: problem.line)),
+        truncated_tail=scan.truncated,
         duplicate_ids=tuple(duplicates),
         by_id=by_id,
+        glued=tuple(scan.glued),
     )
+
+
+def _scan_line(
+    path: str, scan: _Scan, number: int, offset: int, data: bytes, ended: bool
+) -> None:
+    """One line, as Pi 1.6.0's ``loadEntriesFromFile`` and ``_buildIndex`` take it: blank
+    lines, malformed JSON and falsy values are skipped everywhere (before the header too);
+    a later line whose type is ``session`` (a repeated header) is skipped; every other
+    value is an entry, even one without an id or a type."""
+    if not data.strip():
+        return
+    try:
+        value = _decode(data)
+    except orjson.JSONDecodeError as exc:
+        if scan.header is None and exc.msg == _TOO_DEEP:
+            # Valid JSON to Pi (JSON.parse has no depth limit), so not a session header.
+            raise NotASessionError(path, number, f"first JSON line is not a session header "
+                                   f"({_short(exc)})") from None
+        if scan.header is None:
+            scan.not_a_session = scan.not_a_session or NotASessionError(
+                path, number, f"not JSON ({_short(exc)})"
+            )
+        elif not ended:
+            scan.truncated = LineProblem(number, "truncated_tail: half-written last line ignored")
+        else:
+            reason = f"malformed JSON line skipped ({_short(exc)})"
+            objects = glued_objects(data) if exc.msg == _TRAILING else ()
+            if objects:
+                scan.glued.append(GluedLine(number, offset, len(data), objects))
+                reason = (f"complete JSON objects glued together ({len(objects)} kept for "
+                          "memory); skipped as Pi does")
+            scan.malformed.append(LineProblem(number, reason))
+        return
+    if not _js_truthy(value):
+        if scan.header is not None:
+            scan.malformed.append(LineProblem(number, f"JSON {_js_shown(value)} skipped"))
+    elif scan.header is None:
+        if isinstance(value, dict) and value.get("type") == "title" and scan.title is None:
+            scan.title = value
+        else:
+            try:
+                _check_header(path, number, value)
+            except NotASessionError as error:
+                # The first bad line before it is the likelier cause (a BOM, a torn header).
+                raise (scan.not_a_session or error) from None
+            scan.header = value
+    elif isinstance(value, dict) and value.get("type") == "session":
+        scan.kept.append(None)
+    else:
+        scan.kept.append(_Line(value, number, offset, len(data)))
+
+
+_TOO_DEEP = "depth limit exceeded"
+"""orjson's message for JSON nested past its limit (1,024 levels)."""
+_TRAILING = "unexpected content after document"
+"""orjson's message for a complete JSON value followed by more text."""
+MAX_GLUED_OBJECTS = 64
+
+
+def glued_objects(data: bytes) -> tuple[dict[str, Any], ...]:
+    """The complete JSON objects a line holds back to back (a crash glued lines together),
+    in order; an incomplete or non-object rest is left out. At most
+    :data:`MAX_GLUED_OBJECTS`."""
+    try:
+        rest = data.decode()
+    except UnicodeDecodeError:
+        return ()
+    objects: list[dict[str, Any]] = []
+    while rest.strip() and len(objects) < MAX_GLUED_OBJECTS:
+        try:
+            value, rest = orjson.loads(rest), ""
+        except orjson.JSONDecodeError as exc:
+            if exc.msg != _TRAILING or exc.pos == 0:
+                break
+            # ``pos`` counts characters of the text orjson was given.
+            value, rest = _loads_or_none(rest[: exc.pos]), rest[exc.pos :]
+        if not isinstance(value, dict):
+            break
+        objects.append(value)
+    return tuple(objects)
+
+
+def _loads_or_none(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _js_truthy(value: Any) -> bool:
+    """JavaScript truthiness of a parsed JSON value (``{}`` and ``[]`` are truthy)."""
+    if value is None or value is False or value == "":
+        return False
+    return not (isinstance(value, int | float) and value == 0)
+
+
+def _js_shown(value: Any) -> str:
+    return "null" if value is None else orjson.dumps(value).decode()
 
 
 def _short(exc: Exception) -> str:
     return str(exc).split(":", 1)[0]
 
 
-def _check_header(path: str, line: int, value: dict[str, Any]) -> None:
+def _check_header(path: str, line: int, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise NotASessionError(path, line, "first JSON line is not a JSON object")
     if value.get("type") != "session":
-        raise NotASessionError(path, line, "first line is not a session header (type != 'session')")
+        raise NotASessionError(
+            path, line, "first JSON line is not a session header (type != 'session')"
+        )
     if not isinstance(value.get("id"), str) or not value["id"]:
         raise NotASessionError(path, line, "session header has no string 'id'")
     version = value.get("version", 1)
@@ -420,46 +549,118 @@ def _version(header: dict[str, Any]) -> int:
 
 
 def migrated_id(line: int) -> str:
-    """Deterministic id of a v1/v2 entry that has none: ``L<physical line>``.
+    """Deterministic id of an entry whose id is not its own: ``L<physical line>``.
 
+    Every entry of a v1 file gets one (Pi gives them random ids when it migrates the
+    file); so does a later entry without a usable id, which no parent link can reach.
     Stable across runs and across appends, since an entry's line never moves.
     """
     return f"L{line}"
 
 
-def _entry(
-    value: dict[str, Any],
-    line: int,
-    offset: int,
-    length: int,
-    version: int,
-    previous_id: str | None,
-) -> Entry | None:
-    entry_type = value.get("type")
-    if not isinstance(entry_type, str):
-        return None
-    entry_id = value.get("id")
-    migrated = False
-    if version < CURRENT_VERSION and not (isinstance(entry_id, str) and entry_id):
-        # v1/v2 files are linear: each entry's parent is the previous entry.
-        entry_id, parent = migrated_id(line), previous_id
-        migrated = True
+def _entries(kept: list[_Line | None]) -> list[Entry]:
+    """Entries of a v2/v3 file. An entry without a non-empty string id is kept (Pi indexes
+    it under ``undefined``): it gets a line-derived id, and no parent link reaches it."""
+    entries: list[Entry] = []
+    for item in kept:
+        if item is None:
+            continue
+        raw = item.value if isinstance(item.value, dict) else {}
+        entry_id, parent = raw.get("id"), raw.get("parentId")
+        has_id = isinstance(entry_id, str) and entry_id != ""
+        entries.append(
+            _entry(
+                item,
+                raw,
+                entry_id if isinstance(entry_id, str) and has_id else migrated_id(item.line),
+                parent if isinstance(parent, str) and parent else None,
+                has_id=has_id,
+            )
+        )
+    return entries
+
+
+def _migrate_v1(kept: list[_Line | None], malformed: list[LineProblem]) -> list[Entry]:
+    """Pi's ``migrateV1ToV2``: every entry gets an id and the previous entry as parent, and
+    a compaction's ``firstKeptEntryIndex`` (an index into the parsed values, header = 0,
+    repeated headers counted) becomes ``firstKeptEntryId``: the id the target has at that
+    moment (its own ``id`` field when it comes later), nothing when it is a header."""
+    ids: dict[int, str] = {}
+    for position, item in enumerate(kept):
+        if item is not None and isinstance(item.value, dict | list):
+            ids[position] = migrated_id(item.line)
+    entries: list[Entry] = []
+    previous: str | None = None
+    for position, item in enumerate(kept):
+        if item is None:
+            continue
+        if position not in ids:
+            # Pi cannot migrate a file with a number or string line (it throws).
+            malformed.append(LineProblem(item.line, "v1 entry is not a JSON object; skipped"))
+            continue
+        # As Pi holds it after migrating: its id and parent set in place.
+        raw = dict(item.value) if isinstance(item.value, dict) else {}
+        raw["id"], raw["parentId"] = ids[position], previous
+        if raw.get("type") == "compaction":
+            raw = _first_kept_by_index(raw, position, kept, ids)
+        entries.append(_entry(item, raw, ids[position], previous, migrated=True))
+        previous = ids[position]
+    return entries
+
+
+def _first_kept_by_index(
+    raw: dict[str, Any], position: int, kept: list[_Line | None], ids: dict[int, str]
+) -> dict[str, Any]:
+    index = raw.get("firstKeptEntryIndex")
+    if not isinstance(index, int | float) or isinstance(index, bool):
+        return raw
+    migrated = {key: value for key, value in raw.items() if key != "firstKeptEntryIndex"}
+    # ``kept`` starts after the header, which is index 0 of Pi's parsed values.
+    target = int(index) - 1 if float(index).is_integer() and index >= 1 else None
+    if target is None or target >= len(kept) or kept[target] is None:
+        return migrated  # no such entry, or a header: firstKeptEntryId stays as it was
+    if target <= position:
+        migrated["firstKeptEntryId"] = ids.get(target)
     else:
-        if not isinstance(entry_id, str) or not entry_id:
-            return None
-        parent = value.get("parentId")
-        parent = parent if isinstance(parent, str) and parent else None
-    timestamp = value.get("timestamp")
+        later = kept[target]
+        own = later.value.get("id") if later is not None and isinstance(later.value, dict) else None
+        migrated["firstKeptEntryId"] = own
+    if migrated["firstKeptEntryId"] is None:
+        del migrated["firstKeptEntryId"]  # Pi sets it to undefined
+    return migrated
+
+
+def _hook_message_to_custom(entry: Entry) -> Entry:
+    """Pi's ``migrateV2ToV3``: the ``hookMessage`` role is now ``custom``."""
+    message = entry.message
+    if message is None or message.get("role") != "hookMessage":
+        return entry
+    raw = {**entry.raw, "message": {**message, "role": "custom"}}
+    return dataclasses.replace(entry, raw=raw, migrated=True)
+
+
+def _entry(
+    item: _Line,
+    raw: dict[str, Any],
+    entry_id: str,
+    parent: str | None,
+    *,
+    has_id: bool = True,
+    migrated: bool = False,
+) -> Entry:
+    entry_type = raw.get("type")
+    timestamp = raw.get("timestamp")
     return Entry(
         id=entry_id,
         parent_id=parent,
-        type=entry_type,
+        type=entry_type if isinstance(entry_type, str) else "",
         timestamp=timestamp if isinstance(timestamp, str) else None,
-        line=line,
-        offset=offset,
-        length=length,
-        raw=value,
-        migrated=migrated,
+        line=item.line,
+        offset=item.offset,
+        length=item.length,
+        raw=raw,
+        migrated=migrated or not has_id,
+        has_id=has_id,
     )
 
 

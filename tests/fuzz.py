@@ -412,7 +412,7 @@ class Fuzzer:
         try:
             result = compaction_hook(event)
         except FabricMemoryError as error:
-            self.tally["hook", _require_located(error, "event", what)] += 1
+            self.tally["hook", _require_located(error, "$", what)] += 1
             return
         if result != compaction.to_hook_result():
             raise FuzzFailure(f"{what}: the hook and compact_session disagree")
@@ -450,9 +450,11 @@ class Fuzzer:
         catalog = load_catalog(open_index(index))
         for path, session in good.items():
             record = catalog.by_path.get(str(path))
-            if record is None or record.entries != len(session.entries):
+            # Entry documents: the entries, then the objects salvaged from glued lines.
+            documents = len(session.entries) + sum(len(g.objects) for g in session.glued)
+            if record is None or record.entries != documents:
                 raise FuzzFailure(f"{what}: {path} indexed as {record}, "
-                                  f"read {len(session.entries)} entries")
+                                  f"read {documents} entry documents")
         sample = rng.sample(sorted(good), k=min(len(good), EXPAND_SAMPLE))
         for path in sample:
             self.expand_all(path, sessions, index, None, what)

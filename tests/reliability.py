@@ -79,9 +79,12 @@ class Expected:
 
     def agrees(self, item: Mapping[str, Any]) -> bool:
         """Whether one expanded item is exactly this file's text for its address."""
-        expected = self.addresses.get(item["address"])
-        if expected is None and item["kind"] == "entry":
+        # An entry is known by its position: with duplicate ids, its address names the
+        # first occurrence only.
+        if item["kind"] == "entry":
             expected = self.by_index.get(item["index"])
+        else:
+            expected = self.addresses.get(item["address"])
         start = item["textOffset"]
         return expected is not None and expected[start : start + len(item["text"])] == item[
             "text"]
@@ -102,7 +105,12 @@ def expected_texts(path: Path) -> Expected:
         addresses.setdefault(entry.id, text)
         for address, record in source_records(entry.id, entry.raw).items():
             addresses.setdefault(address, record_text(record))
-    return Expected(session.source_hash, len(session.entries), addresses, by_index)
+    # Objects salvaged from glued lines come after the entries; each expands to its line.
+    salvaged = [glued for glued in session.glued for _ in glued.objects]
+    for position, glued in enumerate(salvaged, start=len(session.entries)):
+        by_index[position] = data[glued.offset : glued.offset + glued.length].decode(
+            "utf-8", errors="replace")
+    return Expected(session.source_hash, len(by_index), addresses, by_index)
 
 
 def environment(**extra: str) -> dict[str, str]:

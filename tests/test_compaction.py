@@ -653,13 +653,13 @@ def test_entry_ids_are_deterministic_and_unique() -> None:
 @pytest.mark.parametrize(
     ("event", "where"),
     [
-        ([], "event"),
-        ({"type": "other"}, "event.type"),
-        ({"preparation": 3}, "event.preparation"),
-        ({"preparation": {"tokensBefore": 1}}, "event.preparation.firstKeptEntryId"),
+        ([], r"^\$: "),
+        ({"type": "other"}, r"^\$\.type: .*got \"other\""),
+        ({"preparation": 3}, r"^\$\.preparation: "),
+        ({"preparation": {"tokensBefore": 1}}, r"^\$\.preparation\.firstKeptEntryId: "),
         ({"preparation": {"firstKeptEntryId": "", "tokensBefore": -1}}, "tokensBefore"),
         ({"preparation": {"firstKeptEntryId": "", "tokensBefore": 1}, "branchEntries": [1]},
-         r"event.branchEntries\[0\]"),
+         r"^\$\.branchEntries\[0\]: "),
     ],
 )
 def test_malformed_events_name_the_json_path(event: Any, where: str) -> None:
@@ -701,14 +701,14 @@ def test_stdio_hook_rejects_tokens_past_safe_integers(
     assert main(["hook"]) == 2
     error = orjson.loads(capsys.readouterr().out)["error"]
     assert error["code"] == "bad_event"
-    assert error["message"].startswith("event.preparation.tokensBefore: expected an integer")
+    assert error["message"].startswith("$.preparation.tokensBefore: expected an integer")
 
 
 def test_hook_error_clips_an_echoed_value() -> None:
     """A 100 KB bad value is echoed clipped: the error stays one short line."""
     result, status = run_hook(orjson.dumps({"type": "x" * 100_000, "preparation": {}}))
     message = result["error"]["message"]
-    assert status == 2 and message.startswith("event.type:") and "100002 characters" in message
+    assert status == 2 and message.startswith("$.type:") and "100002 characters" in message
     assert len(message) < 200 and "\n" not in message
 
 

@@ -19,7 +19,7 @@ import tantivy
 from fabric_memory.compaction import append_compaction, compact_session
 from fabric_memory.errors import (
     ExpandError,
-    IndexError_,
+    MemoryIndexError,
     SessionChangedError,
     SessionError,
 )
@@ -343,7 +343,7 @@ def _old_index_intact(roots: dict[str, Path], one: SessionBuilder) -> None:
 def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A commit that fails (disk full) raises IndexError_ naming the index; the previous
+    """A commit that fails (disk full) raises MemoryIndexError naming the index; the previous
     commit still answers, the lock is released, and the next run succeeds."""
     roots, one = _indexed_twice(tmp_path)
     real = index_module.MemoryIndex.writer
@@ -354,7 +354,7 @@ def test_failed_commit_is_a_clear_error_and_the_old_index_stays(
         return writer
 
     monkeypatch.setattr(index_module.MemoryIndex, "writer", failing)
-    with pytest.raises(IndexError_) as caught:
+    with pytest.raises(MemoryIndexError) as caught:
         reindex(**roots, workers=1)
     FAULTS["commit fails (disk full)"] = 1
     assert str(roots["index"]) in caught.value.message
@@ -587,11 +587,11 @@ def test_verify_finds_documents_the_index_lost(tmp_path: Path) -> None:
 
 
 def test_a_tantivy_panic_is_one_error_line() -> None:
-    """A PanicException from Tantivy's Rust code becomes an IndexError_ naming the index and
+    """A PanicException from Tantivy's Rust code becomes an MemoryIndexError naming the index and
     the fix, on one line."""
     panic = type("PanicException", (BaseException,), {})
 
-    with pytest.raises(IndexError_) as caught, index_module._translated("/x/index/v1"):
+    with pytest.raises(MemoryIndexError) as caught, index_module._translated("/x/index/v1"):
         raise panic("called `Option::unwrap()` on a `None` value\nstack backtrace: ...")
     assert caught.value.message == (
         "/x/index/v1: the index is damaged (Tantivy failed: called `Option::unwrap()` on a "

@@ -173,7 +173,7 @@ def test_recall_at_the_last_offset_is_an_empty_page(
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--mode", "regex", "a(b"], "regex 'a(b': unclosed group (regex syntax error)"),
+    (["--mode", "regex", "a(b"], 'regex "a(b": unclosed group (regex syntax error)'),
     (["a" * 65], f"query {clipped('a' * 65)}: every word is longer than 64 characters, and the "
                  "index keeps no word that long; search for shorter words of the same entry"),
     (["--mode", "regex", "x" * 300], "regex is 300 characters; the limit is 256"),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fabric_memory.errors import IndexError_, IndexLockedError, QueryError
+from fabric_memory.errors import IndexLockedError, MemoryIndexError, QueryError
 from fabric_memory.memory import index as index_module
 from fabric_memory.memory.catalog import stats
 from fabric_memory.memory.index import (
@@ -44,7 +44,7 @@ def test_index_directory_is_private_and_versioned(indexed: dict[str, Path]) -> N
 
 def test_missing_index_says_to_reindex(tmp_path: Path) -> None:
     """Querying a directory with no index is one clear line naming the fix."""
-    with pytest.raises(IndexError_, match="run `fabric-memory reindex`"):
+    with pytest.raises(MemoryIndexError, match="run `fabric-memory reindex`"):
         recall("x", index=tmp_path / "none", sessions=tmp_path)
 
 
@@ -58,7 +58,7 @@ def test_old_schema_version_is_refused_then_rebuilt_with_notice(
     rebuilds it with a notice."""
     root = indexed["index"]
     (root / f"v{SCHEMA_TAG}").rename(root / f"v{old}")
-    with pytest.raises(IndexError_, match=f"schema v{old}.*reindex"):
+    with pytest.raises(MemoryIndexError, match=f"schema v{old}.*reindex"):
         recall("alpha", **indexed)
     report = reindex(**indexed, workers=1)
     assert report["notices"] == [
@@ -94,7 +94,7 @@ def test_committed_documents_are_visible_after_reload(indexed: dict[str, Path]) 
 
 def test_tantivy_errors_arrive_as_engine_errors(indexed: dict[str, Path]) -> None:
     """A regex Tantivy rejects becomes a QueryError naming the pattern, not a ValueError."""
-    with pytest.raises(QueryError, match=r"regex 'a\{99999\}\{99999\}'"):
+    with pytest.raises(QueryError, match=r'regex "a\{99999\}\{99999\}"'):
         recall("a{99999}{99999}", mode="regex", **indexed)
 
 

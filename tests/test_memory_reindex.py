@@ -396,3 +396,36 @@ def test_workers_are_capped_at_the_cpu_count(tmp_path: Path, monkeypatch: pytest
     assert report["notices"] == ["--workers 1000: capped at 2, the number of CPUs (more "
                                  "parsers than CPUs only compete for them)"]
     assert report["indexed"] == 6
+
+
+def test_glued_lines_are_salvaged_for_recall(tmp_path: Path) -> None:
+    """Objects a crash glued on one line (Pi drops the line: here a compaction, and a turn
+    with a thinking block) are indexed off-branch, recalled by their content and reported
+    as ``salvaged`` with file:line, while the session's entries stay Pi's."""
+    roots = _roots(tmp_path)
+    source = REPO / "fixtures" / "pi-1.6.0-realworld" / "sessions" / "v3-glued-lines.jsonl"
+    path = roots["sessions"] / "--legacy-app--" / source.name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(source.read_bytes())
+    session = read_session(path)
+    first, second = session.glued
+    compaction, turn = first.objects[0], second.objects[0]
+    assert (compaction["type"], turn["message"]["content"][0]["type"]) == ("compaction", "thinking")
+    salvaged = [value["id"] for glued in session.glued for value in glued.objects]
+    assert set(salvaged).isdisjoint(e.id for e in session.entries)
+    report = reindex(**roots, workers=1)
+    wheres = [f"{path}:{g.line}: salvaged 2 JSON objects glued on one line" for g in session.glued]
+    assert [s["path"] for s in report["salvaged"]] == [str(path)] * 2
+    assert all(s["reason"].startswith(w) for s, w in zip(report["salvaged"], wheres, strict=True))
+    [record] = load_catalog(open_index(roots["index"])).records
+    assert all(any(p.startswith(w) for p in record.problems) for w in wheres)
+    assert record.entries == len(session.entries) + 4
+    _complete(roots["index"])
+    marker = compaction["summary"].rsplit("- ", 1)[1]
+    hits = recall(marker, **roots)["hits"]
+    assert [(h["address"], h.get("onActiveBranch")) for h in hits] == [(compaction["id"], False)]
+    thinking = turn["message"]["content"][0]["thinking"]
+    hits = recall(thinking, mode="phrase", **roots)["hits"]
+    assert [h["address"] for h in hits] == [turn["id"]]
+    page = expand_request(dict(hits[0]["follow"]))
+    assert page["entries"][0]["text"].encode() == path.read_bytes().split(b"\n")[second.line - 1]

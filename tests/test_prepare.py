@@ -503,7 +503,8 @@ def test_hook_compaction_details_do_not_feed_file_ops() -> None:
 
 
 def test_build_session_context_follows_the_leaf() -> None:
-    """The context follows the leaf's branch (unknown leaf: the last entry; None: nothing)."""
+    """The context follows the leaf's branch; an unknown leaf or none (a file whose last
+    entry has no id: Pi's ``undefined`` leaf) walks from the last entry; no entries, nothing."""
     entries = _entries(_user("root"), _assistant("a"))
     side = Entry(
         "s", "e0", "message", TS, 9, 0, 0, {**_assistant("side"), "id": "s", "parentId": "e0"}
@@ -511,7 +512,8 @@ def test_build_session_context_follows_the_leaf() -> None:
     all_entries = [*entries, side]
     assert build_session_context(all_entries, "e1").context_entry_ids == ["e0", "e1"]
     assert build_session_context(all_entries, "nope").context_entry_ids == ["e0", "s"]
-    assert build_session_context(all_entries, None).messages == ()
+    assert build_session_context(all_entries, None).context_entry_ids == ["e0", "s"]
+    assert build_session_context([], None).messages == ()
 
 
 def test_settings_read_from_the_host_event() -> None:

@@ -196,6 +196,18 @@ def test_json_keys_and_deep_nesting_are_walked() -> None:
     assert token not in redact_json_text(line)
 
 
+def test_secret_named_keys_mask_their_values() -> None:
+    """In JSON, a credential-looking value under a secret-named key is masked whole; other
+    keys, and placeholders or types under secret names, are left alone."""
+    value = {"password": "hunter22x", "sortKey": "abcdef12", "api_key": "string",
+             "env": {"DB_PASSWORD": "Zx9!abcd"}}
+    counts: Counter[str] = Counter()
+    assert redact_json(value, counts) == {
+        "password": "[REDACTED:assigned-secret]", "sortKey": "abcdef12", "api_key": "string",
+        "env": {"DB_PASSWORD": "[REDACTED:assigned-secret]"}}
+    assert counts == secret_kinds(value) == Counter({"assigned-secret": 2})
+
+
 def test_fingerprint_follows_the_rules() -> None:
     """Changing any rule changes the fingerprint the index schema carries."""
     base = rules_fingerprint(RULES)

@@ -236,3 +236,165 @@ def test_arbitrary_bytes_never_crash(data: bytes) -> None:
             assert str(exc).startswith(handle.name)
         else:
             assert session.session_id == "s"
+
+
+# --- Pi 1.6.0's reading rules, one at a time (the real-world files are in test_pi_realworld) ---
+
+V3 = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z"}
+
+
+def _message(entry_id: str | None, parent: str | None, text: str, **extra: object) -> dict:
+    value: dict[str, object] = {"type": "message", "parentId": parent,
+                                "message": {"role": "user", "content": text}, **extra}
+    if entry_id is not None:
+        value["id"] = entry_id
+    return value
+
+
+def _write(tmp_path: Path, *lines: object) -> Path:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(
+        (line if isinstance(line, bytes) else orjson.dumps(line)) + b"\n" for line in lines
+    ))
+    return path
+
+
+def test_every_session_line_is_skipped(tmp_path: Path) -> None:
+    """A repeated header line (middle or last) is no entry and never the leaf, as in Pi."""
+    path = _write(tmp_path, V3, _message("a", None, "x"), V3, _message("b", "a", "y"), V3)
+    session = read_session(path)
+    assert [e.id for e in session.entries] == ["a", "b"]
+    assert session.leaf_id == "b"
+    assert [e.id for e in session.active_branch()] == ["a", "b"]
+    assert session.malformed == ()
+
+
+def test_lines_without_an_id_are_kept_as_pi_keeps_them(tmp_path: Path) -> None:
+    """An entry without an id (or type) stays an entry no parent link reaches; as the last
+    line it leaves no leaf id, so the active branch is empty while the context still walks
+    from it, as Pi's getBranch and buildSessionContext do."""
+    from fabric_memory.compaction.prepare import build_session_context
+
+    middle = _write(tmp_path, V3, _message("a", None, "x"), _message(None, "a", "lost"),
+                    {"id": "t", "parentId": "a"}, _message("b", "t", "y"))
+    session = read_session(middle)
+    assert [(e.id, e.type, e.has_id) for e in session.entries] == [
+        ("a", "message", True), (migrated_id(3), "message", False), ("t", "", True),
+        ("b", "message", True)]
+    assert [e.id for e in session.active_branch()] == ["a", "t", "b"]
+    assert migrated_id(3) not in session.by_id
+    last = _write(tmp_path, V3, _message("a", None, "x"), _message(None, "a", "tail"))
+    session = read_session(last)
+    assert session.leaf_id is None and session.active_branch() == []
+    context = build_session_context(session.entries, session.leaf_id)
+    assert [m.message["content"] for m in context.messages] == ["x", "tail"]
+
+
+def test_falsy_values_are_skipped_and_truthy_non_objects_kept(tmp_path: Path) -> None:
+    """``null``/``0``/``false``/``""`` lines are skipped (reported); ``7`` or ``[]`` is an
+    entry (Pi keeps it), which as the last line leaves no leaf id."""
+    session = read_session(_write(tmp_path, V3, _message("a", None, "x"), b"null", b"0", b"7"))
+    assert [p.line for p in session.malformed] == [3, 4]
+    assert [(e.type, e.raw, e.has_id) for e in session.entries[1:]] == [("", {}, False)]
+    assert session.active_branch() == []
+
+
+def test_garbage_before_the_header_is_skipped(tmp_path: Path) -> None:
+    """Pi takes the first line that parses as the header: garbage and blank lines before it
+    are skipped; when no header follows, the first bad line is named as the cause."""
+    session = read_session(_write(tmp_path, b"\x00garbage{", b"", V3, _message("a", None, "x")))
+    assert [e.id for e in session.entries] == ["a"]
+    with pytest.raises(NotASessionError) as caught:
+        read_session(_write(tmp_path, b"garbage", b"more garbage"))
+    assert (caught.value.line, "not JSON" in str(caught.value)) == (1, True)
+    with pytest.raises(NotASessionError, match="not JSON") as caught:
+        read_session(_write(tmp_path, b"garbage", _message("a", None, "x")))
+    assert caught.value.line == 1
+    with pytest.raises(NotASessionError, match="not a session header") as caught:
+        read_session(_write(tmp_path, b"", _message("a", None, "x")))
+    assert caught.value.line == 2
+
+
+def _v1(*entries: object, header: object = None) -> list[object]:
+    return [header or {"type": "session", "id": "s", "timestamp": "2025-01-01T00:00:00Z"},
+            *entries]
+
+
+def test_v1_first_kept_entry_index_becomes_an_id(tmp_path: Path) -> None:
+    """A v1 compaction's firstKeptEntryIndex counts Pi's parsed values (header = 0, repeated
+    headers too; blank and malformed lines not) and becomes firstKeptEntryId."""
+    user = {"type": "message", "message": {"role": "user", "content": "u"}}
+    compaction = {"type": "compaction", "summary": "S", "tokensBefore": 5,
+                  "firstKeptEntryIndex": 4}
+    lines = _v1(user, b"", b"{broken", {"type": "session", "id": "s"}, user, user, compaction)
+    session = read_session(_write(tmp_path, *lines))
+    kept = session.entries[-1].raw
+    # Parsed values: 0 header, 1 user (line 2), 2 repeated header, 3 user (line 6), 4 user (7).
+    assert kept["firstKeptEntryId"] == migrated_id(7)
+    assert "firstKeptEntryIndex" not in kept
+    assert [e.parent_id for e in session.entries] == [None, "L2", "L6", "L7"]
+
+
+@pytest.mark.parametrize(
+    ("index", "expected"),
+    [(0, None), (2, None), (99, None), (-1, None), (1.5, None), (3.0, "L4"), ("3", None),
+     (4, "L5"), (5, "own")],
+    ids=["header", "repeated-header", "past-end", "negative", "fraction", "float", "string",
+         "itself", "later"],
+)
+def test_v1_first_kept_entry_index_edge_cases(
+    tmp_path: Path, index: object, expected: str | None
+) -> None:
+    """Pi's rules: a header or no such value leaves firstKeptEntryId unset; the compaction
+    itself has its new id; a later entry gives its own ``id`` field (it has no new id yet);
+    a non-number index is left alone."""
+    user = {"type": "message", "message": {"role": "user", "content": "u"}}
+    compaction = {"type": "compaction", "summary": "S", "tokensBefore": 5,
+                  "firstKeptEntryIndex": index}
+    later = {**user, "id": "own"}
+    session = read_session(_write(tmp_path, *_v1(user, {"type": "session", "id": "s"}, user,
+                                                 compaction, later)))
+    raw = session.entries[2].raw
+    assert raw.get("firstKeptEntryId") == expected
+    assert ("firstKeptEntryIndex" in raw) == isinstance(index, str)
+
+
+def test_v2_hook_message_becomes_custom(tmp_path: Path) -> None:
+    """Pi's v2→v3 step renames the hookMessage role to custom (v1 files go through it too)."""
+    hook = {"role": "hookMessage", "customType": "x", "content": "c", "display": True}
+    v2 = {**V3, "version": 2}
+    session = read_session(_write(tmp_path, v2, {"type": "message", "id": "a", "parentId": None,
+                                                 "message": hook}))
+    assert session.entries[0].role == "custom" and session.entries[0].migrated
+    assert read_session(_write(tmp_path, V3, {"type": "message", "id": "a", "parentId": None,
+                                              "message": hook})).entries[0].role == "hookMessage"
+
+
+def test_v1_number_line_is_skipped(tmp_path: Path) -> None:
+    """Pi cannot migrate a v1 file holding a number line (it throws); we skip and report it."""
+    user = {"type": "message", "message": {"role": "user", "content": "u"}}
+    session = read_session(_write(tmp_path, *_v1(user, b"7", user)))
+    assert [e.id for e in session.entries] == ["L2", "L4"]
+    assert session.entries[1].parent_id == "L2"
+    assert [(p.line, p.reason) for p in session.malformed] == [
+        (3, "v1 entry is not a JSON object; skipped")]
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [(b'{"a":1}{"b":2}', 2), (b'{"a":"}{"} {"b":"\xc3\xa9"}', 2), (b'{"a":1}{"b":', 1),
+     (b'{"a":1}[1]{"c":3}', 1), (b"{" * 3, 0), (b'{"a":1}' * 100, 64)],
+    ids=["two", "braces-in-strings", "torn-second", "array-second", "torn", "many"],
+)
+def test_glued_lines_are_split_into_complete_objects(
+    tmp_path: Path, line: bytes, kept: int
+) -> None:
+    """A malformed line holding complete objects back to back is skipped as Pi does, and
+    its complete objects (at most 64) are kept aside for the memory index."""
+    session = read_session(_write(tmp_path, V3, _message("a", None, "x"), line,
+                                  _message("b", "a", "y")))
+    assert [e.id for e in session.entries] == ["a", "b"]
+    assert [p.line for p in session.malformed] == [3]
+    assert [(g.line, len(g.objects)) for g in session.glued] == ([(3, kept)] if kept else [])
+    if kept:
+        assert "a" in session.glued[0].objects[0]

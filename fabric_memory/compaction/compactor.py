@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from ..errors import clipped
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, ToolCall
 from .closure import index_tool_calls, safe_cut, window_start
@@ -451,6 +452,10 @@ class _Cycle:
 # --- compacting a branch -------------------------------------------------------------
 
 
+def _where(first_kept_entry_id: str) -> str:
+    return clipped(first_kept_entry_id) if first_kept_entry_id else "the end"
+
+
 def compact_branch(
     branch: Sequence[EntryView],
     first_kept_entry_id: str,
@@ -465,17 +470,17 @@ def compact_branch(
     if first_kept_entry_id:
         cut = next((i for i, e in enumerate(branch) if e.id == first_kept_entry_id), None)
         if cut is None:
-            return Cancel(f"firstKeptEntryId {first_kept_entry_id!r} is not on the branch")
+            return Cancel(f"firstKeptEntryId {clipped(first_kept_entry_id)} is not on the branch")
     else:
         cut = len(branch)
     floor = window_start(branch)
     if cut <= floor:
-        return Cancel(f"nothing to summarize before {first_kept_entry_id or 'the end'!r}")
+        return Cancel(f"nothing to summarize before {_where(first_kept_entry_id)}")
     calls = index_tool_calls(branch)
     safe = safe_cut(branch, cut, floor, calls)
     if safe is None:
         return Cancel(
-            f"no cut point at or before {first_kept_entry_id or 'the end'!r} keeps every tool "
+            f"no cut point at or before {_where(first_kept_entry_id)} keeps every tool "
             "call with its result"
         )
     previous, resume = previous_state(branch, safe)

@@ -37,7 +37,7 @@ class HookRequest:
     aborted: bool
 
 
-def entries_from_json(values: Any, where: str = "branchEntries") -> tuple[EntryView, ...]:
+def entries_from_json(values: Any, where: str = "$.branchEntries") -> tuple[EntryView, ...]:
     """Host session entries (JSON objects) as entry views, each read once."""
     if not isinstance(values, list):
         raise HookInputError(f"{where}: expected an array of session entries")
@@ -49,7 +49,7 @@ def entries_from_json(values: Any, where: str = "branchEntries") -> tuple[EntryV
             value = dict(value)
         entry_id, entry_type = value.get("id"), value.get("type")
         if not isinstance(entry_id, str) or not entry_id or not isinstance(entry_type, str):
-            raise HookInputError(f"{where}[{index}]: entry needs a string 'type' and 'id'")
+            raise HookInputError(f"{where}[{index}]: entry needs a string \"type\" and \"id\"")
         parent, timestamp = value.get("parentId"), value.get("timestamp")
         views.append(
             view_entry(
@@ -66,25 +66,25 @@ def entries_from_json(values: Any, where: str = "branchEntries") -> tuple[EntryV
 def read_event(event: Any) -> HookRequest:
     """Validate a ``session_before_compact`` event, reading only the keys the hook uses."""
     if not isinstance(event, Mapping):
-        raise HookInputError("event: expected a JSON object")
+        raise HookInputError("$: expected a JSON object")
     kind = event.get("type")
     if kind is not None and kind != EVENT_TYPE:
-        raise HookInputError(f"event.type: expected {EVENT_TYPE!r}, got {clipped(kind)}")
+        raise HookInputError(f"$.type: expected {clipped(EVENT_TYPE)}, got {clipped(kind)}")
     preparation = event.get("preparation")
     if not isinstance(preparation, Mapping):
-        raise HookInputError("event.preparation: expected an object")
+        raise HookInputError("$.preparation: expected an object")
     first_kept = preparation.get("firstKeptEntryId")
     if not isinstance(first_kept, str):
-        raise HookInputError("event.preparation.firstKeptEntryId: expected a string")
+        raise HookInputError("$.preparation.firstKeptEntryId: expected a string")
     tokens = preparation.get("tokensBefore")
     if type(tokens) is float and tokens.is_integer() and abs(tokens) < 2.0**53:
         tokens = int(tokens)
     if not is_count(tokens):
         raise HookInputError(
-            "event.preparation.tokensBefore: expected an integer from 0 to 2^53-1, got "
+            "$.preparation.tokensBefore: expected an integer from 0 to 2^53-1, got "
             f"{clipped(tokens)}"
         )
-    branch = entries_from_json(event.get("branchEntries"), "event.branchEntries")
+    branch = entries_from_json(event.get("branchEntries"), "$.branchEntries")
     session_id = event.get("sessionId")
     signal = event.get("signal")
     aborted = (

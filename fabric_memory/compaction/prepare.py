@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypedDict, TypeGuard
 
 from .._js import js_length, js_stringify, js_time
-from ..errors import CompactionError
+from ..errors import CompactionError, clipped
 from ..session import Entry
 
 ESTIMATED_IMAGE_CHARS: Final = 4800
@@ -299,16 +299,16 @@ class SessionContext:
 
 def build_session_context(entries: Sequence[Entry], leaf_id: str | None) -> SessionContext:
     """Pi's ``buildSessionContext(entries, leafId)``: the branch ending at ``leaf_id`` (the
-    last entry when the id is unknown, nothing when ``None``), compaction-aware and with
-    context edits applied."""
+    last entry when the id is ``None`` or unknown, as Pi does when the last entry has no
+    id), compaction-aware and with context edits applied."""
     return project_branch(_branch(entries, leaf_id))
 
 
 def _branch(entries: Sequence[Entry], leaf_id: str | None) -> list[Entry]:
-    if leaf_id is None or not entries:
+    if not entries:
         return []
-    by_id = {entry.id: entry for entry in entries}
-    current: Entry | None = by_id.get(leaf_id, entries[-1])
+    by_id = {entry.id: entry for entry in entries if entry.has_id}
+    current: Entry | None = (by_id.get(leaf_id) if leaf_id else None) or entries[-1]
     path: list[Entry] = []
     seen: set[str] = set()
     while current is not None and current.id not in seen:
@@ -507,13 +507,15 @@ class CompactionSettings:
 
     @classmethod
     def from_json(
-        cls, value: Mapping[str, Any], where: str = "preparation.settings"
+        cls, value: Mapping[str, Any], where: str = "$.preparation.settings"
     ) -> CompactionSettings:
         """Read the host's settings object; a missing field takes Pi's default."""
         defaults = cls()
         enabled = value.get("enabled", defaults.enabled)
         if not isinstance(enabled, bool):
-            raise CompactionError(f"{where}.enabled: expected true or false, got {enabled!r}")
+            raise CompactionError(
+                f"{where}.enabled: expected true or false, got {clipped(enabled)}"
+            )
         tokens = []
         for key, default in (
             ("reserveTokens", defaults.reserve_tokens),
@@ -522,7 +524,7 @@ class CompactionSettings:
             number = value.get(key, default)
             if not _is_number(number) or number < 0 or not float(number).is_integer():
                 raise CompactionError(
-                    f"{where}.{key}: expected a non-negative integer, got {number!r}"
+                    f"{where}.{key}: expected a non-negative integer, got {clipped(number)}"
                 )
             tokens.append(int(number))
         return cls(enabled, tokens[0], tokens[1])

@@ -18,7 +18,7 @@ from typing import Literal, NotRequired, TypedDict
 import orjson
 
 from .._js import iso_time
-from ..errors import ExpandError, IndexError_
+from ..errors import ExpandError, MemoryIndexError, clipped
 from ..session import hash_file
 from .index import I64_MAX, I64_MIN, REBUILD, SCHEMA_TAG, MemoryIndex, open_index
 from .locations import contains, index_root, sessions_root
@@ -186,7 +186,7 @@ class Catalog:
         if not found:
             raise ExpandError(
                 "session_not_found",
-                f"session {session!r}: not in the memory index"
+                f"session {clipped(session)}: not in the memory index"
                 + (f" under {root}" if root is not None else "")
                 + "; run `fabric-memory reindex` or pass the session file path",
             )
@@ -194,7 +194,8 @@ class Catalog:
             paths = ", ".join(r.path for r in found)
             raise ExpandError(
                 "ambiguous_session",
-                f"session {session!r}: id shared by {len(found)} files ({paths}); pass the path",
+                f"session {clipped(session)}: id shared by {len(found)} files ({paths}); "
+                "pass the path",
             )
         return found[0]
 
@@ -211,7 +212,7 @@ def load_catalog(index: MemoryIndex) -> Catalog:
     try:
         records = [SessionRecord.from_json(orjson.loads(raw)) for raw in index.session_records()]
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
-        raise IndexError_(f"{index.directory}: a session record in the index is damaged "
+        raise MemoryIndexError(f"{index.directory}: a session record in the index is damaged "
                           f"({type(exc).__name__}); {REBUILD}") from None
     catalog = Catalog(records)
     _CACHE[index.root] = (generation, catalog)

@@ -24,7 +24,7 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 import orjson
 
-from ..errors import ExpandError, SessionError, UsageError
+from ..errors import ExpandError, SessionError, UsageError, clipped
 from ..redact import redact_json_text
 from ..session import hash_file, open_regular, read_session
 from .catalog import SessionRecord, default_roots, load_catalog
@@ -283,10 +283,11 @@ class ParsedSource:
                               "expand again")
         self.source_hash = session.source_hash
         self.lineage_fingerprint = session.lineage_fingerprint("active")
-        self.entries = len(session.entries)
+        normalized = normalize_session(session)
+        self.entries = normalized.entries
         self._by_address: dict[str, list[Located]] = {}
         self._by_position: dict[int, Located] = {}
-        for item in normalize_session(session).items:
+        for item in normalized.items:
             located = Located(item.kind, item.address, item.entry_id, item.position, item.type,
                               item.line, item.offset, item.length, item.sequence)
             self._by_address.setdefault(item.address, []).append(located)
@@ -388,11 +389,12 @@ def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -
         if not hits:
             what = "entry" if entry_only else "address"
             raise ExpandError("address_not_found",
-                              f"{record.path}: no {what} {lookup[target]!r} in session "
+                              f"{record.path}: no {what} {clipped(lookup[target])} in session "
                               f"{record.session_id}")
         if len(hits) > 1:
             raise ExpandError("ambiguous_address",
-                              f"{record.path}: address {lookup[target]!r} occurs {len(hits)} "
+                              f"{record.path}: address {clipped(lookup[target])} occurs "
+                              f"{len(hits)} "
                               "times (duplicate entry ids); select by --position instead")
         resolved[target] = hits[0]
     return resolved
@@ -410,9 +412,11 @@ def _range(text: str, count: int, record: SessionRecord) -> tuple[int, int]:
     try:
         low, high = int(first), int(last)
     except ValueError:
-        raise UsageError(f"--range {text!r}: use FIRST:LAST entry positions, e.g. 0:9") from None
+        raise UsageError(
+            f"--range {clipped(text)}: use FIRST:LAST entry positions, e.g. 0:9"
+        ) from None
     if not sep or low > high:
-        raise UsageError(f"--range {text!r}: use FIRST:LAST with FIRST <= LAST")
+        raise UsageError(f"--range {clipped(text)}: use FIRST:LAST with FIRST <= LAST")
     return _position(low, count, record), _position(high, count, record)
 
 
@@ -485,7 +489,8 @@ def _text(
     found = parsed.get(wanted)
     if found is None:
         raise ExpandError("address_not_found",
-                          f"line {located.line}: no operation or phase {wanted!r} in the trace")
+                          f"line {located.line}: no operation or phase {clipped(wanted)} "
+                          "in the trace")
     return record_text(found)
 
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import orjson
 import tantivy
 
-from ..errors import IndexError_, IndexLockedError, QueryError, clipped
+from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
 from ..redact import RULES_FINGERPRINT
 from .locations import make_private_dirs
 from .normalize import Item
@@ -141,7 +141,7 @@ class IndexLock:
                 shutil.rmtree(self.path)  # never a lock: flock needs a file we can open
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise IndexError_(
+            raise MemoryIndexError(
                 f"{self.path}: cannot create the lock ({exc.strerror or exc}); "
                 "pass --index DIR on a writable disk"
             ) from None
@@ -154,7 +154,7 @@ class IndexLock:
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     os.close(fd)
-                    raise IndexError_(f"{self.path}: cannot lock ({exc.strerror})") from exc
+                    raise MemoryIndexError(f"{self.path}: cannot lock ({exc.strerror})") from exc
             if time.monotonic() >= deadline:
                 holder = _read_pid(fd)
                 os.close(fd)
@@ -234,16 +234,16 @@ REBUILD = "run `fabric-memory reindex --full` to rebuild it from the sessions"
 
 @contextlib.contextmanager
 def _translated(where: str) -> Iterator[None]:
-    """Tantivy's errors as one :class:`IndexError_` line: its ``ValueError`` and the
+    """Tantivy's errors as one :class:`MemoryIndexError` line: its ``ValueError`` and the
     ``PanicException`` pyo3 raises when Rust code panics (on a damaged file, say)."""
     try:
         yield
     except ValueError as exc:
-        raise IndexError_(f"{where}: {_first_line(exc)}; {_advice(str(exc))}") from None
+        raise MemoryIndexError(f"{where}: {_first_line(exc)}; {_advice(str(exc))}") from None
     except BaseException as exc:
         if type(exc).__name__ != "PanicException":
             raise
-        raise IndexError_(
+        raise MemoryIndexError(
             f"{where}: the index is damaged (Tantivy failed: {_first_line(exc)}); {REBUILD}"
         ) from None
 
@@ -294,13 +294,13 @@ class MemoryIndex:
     def _open(self, *, writing: bool = False) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
-                raise IndexError_(self._missing_reason())
+                raise MemoryIndexError(self._missing_reason())
             where = self.directory
             if not writing and not _writable(self.directory):
                 where = self._read_only_view()
             with _translated(str(self.directory)):
                 if not tantivy.Index.is_compatible(str(where)):
-                    raise IndexError_(
+                    raise MemoryIndexError(
                         f"{self.directory}: index written by another Tantivy format; "
                         "run `fabric-memory reindex` to rebuild it"
                     )
@@ -345,7 +345,7 @@ class MemoryIndex:
         key = self._stat_meta()
         if key is None:  # removed or renamed under us (another process rebuilt it)
             self._index = None
-            raise IndexError_(self._missing_reason())
+            raise MemoryIndexError(self._missing_reason())
         if key != self._meta_key:
             if not _writable(self.directory):  # the view lacks the new files: open anew
                 self._index = None
@@ -377,7 +377,7 @@ class MemoryIndex:
             shutil.rmtree(self.directory)
             notice = f"memory index at {self.root} {damage}; rebuilt from the sessions"
         elif damage is not None:
-            raise IndexError_(f"{self.directory}: the index {damage}; {REBUILD}")
+            raise MemoryIndexError(f"{self.directory}: the index {damage}; {REBUILD}")
         self._index = None
         if not self.exists():
             make_private_dirs(self.directory)
@@ -404,7 +404,7 @@ class MemoryIndex:
                 index = tantivy.Index.open(str(self.directory))
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
                 index.searcher()
-        except IndexError_ as exc:
+        except MemoryIndexError as exc:
             return f"is damaged ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})"
         return None
 
@@ -417,7 +417,7 @@ class MemoryIndex:
             try:
                 notice = self.prepare_for_writing(rebuild=rebuild)
             except OSError as exc:
-                raise IndexError_(
+                raise MemoryIndexError(
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
                     "pass --index DIR on a writable disk"
                 ) from None
@@ -537,7 +537,7 @@ class MemoryIndex:
             try:
                 with _translated(str(self.directory)):
                     searcher.doc(address).to_dict()
-            except IndexError_ as exc:
+            except MemoryIndexError as exc:
                 problems.append(f"stored document {address.segment_ord}/{address.doc} cannot be "
                                 f"read ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})")
         return len(chosen), problems
@@ -678,7 +678,7 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             raise QueryError(
-                f"regex {pattern!r}: too expensive (not compiled within {seconds:g}s); use "
+                f"regex {clipped(pattern)}: too expensive (not compiled within {seconds:g}s); use "
                 "fewer nested repetitions and narrower classes ([a-z] instead of \\w)"
             )
         time.sleep(delay)

@@ -20,7 +20,7 @@ import orjson
 
 from ..errors import clipped
 from ..redact import redact_texts
-from ..session import Entry, LineProblem, Session
+from ..session import Entry, LineProblem, Session, migrated_id
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
 
@@ -71,24 +71,30 @@ class NormalizedSession:
     """Addresses that occur more than once (duplicate entry ids): incomplete coverage."""
     notes: tuple[LineProblem, ...] = ()
     """Values left out of the documents (a time outside JavaScript's date range)."""
+    salvaged: tuple[LineProblem, ...] = ()
+    """Glued lines whose objects were indexed although Pi drops the line."""
     redacted: dict[str, int] | None = None
     """Secrets replaced in the item texts, by kind."""
 
 
 def normalize_session(session: Session) -> NormalizedSession:
-    """Every entry of ``session`` as an :class:`Item`, children after their parent."""
+    """Every entry of ``session`` as an :class:`Item`, children after their parent, then
+    the objects of glued lines (positions after the last entry)."""
     active = session.active_ids()
     items: list[Item] = []
     notes: list[LineProblem] = []
     operations = 0
-    for position, entry in enumerate(session.entries):
+    entries = [*session.entries, *_salvaged_entries(session)]
+    for position, entry in enumerate(entries):
         view = entry.view
         fabric = view.fabric
         parent = _entry_item(entry, view, position, entry.id in active)
         items.append(parent)
         if parent.time_ms is None and (note := _time_note(entry)) is not None:
             notes.append(note)
-        if fabric is not None and fabric.verdict == "valid":
+        # A salvaged object's line is not one JSON value: its operations have no record
+        # expansion could read back, so they are not indexed.
+        if fabric is not None and fabric.verdict == "valid" and position < len(session.entries):
             for op in fabric.operations:
                 items.append(_operation_item(parent, op))
                 operations += 1
@@ -99,8 +105,35 @@ def normalize_session(session: Session) -> NormalizedSession:
             items[at] = replace(item, text=text)
     counts = Counter(item.address for item in items)
     duplicates = tuple(sorted(address for address, n in counts.items() if n > 1))
-    return NormalizedSession(tuple(items), len(session.entries), operations, duplicates,
-                             tuple(notes), dict(redacted))
+    salvaged = tuple(
+        LineProblem(glued.line, f"salvaged {len(glued.objects)} JSON objects glued on one line "
+                                "(Pi drops the line; they are indexed off-branch)")
+        for glued in session.glued
+    )
+    return NormalizedSession(tuple(items), len(entries), operations, duplicates,
+                             tuple(notes), salvaged, dict(redacted))
+
+
+def _salvaged_entries(session: Session) -> list[Entry]:
+    """The objects of glued lines as off-branch entries. Each keeps its own id as its
+    address when no entry has it, else gets ``L<line>.<k>``; its span is the whole line."""
+    entries: list[Entry] = []
+    taken = {entry.id for entry in session.entries}
+    for glued in session.glued:
+        for number, value in enumerate(glued.objects):
+            own, kind, parent, stamp = (value.get(k) for k in ("id", "type", "parentId",
+                                                               "timestamp"))
+            address = own if isinstance(own, str) and own and own not in taken else (
+                f"{migrated_id(glued.line)}.{number}")
+            taken.add(address)
+            entries.append(Entry(
+                id=address, parent_id=parent if isinstance(parent, str) and parent else None,
+                type=kind if isinstance(kind, str) else "",
+                timestamp=stamp if isinstance(stamp, str) else None, line=glued.line,
+                offset=glued.offset, length=glued.length, raw=value, migrated=True,
+                has_id=False,
+            ))
+    return entries
 
 
 def source_records(entry_id: str, raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

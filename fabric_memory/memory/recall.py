@@ -16,7 +16,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 import orjson
 
 from .._js import iso_ms
-from ..errors import QueryError, UsageError
+from ..errors import QueryError, UsageError, clipped
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
 from .expand import ExpandRequest
 from .index import Hit, SearchSpec, TextMode
@@ -142,7 +142,9 @@ def recall(
     if session is not None:
         matched = view.catalog.matching(session, root)
         if not matched:
-            raise QueryError(f"--session {session!r}: no indexed session has that id or path")
+            raise QueryError(
+                f"--session {clipped(session)}: no indexed session has that id or path"
+            )
         equals.append(("path", tuple(r.path for r in matched)))
     if branches == "active":
         equals.append(("on_active", (True,)))
@@ -173,11 +175,11 @@ def _check_options(
     hot_sessions: int,
 ) -> None:
     if mode not in MODES:
-        raise UsageError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
+        raise UsageError(f"--mode {clipped(mode)}: use one of {', '.join(MODES)}")
     if match not in ("any", "all"):
-        raise UsageError(f"--match {match!r}: use any or all")
+        raise UsageError(f"--match {clipped(match)}: use any or all")
     if branches not in ("active", "all"):
-        raise UsageError(f"--branches {branches!r}: use active or all")
+        raise UsageError(f"--branches {clipped(branches)}: use active or all")
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(f"QUERY is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     if not 1 <= limit <= MAX_LIMIT:
@@ -194,7 +196,9 @@ def _time(text: str | None, option: str) -> int | None:
         return None
     parsed = iso_ms(text.strip())
     if parsed is None:
-        raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
+        raise QueryError(
+            f"{option} {clipped(text)}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)"
+        )
     return parsed
 
 

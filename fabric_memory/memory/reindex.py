@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from ..errors import IndexError_, SessionError, UsageError, is_utf8, printable
+from ..errors import MemoryIndexError, SessionError, UsageError, clipped, is_utf8, printable
 from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, read_session
 from .catalog import (
     Catalog,
@@ -72,6 +72,8 @@ class ReindexReport(TypedDict):
     """Records of files gone from under the root: their documents were deleted."""
     notes: list[PathReason]
     """Values changed to fit the index (a time out of range), each with its file:line."""
+    salvaged: list[PathReason]
+    """Glued lines (Pi drops them) whose complete objects were indexed, with file:line."""
     entries: int
     operations: int
     commits: int
@@ -113,6 +115,7 @@ class _Parsed:
     """The bytes hash to the recorded sourceHash (only the mtime moved)."""
     invalid: str | None = None
     notes: tuple[str, ...] = ()
+    salvaged: tuple[str, ...] = ()
     redacted: tuple[tuple[str, int], ...] = ()
 
 
@@ -233,7 +236,7 @@ def _committed(handle: MemoryIndex) -> Catalog:
     """The last committed catalog; empty when there is no readable index yet."""
     try:
         return load_catalog(handle)
-    except IndexError_:
+    except MemoryIndexError:
         return Catalog(())
 
 
@@ -286,6 +289,7 @@ def _report(root: str, handle: MemoryIndex) -> ReindexReport:
     return {
         "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
         "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "removed": [], "notes": [],
+        "salvaged": [],
         "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
         "redacted": {},
     }
@@ -312,11 +316,12 @@ def _parse(task: _Task) -> _Parsed:
     except SessionError as exc:
         return _Parsed(task.path, invalid=exc.message)
     normalized = normalize_session(session)
-    problems = [p.located(session.path) for p in session.malformed]
+    salvaged = [p.located(session.path) for p in normalized.salvaged]
+    problems = [*salvaged, *(p.located(session.path) for p in session.malformed)]
     if session.truncated_tail is not None:
         problems.append(session.truncated_tail.located(session.path))
     problems.extend(
-        f"{session.path}: duplicate address {a!r} (ambiguous)"
+        f"{session.path}: duplicate address {clipped(a)} (ambiguous)"
         for a in normalized.duplicate_addresses
     )
     checked = task.checked or (0, session.size, 0)
@@ -343,6 +348,7 @@ def _parse(task: _Task) -> _Parsed:
     )
     documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
     return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes),
+                   salvaged=tuple(salvaged),
                    redacted=tuple((normalized.redacted or {}).items()))
 
 
@@ -437,6 +443,7 @@ def _apply(
     record = parsed.record
     assert record is not None
     report["notes"].extend({"path": parsed.path, "reason": note} for note in parsed.notes)
+    report["salvaged"].extend({"path": parsed.path, "reason": line} for line in parsed.salvaged)
     writer.replace_session(parsed.path, parsed.documents)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1

@@ -34,6 +34,7 @@ def render_reindex(report: ReindexReport) -> str:
     lines.extend(f"incomplete: {item['path']}: {item['reason']}" for item in report["incomplete"])
     lines.extend(f"removed: {item['path']}: {item['reason']}" for item in report["removed"])
     lines.extend(f"note: {item['reason']}" for item in report["notes"])
+    lines.extend(f"salvaged: {item['reason']}" for item in report["salvaged"])
     return "\n".join(lines)
 
 

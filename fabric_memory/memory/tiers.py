@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import IndexError_
+from ..errors import MemoryIndexError
 from .catalog import Catalog, load_catalog, stat_key
 from .index import MemoryIndex
 from .locations import contains
@@ -42,7 +42,7 @@ def revalidate(handle: MemoryIndex, hot_sessions: int, root: Path | None = None)
     if changed:
         try:
             refresh_sessions(handle, changed, timeout=0.0)
-        except IndexError_:  # locked by another writer, or not writable: answer as indexed
+        except MemoryIndexError:  # locked by another writer, or not writable: answer as indexed
             unrefreshed |= frozenset(r.path for r in changed)
         catalog = load_catalog(handle)
     hot = frozenset(r.path for r in catalog.hot(hot_sessions))

@@ -1,0 +1,84 @@
+"""The public surface: what ``import fabric_memory`` offers, and the error dialect."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+
+import fabric_memory
+from fabric_memory import errors
+from fabric_memory.errors import ExpandError, FabricMemoryError, clipped
+
+
+def test_every_public_name_resolves_from_its_home() -> None:
+    """Each name of __all__ loads from the module _HOMES names, and nothing else is listed."""
+    listed = {name for name in fabric_memory.__all__ if name != "__version__"}
+    assert listed == set(fabric_memory._MODULE_OF)
+    assert fabric_memory.__all__ == sorted(fabric_memory.__all__)
+    for name in listed:
+        assert getattr(fabric_memory, name) is not None, name
+
+
+def test_settings_and_catchable_errors_are_public() -> None:
+    """A caller can build CompactionSettings and catch every error class without private
+    imports; each error class is under FabricMemoryError."""
+    settings = fabric_memory.CompactionSettings(reserve_tokens=63, keep_recent_tokens=1)
+    assert settings.keep_recent_tokens == 1
+    public_errors = [getattr(fabric_memory, n) for n in fabric_memory._HOMES[".errors"]]
+    assert all(issubclass(cls, FabricMemoryError) for cls in public_errors)
+    raised = {name for name, value in vars(errors).items()
+              if isinstance(value, type) and issubclass(value, FabricMemoryError)}
+    assert raised - set(fabric_memory.__all__) <= {"CertificationError", "TaskPayloadError"}
+
+
+def test_version_comes_from_package_metadata() -> None:
+    """__version__ is the installed distribution's version, not a second copy."""
+    assert fabric_memory.__version__ == metadata.version("fabric-memory")
+
+
+def test_importing_the_package_loads_no_engine() -> None:
+    """import fabric_memory loads neither Tantivy nor the compactor until a name is used."""
+    code = ("import sys, fabric_memory; print('tantivy' in sys.modules, "
+            "'fabric_memory.compaction' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("other", '"other"'),
+        (12, "12"),
+        (True, "true"),
+        (None, "null"),
+        ([1, [2]], "an array of 2"),
+        ({"a": {"b": 1}}, "an object with 1 key"),
+        ("\ud800", '"\\ud800"'),
+        (2**70, str(2**70)),
+        (float("nan"), "NaN"),
+        (float("-inf"), "-Infinity"),
+    ],
+)
+def test_values_are_shown_json_quoted_never_as_a_container_repr(value: object, shown: str) -> None:
+    """Error messages show scalars as JSON and containers by their kind, never a repr."""
+    assert clipped(value) == shown
+
+
+def test_a_huge_value_is_clipped_with_its_length() -> None:
+    """A 100 KB string is shown cut, with its full length named."""
+    text = clipped("x" * 100_000)
+    assert len(text) < 100 and "100002 characters" in text
+
+
+def test_expand_exit_statuses_are_explicit() -> None:
+    """Each expand error code has its own fixed exit status (docs/errors.md#expand)."""
+    assert ExpandError.EXIT_STATUS == {
+        "stale_pointer": 10, "index_out_of_bounds": 11, "session_not_found": 12,
+        "source_unavailable": 13, "address_not_found": 14, "ambiguous_address": 15,
+        "ambiguous_session": 16, "text_offset_out_of_bounds": 17,
+    }
+    assert set(ExpandError.CODES) == set(ExpandError.EXIT_STATUS)
