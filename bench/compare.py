@@ -33,7 +33,7 @@ import orjson
 
 from fabric_memory.memory import index as memory_index
 
-from . import data, figures, workloads
+from . import agent, data, figures, workloads
 from .data import FULL, QUICK, BuiltIndex, Scale
 from .workloads import Pair
 
@@ -432,6 +432,43 @@ def certify_rows(ctx: Context) -> list[Row]:
                 f"<= {CERTIFY_BUDGET_S:.0f} s", None if quick else ratio <= 1, detail)]
 
 
+def agent_rows(ctx: Context) -> list[Row]:
+    """The agent's door at 1,040 sessions (quick: 80): MCP recall round trips beside the
+    in-process call, freshness of a new file, idle CPU of the server, and a CLI recall
+    process beside the interpreter importing the dependencies."""
+    quick = ctx.scale is QUICK
+    total = 80 if quick else 1040
+    scratch = agent.scratch_agent(ctx.root, ctx.scratch, total)
+    run = agent.mcp_session(scratch, 20 if quick else 300, 3 if quick else 20,
+                            2.0 if quick else 10.0, ctx.log)
+    p50, p99 = percentile(run.round_trips, 0.5) * 1e3, percentile(run.round_trips, 0.99) * 1e3
+    i50, i99 = percentile(run.in_process, 0.5) * 1e3, percentile(run.in_process, 0.99) * 1e3
+    echo = agent.echo_round_trips(len(run.round_trips))
+    rows = [Row("mcp.recall", f"MCP recall round trip @ {total} sessions (p50 ms; official "
+                "client, server process) vs in-process recall", p50, i50, "ms", p50 / i50,
+                "ours/floor p50", "p50 <= 5", p50 <= 5,
+                {"p99": p99, "floorP99": i99, "queries": len(run.round_trips),
+                 "ownTopHit": run.own_top_hit, "sdkEchoP50": percentile(echo, 0.5) * 1e3,
+                 "sdkEchoP99": percentile(echo, 0.99) * 1e3})]
+    f50, f95 = percentile(run.freshness, 0.5), percentile(run.freshness, 0.95)
+    rows.append(Row("live.freshness", "new session file written -> first MCP recall hit "
+                    "(p95 s; p50 in detail)", f95, None, "s", f95 / 5.0, "ours/budget",
+                    "p95 <= 5", f95 <= 5, {"p50": f50, "samples": len(run.freshness)}))
+    share = run.idle_cpu_seconds / run.idle_seconds if run.idle_seconds else math.nan
+    rows.append(Row("live.idle_cpu", f"server CPU while idle ({run.idle_seconds:.0f} s, "
+                    "% of one core)", share * 100, None, "%", share, "cpu/wall", "<= 1 %",
+                    None if math.isnan(share) else share <= 0.01,
+                    {"cpuSeconds": run.idle_cpu_seconds}))
+    ours, floor = agent.cli_processes(scratch, 5 if quick else 30)
+    c50, b50 = statistics.median(ours) * 1e3, statistics.median(floor) * 1e3
+    rows.append(Row("cli.recall", f"`fabric-memory recall` process @ {total} sessions (p50 "
+                    f"ms) vs `python -c \"{agent.FLOOR_CODE}\"`", c50, b50, "ms", c50 / b50,
+                    "ours/floor p50", "<= 2", c50 / b50 <= 2,
+                    {"p90": percentile(ours, 0.9) * 1e3, "floorP90": percentile(floor, 0.9)
+                     * 1e3, "runs": len(ours)}))
+    return rows
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
@@ -443,6 +480,7 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("hook", hook_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
+    ("agent door", agent_rows),
 )
 
 
@@ -456,12 +494,15 @@ def machine() -> dict[str, Any]:
     }
 
 
-def run(scale: Scale, root: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def run(scale: Scale, root: Path, log: Callable[[str], None],
+        only: str | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     ctx = Context(scale, root, log)
     rows: list[Row] = []
     try:
         for name, figure in FIGURES:
+            if only is not None and name != only:
+                continue
             log(f"{name} ...")
             began = time.perf_counter()
             rows.extend(figure(ctx))
@@ -515,6 +556,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                      description="every hot path beside its floor, one run")
     parser.add_argument("--quick", action="store_true", help="small data (a smoke run)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--only", choices=[name for name, _ in FIGURES], default=None,
+                        metavar="FIGURE", help="time one figure only (e.g. 'agent door')")
     parser.add_argument("--update-readme", action="store_true",
                         help="write the table into README (between its bench markers) and "
                         "draw the plots (needs the bench extra: matplotlib)")
@@ -539,6 +582,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
+    if args.update_readme and args.only:
+        print("bench.compare: --update-readme writes the whole table; drop --only",
+              file=sys.stderr)
+        return 2
     if args.update_readme:  # fail before minutes of timing, not after
         problem = figures.publish_problem(args.readme)
         if problem is not None:
@@ -547,11 +594,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         root = Path(tempfile.mkdtemp(prefix="fm-bench-quick-"))
         try:
-            result = run(QUICK, root, log)
+            result = run(QUICK, root, log, args.only)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     else:
-        result = run(FULL, data.cache_root(), log)
+        result = run(FULL, data.cache_root(), log, args.only)
     if args.json:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

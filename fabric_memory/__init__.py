@@ -7,7 +7,7 @@ nothing until a caller touches the compactor or the index.
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
         HookInputError,
         IndexLockedError,
         LineTooLongError,
+        LocationRefusedError,
         MemoryIndexError,
+        MissingExtraError,
         NotASessionError,
         QueryError,
         SessionChangedError,
@@ -57,7 +59,6 @@ if TYPE_CHECKING:
     )
     from .view import EntryView
 
-__version__ = metadata.version("fabric-memory")
 
 _HOMES: dict[str, tuple[str, ...]] = {
     # sessions: reading files, one view per entry
@@ -84,7 +85,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     # errors a caller catches (all under FabricMemoryError)
     ".errors": (
         "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
-        "IndexLockedError", "LineTooLongError", "MemoryIndexError", "NotASessionError",
+        "IndexLockedError", "LineTooLongError", "LocationRefusedError", "MemoryIndexError",
+        "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
     ),
 }
@@ -92,6 +94,12 @@ _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the package metadata on first use: importing
+        from importlib import metadata  # importlib.metadata costs more than a recall
+
+        value: Any = metadata.version("fabric-memory")
+        globals()[name] = value
+        return value
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -117,7 +125,9 @@ __all__ = [
     "HookInputError",
     "IndexLockedError",
     "LineTooLongError",
+    "LocationRefusedError",
     "MemoryIndexError",
+    "MissingExtraError",
     "NotASessionError",
     "QueryError",
     "Session",

@@ -174,7 +174,8 @@ def _js_scalar(value: Any) -> str:
     if isinstance(value, int):
         return js_integer(value)
     if isinstance(value, float):
-        return js_number(value)
+        # A number past the double range parses as an infinity; JSON.stringify writes null.
+        return js_number(value) if math.isfinite(value) else "null"
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 
-from . import __version__
 from .errors import FabricMemoryError, printable
 
 
@@ -141,11 +140,19 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true", help="re-read every session")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parser processes (default min(2, CPUs); capped at the CPU count)")
+    parser.add_argument("--session", default=None, metavar="FILE",
+                        help="only this session file (under the sessions root)")
+    parser.add_argument("--watch", action="store_true",
+                        help="then keep watching: re-index each session file as it changes "
+                        "(until Ctrl-C or SIGTERM; needs the watch extra)")
 
 
 def _run_reindex(args: argparse.Namespace) -> Outcome:
     from .memory.reindex import Progress, reindex
     from .memory.render import render_progress, render_reindex
+
+    if args.watch:
+        return _watch(args)
 
     shown = [0.0]
 
@@ -157,12 +164,57 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
             sys.stderr.flush()
 
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
-                     workers=args.workers, progress=progress if sys.stderr.isatty() else None)
+                     workers=args.workers, progress=progress if sys.stderr.isatty() else None,
+                     session=args.session)
     if shown[0]:
         sys.stderr.write("\n")
     for notice in report["notices"]:
         print(f"fabric-memory reindex: {notice}", file=sys.stderr)
     return Outcome(report, render_reindex(report))
+
+
+def _watch(args: argparse.Namespace) -> Outcome:
+    """``reindex --watch``: the live index of ``serve`` without the server."""
+    import signal
+    import threading
+
+    from .memory.live import LiveReport, watch_sessions
+    from .memory.render import render_reindex
+
+    if args.session is not None:
+        from .errors import UsageError
+
+        raise UsageError("--watch watches the whole sessions root; drop --session")
+    stop = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: stop.set())
+    steps = {"catch-up": 0, "changes": 0}
+
+    def step(done: LiveReport) -> None:
+        steps[done.kind] += 1
+        report = done.report
+        if done.kind == "catch-up" or report["indexed"] or report["removed"] \
+                or report["invalid"]:
+            if args.json:
+                sys.stdout.buffer.write(orjson.dumps({"step": done.kind, **report}) + b"\n")
+                sys.stdout.flush()
+            else:
+                print(f"[{done.kind}] {render_reindex(report)}", flush=True)
+
+    def failed(exc: FabricMemoryError) -> None:
+        print(f"fabric-memory reindex: {exc.message} (retrying)", file=sys.stderr, flush=True)
+
+    if args.full:
+        from .memory.reindex import reindex
+
+        step(LiveReport("catch-up", reindex(sessions=args.sessions, index=args.index_dir,
+                                            full=True, workers=args.workers)))
+    watch_sessions(sessions=args.sessions, index=args.index_dir, stop=stop, on_step=step,
+                   on_error=failed)
+    summary = {"watched": True, "steps": steps}
+    # Each step was printed as it happened; --json printed one line per step.
+    args.json = False
+    return Outcome(summary, f"stopped after {steps['changes']} live steps")
 
 
 def _recall_arguments(parser: argparse.ArgumentParser) -> None:
@@ -241,12 +293,52 @@ def _catalog_arguments(parser: argparse.ArgumentParser) -> None:
     _hot(parser)
 
 
+def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
+    _catalog_arguments(parser)
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="sessions whose cwd is DIR or a folder inside it")
+    parser.add_argument("--since", default=None, metavar="T",
+                        help="modified at or after this ISO time")
+    parser.add_argument("--until", default=None, metavar="T",
+                        help="modified at or before this ISO time")
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="sessions per page (default: all)")
+    parser.add_argument("--offset", type=int, default=0, metavar="K")
+
+
 def _run_sessions(args: argparse.Namespace) -> Outcome:
     from .memory.catalog import list_sessions
     from .memory.render import render_sessions
 
-    report = list_sessions(index=args.index_dir, hot_sessions=args.hot_sessions)
+    report = list_sessions(index=args.index_dir, hot_sessions=args.hot_sessions,
+                           project=args.project, since=args.since, until=args.until,
+                           limit=args.limit, offset=args.offset)
     return Outcome(report, render_sessions(report))
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser)
+    _hot(parser)
+    parser.add_argument("--no-watch", dest="live", action="store_false",
+                        help="serve the index as it is; do not keep it live")
+
+
+def _run_serve(args: argparse.Namespace) -> Outcome:
+    try:
+        from .serve import serve, stderr_log
+    except ImportError as exc:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError(
+            f"serve needs the MCP SDK ({exc.name or exc} is missing); install it with "
+            "pip install 'fabric-memory[mcp]'"
+        ) from None
+    serve(sessions=args.sessions, index=args.index_dir, hot_sessions=args.hot_sessions,
+          live=args.live, log=stderr_log("serve"))
+    # stdout was the protocol's: nothing more goes there (--json only shapes a start-up
+    # error, as in every command).
+    args.json = False
+    return Outcome(None, "")
 
 
 def _run_stats(args: argparse.Namespace) -> Outcome:
@@ -305,6 +397,47 @@ def _run_compact(args: argparse.Namespace) -> Outcome:
     result = compact_session(args.session_file, settings, context_window=args.context_window,
                              append=args.append)
     return Outcome(result.to_json(), result.describe(), int(isinstance(result.outcome, Cancel)))
+
+
+# --- pi --------------------------------------------------------------------------------
+
+
+def _pi_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="pi_command", metavar="SUBCOMMAND", required=True)
+    sub.add_parser("path", help="print the extension's entry file (what pi -e PATH loads)")
+    install = sub.add_parser("install", help="make Pi load the extension (a package in Pi's "
+                             "settings, as pi install does)")
+    install.add_argument("--agent-dir", default=None, metavar="DIR",
+                         help="Pi's agent directory (default $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    install.add_argument("--local", action="store_true",
+                         help="the project's .pi/settings.json instead")
+    install.add_argument("--uninstall", action="store_true", help="remove what install added")
+    tool = sub.add_parser("tool", help="run a memory tool: its JSON arguments on stdin, its "
+                          "JSON answer on stdout (what the extension calls)")
+    tool.add_argument("name", metavar="NAME", help="memory_recall or memory_expand")
+    for child in (sub.choices["path"], install):
+        child.add_argument("--json", action="store_true", help="machine-readable output")
+    tool.set_defaults(json=True)  # the answer is JSON, and so is an error
+
+
+def _run_pi(args: argparse.Namespace) -> Outcome:
+    if args.pi_command == "path":
+        from .pi import EXTENSION_ENTRY
+
+        return Outcome({"path": str(EXTENSION_ENTRY)}, str(EXTENSION_ENTRY))
+    if args.pi_command == "install":
+        from .pi.install import install, render_install
+
+        report = install(args.agent_dir, local=args.local, uninstall=args.uninstall)
+        return Outcome(report, render_install(report))
+    from .errors import UsageError
+    from .pi.tools import call_tool
+
+    try:
+        arguments = orjson.loads(sys.stdin.buffer.read())
+    except orjson.JSONDecodeError:
+        raise UsageError(f"{args.name}: stdin is not a JSON object of arguments") from None
+    return Outcome(call_tool(args.name, arguments), "")
 
 
 # --- certify ----------------------------------------------------------------------------
@@ -401,26 +534,45 @@ COMMANDS: list[Command] = [
     Command("expand", "show exact entries or operations of a session, verbatim",
             _expand_arguments, _run_expand),
     Command("sessions", "list indexed sessions with tier, counts and hashes",
-            _catalog_arguments, _run_sessions),
+            _sessions_arguments, _run_sessions),
     Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
+    Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
+            "index; needs the mcp extra", _serve_arguments, _run_serve),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
+    Command("pi", "the Pi extension: its path, install into Pi's settings, the memory "
+            "tools it calls", _pi_arguments, _run_pi, json_flag=False),
     Command("certify", "run the certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,
             json_flag=False),
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``, reading the package metadata only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from . import __version__
+
+        parser.exit(message=f"fabric-memory {__version__}\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (``only``) one with just that command: building every
+    sub-parser costs more than a recall takes to answer."""
     parser = argparse.ArgumentParser(
         prog="fabric-memory",
         description="Compaction and memory index for Pi coding-agent sessions.",
     )
-    parser.add_argument("--version", action="version", version=f"fabric-memory {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
+        if only is not None and command.name != only:
+            continue
         child = sub.add_parser(command.name, help=command.help, description=command.help)
         command.add_arguments(child)
         if command.json_flag:
@@ -430,8 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    named = given[0] if given and any(c.name == given[0] for c in COMMANDS) else None
+    args = build_parser(named).parse_args(given)
     try:
         outcome: Outcome = args.runner(args)
     except FabricMemoryError as exc:

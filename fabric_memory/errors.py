@@ -93,6 +93,19 @@ class UsageError(FabricMemoryError):
     exit_status = 2
 
 
+class MissingExtraError(FabricMemoryError):
+    """A feature needs an optional dependency that is not installed (the message says
+    which ``pip install`` adds it)."""
+
+    code = "missing_extra"
+
+
+class LocationRefusedError(UsageError):
+    """A request names a sessions root or index other than the server's own."""
+
+    code = "location_refused"
+
+
 # --- session files -------------------------------------------------------------------
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Final, Literal
 
 import orjson
 import xxhash
@@ -336,8 +338,70 @@ def _too_long(path: str, line: int, limit: int) -> LineTooLongError:
     )
 
 
-def _decode(line: bytes) -> Any:
-    return orjson.loads(line)
+def decode_line(line: bytes) -> Any:
+    """The line's JSON value as JavaScript's ``JSON.parse`` reads it (Pi's loader).
+
+    orjson reads almost every line. What it refuses but ``JSON.parse`` accepts is read
+    again the JavaScript way: invalid UTF-8 decoded to U+FFFD (Node's decoder), lone
+    surrogate escapes kept as U+FFFD (the same length in UTF-16 units, and encodable),
+    numbers past the double range as infinities (which serialize as ``null``, as in
+    JavaScript). Anything else raises orjson's error.
+    """
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        if exc.msg in (_TRAILING, _TOO_DEEP):
+            raise
+        value = _decode_as_javascript(line)
+        if value is _REFUSED:
+            raise
+        return value
+
+
+_REFUSED: Final = object()
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _decode_as_javascript(line: bytes) -> Any:
+    def refuse(constant: str) -> Any:
+        raise ValueError(constant)  # NaN and Infinity are not JSON
+
+    try:
+        value = json.loads(line.decode("utf-8", "replace"), parse_constant=refuse,
+                           parse_int=_js_integer)
+    except (ValueError, RecursionError):
+        return _REFUSED
+    return _without_lone_surrogates(value)
+
+
+def _js_integer(digits: str) -> int | float:
+    """An integer as orjson reads it: exact within 64 bits, else a double."""
+    value = int(digits)
+    return value if -(2**63) <= value < 2**64 else float(digits)
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _fix_text(value)
+    stack = [value] if isinstance(value, dict | list) else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            node[:] = [_fix_text(item) if isinstance(item, str) else item for item in node]
+            stack.extend(item for item in node if isinstance(item, dict | list))
+            continue
+        pairs = list(node.items())
+        node.clear()
+        for key, item in pairs:
+            node[_fix_text(key)] = _fix_text(item) if isinstance(item, str) else item
+            if isinstance(item, dict | list):
+                stack.append(item)
+    return value
+
+
+def _fix_text(text: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def read_session(
@@ -433,7 +497,7 @@ def _scan_line(
     if not data.strip():
         return
     try:
-        value = _decode(data)
+        value = decode_line(data)
     except orjson.JSONDecodeError as exc:
         if scan.header is None and exc.msg == _TOO_DEEP:
             # Valid JSON to Pi (JSON.parse has no depth limit), so not a session header.

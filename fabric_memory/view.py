@@ -14,8 +14,8 @@ use; the compaction hook builds it straight from the host's JSON
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
 
 from ._js import iso_ms
 from .trace import FabricResult, read_fabric_result
@@ -25,6 +25,7 @@ MAX_TIME_MS: Final = 8_640_000_000_000_000
 """JavaScript's Date range (±10^8 days from 1970), which holds every time Pi writes; Tantivy's
 64-bit fields hold it too."""
 _TEXT_ROLES: Final = frozenset({"user", "assistant", "custom"})
+_UNREAD: Final = object()
 
 
 # Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
@@ -60,8 +61,23 @@ class EntryView:
     text: str
     """The text blocks of a user, assistant or custom message, one per line (else "")."""
     tool_calls: tuple[ToolCall, ...]
-    fabric: FabricResult | None
-    """The guarded ``fabric_exec`` result (:func:`fabric_memory.trace.read_fabric_result`)."""
+    _fabric: FabricResult | object | None = field(default=_UNREAD, init=False, repr=False,
+                                                  compare=False)
+
+    @property
+    def fabric(self) -> FabricResult | None:
+        """The guarded ``fabric_exec`` result (:func:`fabric_memory.trace.read_fabric_result`):
+        the guard runs on first use, once, so entries a stage never looks at (those an
+        earlier compaction already covers) cost no guard."""
+        fabric = self._fabric
+        if fabric is _UNREAD:
+            message = self.message
+            fabric = self._fabric = (
+                read_fabric_result(self.id, message)
+                if self.tool_name == FABRIC_TOOL and message is not None
+                else None
+            )
+        return cast(FabricResult | None, fabric)
 
     @property
     def time_ms(self) -> int | None:
@@ -125,24 +141,21 @@ def view_entry(
     message = raw.get("message") if entry_type == "message" else None
     if type(message) is not dict:
         return EntryView(entry_id, parent_id, entry_type, timestamp, raw, None, None, None, None,
-                         "", (), None)
+                         "", ())
     role = message.get("role")
     if type(role) is not str:
         role = None
     tool_name = call_id = None
     text = ""
     calls: tuple[ToolCall, ...] = ()
-    fabric = None
     if role == "toolResult":
         name, answered = message.get("toolName"), message.get("toolCallId")
         tool_name = name if type(name) is str else None
         call_id = answered if type(answered) is str and answered else None
-        if tool_name == FABRIC_TOOL:
-            fabric = read_fabric_result(entry_id, message)
     elif role in _TEXT_ROLES:
         content = message.get("content")
         text = content_text(content)
         if role == "assistant":
             calls = _tool_calls(entry_id, content)
     return EntryView(entry_id, parent_id, entry_type, timestamp, raw, message, role, tool_name,
-                     call_id, text, calls, fabric)
+                     call_id, text, calls)

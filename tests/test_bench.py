@@ -34,6 +34,10 @@ EXPECTED = (
                                   "compaction.80", "rich", "big", "all")),
     "reindex.rss",
     "certify",
+    "mcp.recall",
+    "live.freshness",
+    "live.idle_cpu",
+    "cli.recall",
 )
 
 

@@ -417,7 +417,9 @@ QUERY_AS_NOBODY = """
 import os, sys
 from fabric_memory.cli import main
 import fabric_memory.memory.recall, fabric_memory.memory.render  # imported while still root
-import fabric_memory.memory.catalog, fabric_memory.memory.expand
+import fabric_memory.memory.catalog, fabric_memory.memory.expand, fabric_memory.memory.reindex
+from fabric_memory.cli import build_parser
+build_parser()  # argparse's messages load gettext and locale lazily: from the stdlib, as root
 os.setgid(65534)
 os.setuid(65534)
 sys.exit(main(sys.argv[1:]))
@@ -720,14 +722,16 @@ def test_append_refused_when_the_host_appended_first(tmp_path: Path) -> None:
 HOST_APPENDER = """
 import os, sys, time
 import orjson
-path, parent, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-for n in range(count):
-    entry = {"type": "message", "id": f"host{n:04d}", "parentId": parent,
+path, parent, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+n = 0
+while not os.path.exists(stop):  # keeps writing until the test has seen the race
+    entry = {"type": "message", "id": f"host{n:05d}", "parentId": parent,
              "message": {"role": "user", "content": f"host message {n}"}}
     parent = entry["id"]
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)  # as Pi appends: no lock
     os.write(fd, orjson.dumps(entry) + b"\\n")
     os.close(fd)
+    n += 1
     time.sleep(0.002)
 """
 
@@ -765,9 +769,13 @@ def test_compact_append_racing_a_host_writer(tmp_path: Path) -> None:
     path = _compactable(tmp_path)
     original = path.read_bytes()
     leaf = read_session(path).leaf_id
-    host = python(HOST_APPENDER, str(path), str(leaf), "400")
-    outcomes = []
-    for _ in range(6):
+    stop = tmp_path / "stop-host"
+    host = python(HOST_APPENDER, str(path), str(leaf), str(stop))
+    outcomes: list[object] = []
+    # The host writes until told to stop, so however slow the machine, every run below
+    # races it; the loop ends at the first refusal (bounded, so a guard that never refuses
+    # fails the test instead of looping).
+    while "refused" not in outcomes and len(outcomes) < 40:
         status, _, err = finish(cli("compact", str(path), "--append", "--keep-recent-tokens",
                                       "1", "--reserve-tokens", "63", "--json"))
         text = err.decode()
@@ -776,13 +784,14 @@ def test_compact_append_racing_a_host_writer(tmp_path: Path) -> None:
             assert text.count("\n") == 1 and str(path) in text, text
             assert "changed since it was read" in text or "nothing to compact" in text, text
         outcomes.append("refused" if "changed since" in text else status)
+    stop.touch()
     finish(host)
     FAULTS["compact --append racing a host writer"] = len(outcomes)
     data = path.read_bytes()
     assert data.startswith(original) and data.endswith(b"\n")
     values = [orjson.loads(line) for line in data[len(original):].splitlines()]
     hosts = [v["id"] for v in values if v["type"] == "message"]
-    assert hosts == [f"host{n:04d}" for n in range(400)]
+    assert hosts and hosts == [f"host{n:05d}" for n in range(len(hosts))]
     compactions = [v for v in values if v["type"] == "compaction"]
     assert len(compactions) == outcomes.count(0)
     assert "refused" in outcomes, "the race never refused an append"

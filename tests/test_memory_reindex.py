@@ -398,6 +398,20 @@ def test_workers_are_capped_at_the_cpu_count(tmp_path: Path, monkeypatch: pytest
     assert report["indexed"] == 6
 
 
+def test_a_deleted_hot_session_is_forgotten_by_the_next_query(tmp_path: Path) -> None:
+    """A query's hot-tier refresh forgets a hot session whose file was deleted: no reindex
+    is needed for it to leave memory."""
+    roots = _roots(tmp_path)
+    gone = _small(tmp_path, "gone", "alpha words")
+    _small(tmp_path, "kept", "beta words")
+    reindex(**roots, workers=1)
+    gone.path.unlink()
+    assert recall("words", **roots)["total"] == 1
+    assert recall("alpha", hot_sessions=0, **roots)["total"] == 0
+    assert [s["path"] for s in list_sessions(index=roots["index"])["sessions"]] == [
+        str(tmp_path / "sessions" / "--repo--" / "kept.jsonl")]
+
+
 def test_glued_lines_are_salvaged_for_recall(tmp_path: Path) -> None:
     """Objects a crash glued on one line (Pi drops the line: here a compaction, and a turn
     with a thinking block) are indexed off-branch, recalled by their content and reported
@@ -429,3 +443,31 @@ def test_glued_lines_are_salvaged_for_recall(tmp_path: Path) -> None:
     assert [h["address"] for h in hits] == [turn["id"]]
     page = expand_request(dict(hits[0]["follow"]))
     assert page["entries"][0]["text"].encode() == path.read_bytes().split(b"\n")[second.line - 1]
+
+
+def test_a_document_tantivy_refuses_costs_only_its_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should a value still reach Tantivy out of range, only that session is reported invalid
+    (naming the file) and nothing of it is left; the others are indexed and committed."""
+    roots = _roots(tmp_path)
+    bad = _small(tmp_path, "bad", "alpha words")
+    _small(tmp_path, "good", "beta words")
+    real = reindex_module.item_json
+
+    def out_of_range(item: Any, path: str, session_id: str) -> str:
+        document = real(item, path, session_id)
+        if path == str(bad.path):
+            return document.replace('"position":0', '"position":18446744073709551615')
+        return document
+
+    monkeypatch.setattr(reindex_module, "item_json", out_of_range)
+    report = reindex(**roots, workers=1)
+    assert report["indexed"] == 1 and report["commits"] == 1
+    assert [item["path"] for item in report["invalid"]] == [str(bad.path)]
+    assert report["invalid"][0]["reason"].startswith(
+        f"{bad.path}: not indexed: the index refused a document (The field")
+    assert recall("beta", **roots)["total"] == 1
+    assert recall("alpha", **roots)["total"] == 0
+    assert [r.path for r in load_catalog(open_index(roots["index"])).records] == [
+        str(tmp_path / "sessions" / "--repo--" / "good.jsonl")]

@@ -61,7 +61,7 @@ def _id(session: Session, entry_id: str) -> str | None:
 
 def test_fixtures_cover_the_cases() -> None:
     """Every kind of file the issue names is in the set, with Pi's answers for it."""
-    assert len(NAMES) == 12
+    assert len(NAMES) == 13
     versions = {TRUTH["files"][name]["version"] for name in NAMES}
     assert versions == {1, 2, 3}
     cuts = [TRUTH["files"][name]["prepare"]["keep75000"] for name in NAMES]
@@ -201,3 +201,13 @@ def test_ignoring_first_kept_entry_index_is_caught(monkeypatch: pytest.MonkeyPat
             wrong.append(name)
     assert {"v1-one-compaction.jsonl", "v1-two-compactions.jsonl", "v1-prefix.jsonl",
             "v1-ends-on-compaction.jsonl"} <= set(wrong)
+
+
+def test_reading_strict_json_only_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sabotage: a reader that drops the lines only JSON.parse reads (a lone surrogate
+    escape, a number past the double range) breaks Pi's branch on v3-odd-json."""
+    monkeypatch.setattr(session_module, "_decode_as_javascript", lambda _: session_module._REFUSED)
+    session = read_session(REALWORLD / "sessions" / "v3-odd-json.jsonl")
+    truth = TRUTH["files"]["v3-odd-json.jsonl"]
+    assert len(session.malformed) == 2
+    assert [e.line for e in session.active_branch()] != truth["branchLines"]

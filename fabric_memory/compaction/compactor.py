@@ -31,7 +31,7 @@ from .details import (
     build_details,
     previous_state,
 )
-from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending
+from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
 from .text import clip, collapse, target_of
 
@@ -39,6 +39,7 @@ FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
 """Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
 FILE_TAG_ORDER: Final = ("created", "written", "modified", "read")
 FILE_PROVIDERS: Final = frozenset({"pi", "omp"})
+FILE_REFS: Final = frozenset(f"{p}.{a}" for p in FILE_PROVIDERS for a in FILE_ACTIONS)
 
 GOAL_BYTES: Final = 600
 STATEMENT_BYTES: Final = 300
@@ -164,18 +165,20 @@ def _trace_event(op: TraceOperation, legacy: bool) -> OperationEvent:
     )
 
 
-def _operation_item(op: TraceOperation, legacy: bool) -> Pending:
-    def write() -> Item:
-        return Item(op.address, op.address, operation_text(_trace_event(op, legacy)))
-
-    return Pending(op.address, op.address, write)
+def _operation_item(op: TraceOperation, legacy: bool) -> Item:
+    return Item(op.address, op.address, operation_text(_trace_event(op, legacy)))
 
 
-def _phase_item(phase: TracePhase) -> Pending:
-    def write() -> Item:
-        return Item(phase.address, phase.address, f'phase "{clip(phase.name, TARGET_BYTES)}"')
+def _legacy_item(op: TraceOperation) -> Item:
+    return _operation_item(op, True)
 
-    return Pending(phase.address, phase.address, write)
+
+def _trace_item(op: TraceOperation) -> Item:
+    return _operation_item(op, False)
+
+
+def _phase_item(phase: TracePhase) -> Item:
+    return Item(phase.address, phase.address, f'phase "{clip(phase.name, TARGET_BYTES)}"')
 
 
 def _unread_item(fabric: FabricResult) -> Pending:
@@ -350,22 +353,24 @@ class _Cycle:
         if fabric.verdict in ("invalid", "none"):
             activity.add_pending(_unread_item(fabric))
             return
-        for phase in fabric.phases:
-            activity.add_pending(_phase_item(phase))
+        if fabric.phases:
+            activity.add_pending(Run(fabric.phases, _phase_item))
         counts["phases"] += len(fabric.phases)
         legacy = fabric.verdict == "legacy"
+        if fabric.operations:
+            activity.add_pending(Run(fabric.operations, _legacy_item if legacy else _trace_item))
         failed = 0
+        error_refs = self.error_refs
         for op in fabric.operations:
-            activity.add_pending(_operation_item(op, legacy))
-            succeeded = op.outcome == "succeeded"
-            failed += not succeeded
-            if not legacy:  # outstanding errors follow valid traces (and plain tools) only
-                if succeeded:
-                    self._resolve(op.ref, op.args)
-                else:
-                    event = _trace_event(op, legacy)
-                    self._error(event)
-            if succeeded:
+            if op.outcome != "succeeded":
+                failed += 1
+                if not legacy:  # outstanding errors follow valid traces (and plain tools) only
+                    self._error(_trace_event(op, legacy))
+                continue
+            ref = op.ref
+            if not legacy and ref in error_refs:
+                self._resolve(ref, op.args)
+            if ref in FILE_REFS:
                 self._file_touch(op)
         operations = len(fabric.operations)
         counts["operations"] += operations

@@ -36,6 +36,7 @@ from .prepare import (
     current_system_message,
     estimate_projected_context_tokens,
     explain_preparation,
+    project_branch,
     should_compact,
 )
 
@@ -116,10 +117,11 @@ def compact_session(
     settings = settings or CompactionSettings()
     session = read_session(path, max_line_bytes=max_line_bytes)
     branch = session.active_branch()
-    prepared = explain_preparation(branch, settings)
+    # Pi's buildSessionContext(entries, leaf) projects this same branch: project it once.
+    context = project_branch(branch)
+    prepared = explain_preparation(branch, settings, context)
     if not isinstance(prepared, Preparation):
         raise CompactionError(f"{session.path}: nothing to compact ({prepared.reason})")
-    context = build_session_context(session.entries, session.leaf_id)
     tokens = estimate_projected_context_tokens(context, branch).tokens
     outcome = compact_branch(
         [entry.view for entry in branch],

@@ -11,9 +11,9 @@ that end up kept are ever written: a long cycle costs a count for the rest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypedDict, cast
+from typing import Any, Final, Literal, Protocol, TypedDict, cast
 
 from .._js import is_count
 
@@ -200,8 +200,53 @@ class Pending:
     write: Callable[[], Item]
 
 
+class Addressed(Protocol):
+    @property
+    def address(self) -> str: ...
+
+
+# Not frozen: see :class:`Item`.
+@dataclass(slots=True)
+class Run:
+    """Items from one source (a Fabric result's phases or operations), each written from
+    its source only if the ledger keeps it; until then a run costs nothing per item."""
+
+    sources: Sequence[Addressed]
+    write: Callable[[Any], Item]
+
+
 def _written(entry: Item | Pending) -> Item:
     return entry if type(entry) is Item else cast(Pending, entry).write()
+
+
+def _walk(tail: list[Item | Pending | Run], backward: bool) -> Iterator[tuple[int, Item]]:
+    """``(position, item)`` of every item in ``tail`` (runs expanded, items written as they
+    are reached), from the end when ``backward``; stop iterating to stop writing."""
+    positions = range(len(tail) - 1, -1, -1) if backward else range(len(tail))
+    for position in positions:
+        entry = tail[position]
+        if type(entry) is Run:
+            sources = entry.sources
+            for index in reversed(range(len(sources))) if backward else range(len(sources)):
+                yield position, entry.write(sources[index])
+        else:
+            yield position, _written(cast(Item | Pending, entry))
+
+
+def _bound(tail: list[Item | Pending | Run], at: int) -> tuple[str, str]:
+    """The first and last address of item ``at`` of ``tail`` (runs expanded), unwritten."""
+    for entry in tail:
+        if type(entry) is Run:
+            if at < len(entry.sources):
+                address = entry.sources[at].address
+                return address, address
+            at -= len(entry.sources)
+        elif at:
+            at -= 1
+        else:
+            pending = cast(Item | Pending, entry)
+            return pending.first, pending.last
+    raise IndexError(at)
 
 
 class LedgerBuilder:
@@ -209,7 +254,7 @@ class LedgerBuilder:
 
     def __init__(self, ledger: Ledger) -> None:
         self.head = list(ledger.head)
-        self.tail: list[Item | Pending] = list(ledger.tail)
+        self.tail: list[Item | Pending | Run] = list(ledger.tail)
         self.dropped = ledger.dropped
         self.dropped_first = ledger.dropped_first
         self.dropped_last = ledger.dropped_last
@@ -223,8 +268,8 @@ class LedgerBuilder:
         if item.key:
             self.keys[item.key] = self.keys.get(item.key, 0) + 1
 
-    def add_pending(self, item: Pending) -> None:
-        """Add an item without a key, to be written only if kept."""
+    def add_pending(self, item: Pending | Run) -> None:
+        """Add items without a key, to be written only if kept."""
         self.tail.append(item)
 
     def add_unique(self, item: Item) -> None:
@@ -236,7 +281,7 @@ class LedgerBuilder:
         source = self.tail if self.tail else self.head if not self.dropped else []
         if not source:
             return None
-        item = _written(source.pop())
+        item = _written(cast(Item | Pending, source.pop()))  # turns never hold runs
         if item.key:
             self.keys[item.key] -= 1
         return item
@@ -256,33 +301,34 @@ class LedgerBuilder:
     def settle(self, cap: Cap) -> Ledger:
         """The ledger within ``cap``: the longest run of latest items that fits the tail's
         bytes, earlier items to the head while it has room and nothing was dropped yet, the
-        rest counted in the gap. Only kept items are written."""
-        tail = self.tail
-        start, tail_bytes = len(tail), 0
-        while start:
-            item = tail[start - 1] = _written(tail[start - 1])
+        rest counted in the gap. Only kept items (and the gap's two bounds) are written."""
+        total = sum(len(e.sources) if type(e) is Run else 1 for e in self.tail)
+        kept: list[Item] = []
+        tail_bytes = 0
+        for _, item in _walk(self.tail, backward=True):
             weight = item.weight
             if tail_bytes + weight > cap.tail:
                 break
             tail_bytes += weight
-            start -= 1
-        head_bytes = sum(item.weight for item in self.head)
+            kept.append(item)
+        kept.reverse()
+        start = total - len(kept)
         moved = 0
-        while moved < start and not self.dropped:
-            item = tail[moved] = _written(tail[moved])
-            weight = item.weight
-            if head_bytes + weight > cap.head:
-                break
-            self.head.append(item)
-            head_bytes += weight
-            moved += 1
+        if start and not self.dropped:
+            head_bytes = sum(item.weight for item in self.head)
+            for _, item in _walk(self.tail, backward=False):
+                if moved == start or head_bytes + item.weight > cap.head:
+                    break
+                self.head.append(item)
+                head_bytes += item.weight
+                moved += 1
         if moved < start:
             self.dropped += start - moved
-            self.dropped_first = self.dropped_first or tail[moved].first
-            self.dropped_last = tail[start - 1].last
+            self.dropped_first = self.dropped_first or _bound(self.tail, moved)[0]
+            self.dropped_last = _bound(self.tail, start - 1)[1]
         return Ledger(
             tuple(self.head),
-            tuple(cast(list[Item], tail[start:])),
+            tuple(kept),
             self.dropped,
             self.dropped_first,
             self.dropped_last,

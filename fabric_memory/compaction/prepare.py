@@ -607,12 +607,16 @@ def prepare_compaction(
 
 
 def explain_preparation(
-    branch_entries: Sequence[Entry], settings: CompactionSettings
+    branch_entries: Sequence[Entry],
+    settings: CompactionSettings,
+    context: SessionContext | None = None,
 ) -> Preparation | NoPreparation:
-    """:func:`prepare_compaction`, saying why when there is no preparation."""
+    """:func:`prepare_compaction`, saying why when there is no preparation (``context``:
+    :func:`project_branch` of the branch, when the caller has it already)."""
     if branch_entries and branch_entries[-1].type == "compaction":
         return NoPreparation(ALREADY_COMPACTED)
-    context = project_branch(branch_entries)
+    if context is None:
+        context = project_branch(branch_entries)
     entries = context.entries
     # Only the newest compaction (projected first) contributes messages.
     previous = next(

@@ -13,14 +13,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict, cast
 
 import orjson
 
-from .._js import iso_time
-from ..errors import ExpandError, MemoryIndexError, clipped
-from ..session import hash_file
-from .index import I64_MAX, I64_MIN, REBUILD, SCHEMA_TAG, MemoryIndex, open_index
+from .._js import iso_ms, iso_time
+from ..errors import ExpandError, MemoryIndexError, QueryError, UsageError, clipped
+from .index import (
+    I64_MAX,
+    I64_MIN,
+    REBUILD,
+    SCHEMA_TAG,
+    MemoryIndex,
+    RecordSnapshot,
+    open_index,
+)
 from .locations import contains, index_root, sessions_root
 
 Tier = Literal["hot", "cold"]
@@ -134,25 +141,85 @@ def clamped_time(key: StatKey) -> bool:
 
 
 class Catalog:
-    """Every record of one index generation, with tiers: newest ``hot_sessions`` by
-    mtime (ties by path) are hot, the rest cold."""
+    """The records of one index generation, with tiers: newest ``hot_sessions`` by
+    mtime (ties by path) are hot, the rest cold.
 
-    def __init__(self, records: Iterable[SessionRecord]) -> None:
-        self.records = tuple(sorted(records, key=lambda r: (-r.mtime_ns, r.path)))
-        self.by_path = {record.path: record for record in self.records}
+    Built from every record (``records``), or over a :class:`RecordSnapshot` that
+    fetches records only as they are asked for: a recall touches the hot tier and its
+    hits' sessions, not the whole catalog. ``records`` and ``by_path`` load everything
+    on first use.
+    """
+
+    def __init__(
+        self, records: Iterable[SessionRecord] = (), *, snapshot: RecordSnapshot | None = None
+    ) -> None:
+        self._snapshot = snapshot
+        self._all: tuple[SessionRecord, ...] | None = None
+        self._by_path: dict[str, SessionRecord] | None = None
         self._by_id: dict[str, list[SessionRecord]] = {}
-        for record in self.records:
+        self._fetched: dict[str, SessionRecord | None] = {}
+        self._newest: dict[int, tuple[SessionRecord, ...]] = {}
+        if snapshot is None:
+            self._load(records)
+
+    def _load(self, records: Iterable[SessionRecord]) -> None:
+        self._all = tuple(sorted(records, key=_recency))
+        self._by_path = {record.path: record for record in self._all}
+        self._by_id = {}
+        for record in self._all:
             self._by_id.setdefault(record.session_id, []).append(record)
 
+    def _decoded(self, raws: list[bytes]) -> list[SessionRecord]:
+        assert self._snapshot is not None
+        return [_decode(raw, self._snapshot.where) for raw in raws]
+
+    @property
+    def records(self) -> tuple[SessionRecord, ...]:
+        if self._all is None:
+            assert self._snapshot is not None
+            self._load(self._decoded(self._snapshot.all()))
+        assert self._all is not None
+        return self._all
+
+    @property
+    def by_path(self) -> dict[str, SessionRecord]:
+        self.records  # noqa: B018 (loads every record)
+        assert self._by_path is not None
+        return self._by_path
+
+    def record(self, path: str) -> SessionRecord | None:
+        """The record of ``path``, or None when it is not indexed."""
+        if self._by_path is not None:
+            return self._by_path.get(path)
+        if path not in self._fetched:
+            assert self._snapshot is not None
+            found = self._decoded(self._snapshot.by_paths([path]))
+            self._fetched[path] = found[0] if found else None
+        return self._fetched[path]
+
+    def with_id(self, session_id: str) -> list[SessionRecord]:
+        if self._all is None and session_id not in self._by_id:
+            assert self._snapshot is not None
+            found = sorted(self._decoded(self._snapshot.by_id(session_id)), key=_recency)
+            self._by_id[session_id] = found
+        return self._by_id.get(session_id, [])
+
     def hot(self, hot_sessions: int) -> tuple[SessionRecord, ...]:
-        return self.records[: max(hot_sessions, 0)]
+        if self._all is None:
+            if hot_sessions not in self._newest:
+                assert self._snapshot is not None
+                newest = sorted(self._decoded(self._snapshot.newest(hot_sessions)),
+                                key=_recency)
+                self._newest[hot_sessions] = tuple(newest[: max(hot_sessions, 0)])
+            return self._newest[hot_sessions]
+        return self._all[: max(hot_sessions, 0)]
 
     def tiers(self, hot_sessions: int) -> dict[str, Tier]:
         hot = max(hot_sessions, 0)
         return {r.path: ("hot" if i < hot else "cold") for i, r in enumerate(self.records)}
 
     def unique_id(self, record: SessionRecord) -> bool:
-        return len(self._by_id.get(record.session_id, ())) == 1
+        return len(self.with_id(record.session_id)) == 1
 
     def handle(self, record: SessionRecord) -> str:
         """How to name the session in a request: its id when unique, else its path."""
@@ -166,7 +233,7 @@ class Catalog:
                 if root is None or contains(root, record.path)]
 
     def _find(self, session: str, root: Path | None) -> list[SessionRecord]:
-        found = list(self._by_id.get(session, ()))
+        found = list(self.with_id(session))
         if found:
             return found
         candidates = [Path(session).expanduser()]
@@ -174,7 +241,7 @@ class Catalog:
             candidates.append(root / session)
         for candidate in candidates:
             for name in (str(candidate.absolute()), str(candidate.resolve())):
-                record = self.by_path.get(name)
+                record = self.record(name)
                 if record is not None:
                     return [record]
         return []
@@ -200,21 +267,29 @@ class Catalog:
         return found[0]
 
 
+def _recency(record: SessionRecord) -> tuple[int, str]:
+    return (-record.mtime_ns, record.path)
+
+
+def _decode(raw: bytes, where: str) -> SessionRecord:
+    try:
+        return SessionRecord.from_json(orjson.loads(raw))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise MemoryIndexError(f"{where}: a session record in the index is damaged "
+                          f"({type(exc).__name__}); {REBUILD}") from None
+
+
 _CACHE: dict[Path, tuple[int, Catalog]] = {}
 
 
 def load_catalog(index: MemoryIndex) -> Catalog:
-    """The catalog of the index's current commit (cached per reader generation)."""
+    """The catalog of the index's current commit (cached per reader generation); records
+    are read from the index as they are asked for."""
     generation = index.refresh()
     cached = _CACHE.get(index.root)
     if cached is not None and cached[0] == generation:
         return cached[1]
-    try:
-        records = [SessionRecord.from_json(orjson.loads(raw)) for raw in index.session_records()]
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
-        raise MemoryIndexError(f"{index.directory}: a session record in the index is damaged "
-                          f"({type(exc).__name__}); {REBUILD}") from None
-    catalog = Catalog(records)
+    catalog = Catalog(snapshot=index.records())
     _CACHE[index.root] = (generation, catalog)
     return catalog
 
@@ -225,6 +300,8 @@ def load_catalog(index: MemoryIndex) -> Catalog:
 class SessionListing(TypedDict):
     sessionId: str
     path: str
+    cwd: str | None
+    modifiedAt: str
     tier: Tier
     entries: int
     operations: int
@@ -236,29 +313,94 @@ class SessionListing(TypedDict):
     complete: bool
 
 
+class SessionsRequest(TypedDict, total=False):
+    """The filters and page of a listing (what ``next`` holds)."""
+
+    project: str
+    since: str
+    until: str
+    limit: int
+    offset: int
+    hotSessions: int
+
+
 class SessionsReport(TypedDict):
     index: str
     hotSessions: int
+    total: int
+    offset: int
     sessions: list[SessionListing]
+    next: SessionsRequest | None
+
+
+MAX_SESSIONS_LIMIT = 200
 
 
 def list_sessions(
-    *, index: str | os.PathLike[str] | None = None, hot_sessions: int = DEFAULT_HOT_SESSIONS
+    *,
+    index: str | os.PathLike[str] | None = None,
+    hot_sessions: int = DEFAULT_HOT_SESSIONS,
+    project: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
 ) -> SessionsReport:
-    """Every indexed session, newest first, with its tier, counts and hashes."""
+    """Indexed sessions, newest first, with tier, counts, hashes and staleness.
+
+    ``project`` keeps sessions whose working directory (the header's ``cwd``) is that
+    folder or inside it; ``since``/``until`` (ISO-8601, inclusive) bound the file's last
+    modification. ``limit`` pages the listing (``next`` asks for the following page).
+    """
+    if limit is not None and not 1 <= limit <= MAX_SESSIONS_LIMIT:
+        raise UsageError(f"--limit {limit}: must be between 1 and {MAX_SESSIONS_LIMIT}")
+    if offset < 0:
+        raise UsageError(f"--offset {offset}: must not be negative")
+    low, high = _time_ns(since, "--since"), _time_ns(until, "--until")
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
     tiers = catalog.tiers(hot_sessions)
+    chosen = [r for r in catalog.records
+              if _in_project(r.cwd, project) and (low is None or r.mtime_ns >= low)
+              and (high is None or r.mtime_ns <= high)]
+    end = len(chosen) if limit is None else offset + limit
     listing: list[SessionListing] = [
         {
-            "sessionId": r.session_id, "path": r.path, "tier": tiers[r.path],
+            "sessionId": r.session_id, "path": r.path, "cwd": r.cwd,
+            "modifiedAt": iso_time(datetime.fromtimestamp(r.mtime_ns / 1e9, UTC)),
+            "tier": tiers[r.path],
             "entries": r.entries, "operations": r.operations, "sourceHash": r.source_hash,
             "lineageFingerprint": r.lineage_fingerprint, "indexedAt": r.indexed_at,
             "stale": r.stale, "staleReason": r.stale_reason, "complete": r.complete,
         }
-        for r in catalog.records
+        for r in chosen[offset:end]
     ]
-    return {"index": str(handle.root), "hotSessions": hot_sessions, "sessions": listing}
+    following: SessionsRequest | None = None
+    if end < len(chosen) and limit is not None:
+        given = {"project": project, "since": since, "until": until, "limit": limit,
+                 "hotSessions": None if hot_sessions == DEFAULT_HOT_SESSIONS else hot_sessions}
+        following = cast(SessionsRequest, {k: v for k, v in given.items() if v is not None})
+        following["offset"] = end
+    return {"index": str(handle.root), "hotSessions": hot_sessions, "total": len(chosen),
+            "offset": offset, "sessions": listing, "next": following}
+
+
+def _in_project(cwd: str | None, project: str | None) -> bool:
+    if project is None:
+        return True
+    if cwd is None:
+        return False
+    folder = project.rstrip("/") or "/"
+    return cwd == folder or cwd.startswith(folder if folder.endswith("/") else folder + "/")
+
+
+def _time_ns(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    parsed = iso_ms(text.strip())
+    if parsed is None:
+        raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
+    return parsed * 1_000_000
 
 
 class StatsReport(TypedDict):
@@ -333,6 +475,8 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
 
     A file whose mtime and size match is still hashed: verify trusts nothing but bytes.
     """
+    from ..session import hash_file  # a recall process never hashes: loaded here only
+
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
     items: list[VerifyItem] = []

@@ -22,11 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
-import orjson
-
 from ..errors import ExpandError, SessionError, UsageError, clipped
 from ..redact import redact_json_text
-from ..session import hash_file, open_regular, read_session
+from ..session import decode_line, hash_file, open_regular, read_session
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
 from .normalize import normalize_session, record_text, source_records
@@ -483,7 +481,7 @@ def _text(
         return line.decode("utf-8", errors="replace")
     parsed = records.get(located.position)
     if parsed is None:
-        raw = orjson.loads(line)
+        raw = decode_line(line)
         parsed = records[located.position] = source_records(located.entry_id, raw)
     wanted = address or located.address
     found = parsed.get(wanted)

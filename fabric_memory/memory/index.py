@@ -20,13 +20,14 @@ import re
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 import tantivy
@@ -34,7 +35,9 @@ import tantivy
 from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
 from ..redact import RULES_FINGERPRINT
 from .locations import make_private_dirs
-from .normalize import Item
+
+if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
+    from .normalize import Item
 
 SCHEMA_VERSION = 2
 SCHEMA_TAG = f"{SCHEMA_VERSION}-{RULES_FINGERPRINT}"
@@ -285,6 +288,8 @@ class MemoryIndex:
         self.generation = 0
         self._index: tantivy.Index | None = None
         self._meta_key: tuple[int, int, int] | None = None
+        # A server answers queries while its live-index thread commits: both reload.
+        self._reload = threading.RLock()
 
     # opening ---------------------------------------------------------------------------
 
@@ -292,6 +297,10 @@ class MemoryIndex:
         return (self.directory / "meta.json").is_file()
 
     def _open(self, *, writing: bool = False) -> tantivy.Index:
+        with self._reload:
+            return self._opened(writing)
+
+    def _opened(self, writing: bool = False) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
                 raise MemoryIndexError(self._missing_reason())
@@ -341,7 +350,11 @@ class MemoryIndex:
 
     def refresh(self) -> int:
         """Reload if another writer committed since; return the reader generation."""
-        index = self._open()
+        with self._reload:
+            return self._refreshed()
+
+    def _refreshed(self) -> int:
+        index = self._opened()
         key = self._stat_meta()
         if key is None:  # removed or renamed under us (another process rebuilt it)
             self._index = None
@@ -490,9 +503,11 @@ class MemoryIndex:
 
     def session_records(self) -> list[bytes]:
         """The catalog record of every indexed session."""
-        query = tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)
-        return [doc["record"] for doc in self._all_docs(query, fields=("record",))
-                if "record" in doc]
+        return self.records().all()
+
+    def records(self) -> RecordSnapshot:
+        """The catalog records of the current commit, fetched only as they are asked for."""
+        return RecordSnapshot(self.searcher(), str(self.directory))
 
     def count(self, kind: str, path: str | None = None) -> int:
         clauses = [(tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", kind))]
@@ -509,18 +524,7 @@ class MemoryIndex:
         """The stored ``fields`` (those a document has) of every match, one search when
         ``expected`` covers them. Only the named fields are converted: a document's
         text can be long."""
-        searcher = self.searcher()
-        with _translated(str(self.directory)):
-            result = searcher.search(query, limit=max(expected, 1), count=True)
-            total = _count(result)
-            if total > len(result.hits):
-                result = searcher.search(query, limit=total)
-            found = []
-            for _, address in result.hits:
-                doc = searcher.doc(address)
-                values = {name: doc.get_first(name) for name in fields}
-                found.append({name: value for name, value in values.items() if value is not None})
-            return found
+        return _all_docs(self.searcher(), str(self.directory), query, expected, fields)
 
     def unreadable_documents(self, sample: int) -> tuple[int, list[str]]:
         """Read the stored fields of up to ``sample`` documents spread over the whole index;
@@ -546,6 +550,79 @@ class MemoryIndex:
         return sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
 
 
+def _all_docs(
+    searcher: tantivy.Searcher, where: str, query: tantivy.Query, expected: int,
+    fields: Sequence[str],
+) -> list[dict[str, Any]]:
+    with _translated(where):
+        result = searcher.search(query, limit=max(expected, 1), count=True)
+        total = _count(result)
+        if total > len(result.hits):
+            result = searcher.search(query, limit=total)
+        found = []
+        for _, address in result.hits:
+            doc = searcher.doc(address)
+            values = {name: doc.get_first(name) for name in fields}
+            found.append({name: value for name, value in values.items() if value is not None})
+        return found
+
+
+class RecordSnapshot:
+    """The catalog records (``session`` documents) of one commit, by query: a recall
+    answers from the few records it names (the hot tier, its hits' sessions) instead of
+    decoding every record of the index."""
+
+    def __init__(self, searcher: tantivy.Searcher, where: str) -> None:
+        self._searcher = searcher
+        self.where = where
+
+    def all(self) -> list[bytes]:
+        return self._records([])
+
+    def by_paths(self, paths: Sequence[str]) -> list[bytes]:
+        if not paths:
+            return []
+        return self._records([tantivy.Query.term_set_query(SCHEMA, "path", list(paths))],
+                             len(paths))
+
+    def by_id(self, session_id: str) -> list[bytes]:
+        return self._records([tantivy.Query.term_query(SCHEMA, "session_id", session_id)], 2)
+
+    def newest(self, count: int) -> list[bytes]:
+        """The records of the ``count`` newest files by mtime, and of every file that ties
+        with the last of them (the caller orders ties by path)."""
+        if count <= 0:
+            return []
+        query = self._query([])
+        limit = count + 16
+        with _translated(self.where):
+            while True:
+                result = self._searcher.search(query, limit=limit, count=True,
+                                               order_by_field="mtime_ns",
+                                               order=tantivy.Order.Desc)
+                docs = [self._searcher.doc(address) for _, address in result.hits]
+                if len(docs) <= count or len(docs) >= _count(result):
+                    break
+                last = docs[count - 1].get_first("mtime_ns")
+                if docs[-1].get_first("mtime_ns") != last:
+                    break
+                limit *= 2  # the tie runs past what was fetched
+            if len(docs) > count:
+                last = docs[count - 1].get_first("mtime_ns")
+                docs = docs[:count] + [d for d in docs[count:]
+                                       if d.get_first("mtime_ns") == last]
+            records = (d.get_first("record") for d in docs)
+            return [record for record in records if isinstance(record, bytes)]
+
+    def _query(self, clauses: list[tantivy.Query]) -> tantivy.Query:
+        kind = tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in [kind, *clauses]])
+
+    def _records(self, clauses: list[tantivy.Query], expected: int = 64) -> list[bytes]:
+        docs = _all_docs(self._searcher, self.where, self._query(clauses), expected, ("record",))
+        return [doc["record"] for doc in docs if "record" in doc]
+
+
 class Writer:
     """The single writer: replace a session's documents and its catalog record, commit."""
 
@@ -558,13 +635,22 @@ class Writer:
         self._lock = lock
         self.pending = 0
 
-    def replace_session(self, path: str, documents: Iterable[str]) -> None:
-        """Delete every document of ``path`` and add ``documents`` (from :func:`item_json`)."""
+    def replace_session(self, path: str, documents: Iterable[str]) -> str | None:
+        """Delete every document of ``path`` and add ``documents`` (from :func:`item_json`).
+
+        Returns why Tantivy refused one of them, after deleting what was added of the
+        session (its record too): one file's bad value never stops the batch.
+        """
         with _translated(str(self.index.directory)):
             self._raw.delete_documents_by_term("path", path)
             for document in documents:
-                self._raw.add_json(document)
+                try:
+                    self._raw.add_json(document)
+                except ValueError as exc:
+                    self._raw.delete_documents_by_term("path", path)
+                    return _first_line(exc)
                 self.pending += 1
+        return None
 
     def remove_session(self, path: str) -> None:
         """Delete every document of ``path``: its entries, operations and catalog record."""
@@ -768,11 +854,17 @@ def _version_dirs(root: Path) -> set[str]:
 
 
 _OPEN: dict[Path, MemoryIndex] = {}
+_RESOLVED: dict[Path, Path] = {}
 
 
 def open_index(root: Path) -> MemoryIndex:
-    """The process-wide handle of the index at ``root`` (kept open between calls)."""
-    key = root.resolve()
+    """The process-wide handle of the index at ``root`` (kept open between calls; a
+    server asks for it on every call, so each spelling is resolved once)."""
+    key = _RESOLVED.get(root)
+    if key is None:
+        key = root.resolve()
+        if root.is_absolute():  # a relative spelling depends on the working directory
+            _RESOLVED[root] = key
     handle = _OPEN.get(key)
     if handle is None:
         handle = _OPEN[key] = MemoryIndex(key)

@@ -7,16 +7,30 @@ from pathlib import Path
 
 SESSIONS_ENV = "FABRIC_MEMORY_SESSIONS"
 HOME_ENV = "FABRIC_MEMORY_HOME"
+PI_SESSION_DIR_ENV = "PI_CODING_AGENT_SESSION_DIR"
+PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
 
 
 def sessions_root(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``explicit``, else ``$FABRIC_MEMORY_SESSIONS``, else Pi's ``~/.pi/agent/sessions``."""
+    """``explicit``, else ``$FABRIC_MEMORY_SESSIONS``, else where Pi keeps sessions:
+    ``$PI_CODING_AGENT_SESSION_DIR``, else ``sessions`` of ``$PI_CODING_AGENT_DIR``, else
+    ``~/.pi/agent/sessions`` (Pi's pi-coding-agent/docs/environment-variables.md)."""
     if explicit is not None:
         return Path(explicit).expanduser()
-    configured = os.environ.get(SESSIONS_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".pi" / "agent" / "sessions"
+    for variable in (SESSIONS_ENV, PI_SESSION_DIR_ENV):
+        configured = os.environ.get(variable)
+        if configured:
+            return Path(configured).expanduser()
+    return pi_agent_dir() / "sessions"
+
+
+def pi_agent_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``explicit``, else ``$PI_CODING_AGENT_DIR``, else ``~/.pi/agent``, as Pi resolves
+    its agent directory (Pi's pi-coding-agent/docs/configuration.md)."""
+    if explicit is not None:
+        return Path(explicit).expanduser()
+    configured = os.environ.get(PI_AGENT_DIR_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
 
 
 def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:

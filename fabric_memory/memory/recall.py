@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
 from .._js import iso_ms
 from ..errors import QueryError, UsageError, clipped
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
-from .expand import ExpandRequest
 from .index import Hit, SearchSpec, TextMode
 from .tiers import revalidate
+
+if TYPE_CHECKING:
+    from .expand import ExpandRequest
 
 Match = Literal["any", "all"]
 Branches = Literal["active", "all"]
@@ -211,7 +213,7 @@ def _hit(
 ) -> RecallHit:
     fields = hit.fields
     path = str(fields["path"])
-    record = catalog.by_path.get(path)
+    record = catalog.record(path)
     follow: ExpandRequest = {
         "session": catalog.handle(record) if record is not None else path,
         "addresses": [str(fields["address"])],

@@ -133,8 +133,10 @@ def reindex(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     commit_every: int = DEFAULT_COMMIT_EVERY,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    session: str | os.PathLike[str] | None = None,
 ) -> ReindexReport:
-    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them)."""
+    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them);
+    with ``session``, only that file (it must lie under the sessions root)."""
     started = time.perf_counter()
     root, handle = default_roots(sessions, index)
     if not root.is_dir():
@@ -152,14 +154,16 @@ def reindex(
                                  "(more parsers than CPUs only compete for them)")
         count = cpus
     report["workers"] = count
-    files, outside = _inside(root, iter_session_files(root))
+    candidates = iter_session_files(root) if session is None else [_one_session(root, session)]
+    files, outside = _inside(root, candidates)
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
+    one = session is not None
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
-    pending, gone = _plan_all(root, files, committed, full, max_line_bytes)
+    pending, gone = _plan_all(root, files, committed, full, max_line_bytes, one)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
         report["invalid"].extend(_still_invalid(files, committed))
@@ -171,7 +175,7 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes)
+        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes, one)
         report["skipped"] = done = len(files) - len(tasks)
         planned = {task.path for task in tasks}
         report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
@@ -191,7 +195,62 @@ def reindex(
     return report
 
 
-def _inside(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[PathReason]]:
+def reindex_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    sessions: str | os.PathLike[str] | None = None,
+    index: str | os.PathLike[str] | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> ReindexReport:
+    """Bring just these session files up to date, without walking the tree (the live
+    index's step): a new or changed file is read and re-indexed, a file that is gone is
+    dropped from the index with its record. One commit, under the writer lock."""
+    started = time.perf_counter()
+    root, handle = default_roots(sessions, index)
+    report = _report(str(root), handle)
+    names = sorted({os.fspath(path) for path in paths})
+    present = [name for name in names if os.path.isfile(name)]
+    files, outside = _inside(root, present)
+    report["invalid"].extend(outside)
+    report["sessions"] = len(names)
+    gone = [name for name in names if name not in present]
+    with handle.writer(timeout=lock_timeout, threads=1) as writer:
+        if writer.notice:
+            report["notices"].append(writer.notice)
+        catalog = load_catalog(handle)
+        for name in gone:
+            record = catalog.record(name)
+            if record is not None:
+                _forget(writer, record, report)
+        for path in files:
+            record = catalog.record(path)
+            task = _plan(path, record, False, max_line_bytes)
+            if task is None:
+                report["skipped"] += 1
+            else:
+                _apply(writer, _parse(task), record, report)
+        writer.commit()
+        report["commits"] += 1
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
+    """``session`` as a path under ``root`` (its real folder, as the walk of ``root`` spells
+    it, so its catalog record is the same one); a file elsewhere is a usage error."""
+    path = Path(session).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--session {session}: no such session file")
+    if not contains(root, path.parent):
+        raise UsageError(
+            f"--session {session}: not under the sessions root {root}; pass --sessions DIR "
+            "or set FABRIC_MEMORY_SESSIONS to the directory that holds it"
+        )
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
+def _inside(root: Path, paths: Iterable[str | Path]) -> tuple[list[str], list[PathReason]]:
     """The real paths of the session files under ``root`` (each once), and the files that
     cannot be indexed: a symlink leading outside the root (never read), a name that is not
     UTF-8 (the index holds text).
@@ -237,16 +296,20 @@ def _committed(handle: MemoryIndex) -> Catalog:
     try:
         return load_catalog(handle)
     except MemoryIndexError:
-        return Catalog(())
+        return Catalog()
 
 
 def _plan_all(
-    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int
+    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
+    one: bool = False,
 ) -> tuple[list[_Task], list[SessionRecord]]:
     """Files to parse, and records under ``root`` whose file is gone (to be forgotten): a
-    deleted or renamed file, or one indexed under another spelling of its path."""
+    deleted or renamed file, or one indexed under another spelling of its path; ``one``:
+    ``files`` is the one session asked for, so no other record is looked at."""
     tasks = [task for path in files
              if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
+    if one:
+        return tasks, []
     seen = set(files)
     prefix = os.path.join(root, "")
     gone = [r for r in catalog.records
@@ -267,7 +330,7 @@ def refresh_sessions(
     with handle.writer(timeout=timeout, threads=1) as writer:
         catalog = load_catalog(handle)
         for given in records:
-            record = catalog.by_path.get(given.path)
+            record = catalog.record(given.path)
             report["sessions"] += 1
             if record is None:
                 continue
@@ -442,9 +505,13 @@ def _apply(
         return
     record = parsed.record
     assert record is not None
+    refused = writer.replace_session(parsed.path, parsed.documents)
+    if refused is not None:
+        reason = f"{parsed.path}: not indexed: the index refused a document ({refused})"
+        report["invalid"].append({"path": parsed.path, "reason": reason})
+        return
     report["notes"].extend({"path": parsed.path, "reason": note} for note in parsed.notes)
     report["salvaged"].extend({"path": parsed.path, "reason": line} for line in parsed.salvaged)
-    writer.replace_session(parsed.path, parsed.documents)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
     for kind, count in parsed.redacted:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from .catalog import SessionsReport, StatsReport, VerifyReport
-from .expand import ExpandPage
+from typing import TYPE_CHECKING
+
 from .index import REBUILD
-from .recall import RecallResponse
-from .reindex import Progress, ReindexReport
+
+if TYPE_CHECKING:  # types only: rendering a recall must not load the writer or expand
+    from .catalog import SessionsReport, StatsReport, VerifyReport
+    from .expand import ExpandPage
+    from .recall import RecallResponse
+    from .reindex import Progress, ReindexReport
 
 
 def render_progress(progress: Progress) -> str:
@@ -86,7 +90,10 @@ def render_expand(page: ExpandPage) -> str:
 
 
 def render_sessions(report: SessionsReport) -> str:
-    lines = [f"{len(report['sessions'])} sessions in {report['index']}"]
+    shown = len(report["sessions"])
+    lines = [f"{report['total']} sessions in {report['index']}"
+             + (f", showing {report['offset'] + 1}-{report['offset'] + shown}"
+                if shown < report["total"] else "")]
     for item in report["sessions"]:
         flags = " STALE" if item["stale"] else ""
         flags += " INCOMPLETE" if not item["complete"] else ""

@@ -16,7 +16,6 @@ from ..errors import MemoryIndexError
 from .catalog import Catalog, load_catalog, stat_key
 from .index import MemoryIndex
 from .locations import contains
-from .reindex import refresh_sessions
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +39,8 @@ def revalidate(handle: MemoryIndex, hot_sessions: int, root: Path | None = None)
         r.path for r in changed if root is not None and not contains(root, r.path))
     changed = [r for r in changed if r.path not in unrefreshed]
     if changed:
+        from .reindex import refresh_sessions  # the writer's modules, only when one changed
+
         try:
             refresh_sessions(handle, changed, timeout=0.0)
         except MemoryIndexError:  # locked by another writer, or not writable: answer as indexed

@@ -189,23 +189,19 @@ class FabricResult:
 
 
 def _trace_operations(entry_id: str, trace: FabricExecutionTraceV1) -> tuple[TraceOperation, ...]:
-    operations = []
-    for op in trace["operations"]:
-        sequence = int(op["sequence"])
-        operations.append(
-            TraceOperation(
-                address=f"{entry_id}/{sequence}",
-                sequence=sequence,
-                ref=op["ref"],
-                provider=op.get("provider"),
-                action=op.get("action"),
-                args=op["args"],
-                outcome=op["outcome"],
-                failure_stage=op.get("failureStage"),
-                error=op.get("error"),
-                record=cast(dict[str, Any], op),
-            )
-        )
+    prefix = entry_id + "/"
+    operations: list[TraceOperation] = []
+    append = operations.append
+    for op in cast(list[dict[str, Any]], trace["operations"]):
+        # The guard passed: sequence is an integral number (``int`` unless written ``3.0``).
+        sequence = op["sequence"]
+        if type(sequence) is not int:
+            sequence = int(sequence)
+        get = op.get
+        append(TraceOperation(
+            prefix + str(sequence), sequence, op["ref"], get("provider"), get("action"),
+            op["args"], op["outcome"], get("failureStage"), get("error"), op,
+        ))
     return tuple(operations)
 
 

@@ -241,6 +241,19 @@ function buildFiles() {
 	const last = [...one];
 	last[last.length - 1] = withoutId(last[last.length - 1]);
 	files["v3-last-line-without-id.jsonl"] = last;
+	// JSON that JSON.parse reads but stricter parsers refuse: a tool output cut inside a
+	// surrogate pair (JSON.stringify writes the lone half as an escape), and a tool call
+	// argument past the double range.
+	const strict = [...one];
+	const result = strict.findIndex((item, i) => i > 20 && item.value?.message?.role === "toolResult");
+	const cut = structuredClone(strict[result].value);
+	cut.message.content[0].text = `${cut.message.content[0].text.slice(0, 40)} 😀`.slice(0, -1);
+	strict[result] = line(cut);
+	const call = strict.findIndex((item, i) => i > result && item.value?.message?.content?.some?.((c) => c.type === "toolCall"));
+	const big = structuredClone(strict[call].value);
+	big.message.content.find((c) => c.type === "toolCall").arguments.limit = "BIG";
+	strict[call] = text(JSON.stringify(big).replace('"BIG"', `1${"0".repeat(400)}`));
+	files["v3-odd-json.jsonl"] = strict;
 	// Crashes glued two lines into one, twice: the second compaction with the next user
 	// message, and later an assistant turn with thinking with its tool result. Pi drops both.
 	const glued = [...two];

@@ -1,0 +1,124 @@
+"""The live index: watch the sessions root and re-index what changes, as it changes.
+
+``watchfiles`` (the Rust ``notify`` crate: inotify, FSEvents, ReadDirectoryChangesW;
+it falls back to polling where the platform gives no events, and polls when
+``WATCHFILES_FORCE_POLLING`` is set) reports changed paths; bursts are grouped for
+:data:`DEBOUNCE_MS`, then only those files are re-read (:func:`reindex_paths`) under
+the same writer lock a CLI ``reindex`` takes. A folder that appears is read once
+(Pi creates one per project). The first report, or the first quiet interval after
+the watch starts, runs one incremental ``reindex`` to catch up with what changed
+while nothing was watching. Readers never wait: they answer from the last commit.
+
+``watchfiles`` ships with the ``mcp`` and ``watch`` extras; without it
+:func:`watch_sessions` raises :class:`~fabric_memory.errors.MissingExtraError`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import FabricMemoryError, MissingExtraError, UsageError
+from ..session import iter_session_files
+from .locations import index_root, sessions_root
+from .reindex import ReindexReport, reindex, reindex_paths
+
+DEBOUNCE_MS = 300
+"""Longest a burst of writes is grouped before its files are re-indexed."""
+STEP_MS = 50
+"""Quiet time that ends a burst (and how often the watcher checks for a stop)."""
+TICK_MS = 1_000
+"""A quiet watcher wakes this often: to catch up at start and to retry locked work."""
+LOCK_TIMEOUT = 1.0
+"""How long one step waits for another writer before it keeps its paths for the next."""
+
+
+class Stop(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class LiveReport:
+    """What one step did (the catch-up ``reindex``, or the changed files)."""
+
+    kind: str
+    """``catch-up`` or ``changes``."""
+    report: ReindexReport
+
+
+@dataclass(slots=True)
+class _Pending:
+    paths: set[str] = field(default_factory=set)
+    caught_up: bool = False
+
+
+def watch_sessions(
+    *,
+    sessions: str | os.PathLike[str] | None = None,
+    index: str | os.PathLike[str] | None = None,
+    stop: Stop,
+    on_step: Callable[[LiveReport], None] | None = None,
+    on_error: Callable[[FabricMemoryError], None] | None = None,
+) -> None:
+    """Keep the index of ``sessions`` up to date until ``stop`` is set (see the module
+    docstring). A step that fails (another writer past :data:`LOCK_TIMEOUT`, an
+    unwritable index) goes to ``on_error`` and is retried on the next wake."""
+    try:
+        from watchfiles import watch
+    except ImportError:
+        raise MissingExtraError(
+            "watching needs the watchfiles package; install it with "
+            "pip install 'fabric-memory[watch]' (or '[mcp]')"
+        ) from None
+    root = sessions_root(sessions).resolve()  # the index keys files by their real path
+    where = index_root(index)
+    if not root.is_dir():
+        raise UsageError(
+            f"{root}: sessions directory does not exist; pass --sessions DIR or set "
+            "FABRIC_MEMORY_SESSIONS"
+        )
+    pending = _Pending()
+    changes_seen = watch(root, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS,
+                         stop_event=stop, rust_timeout=TICK_MS, yield_on_timeout=True,
+                         raise_interrupt=False)
+    for changes in changes_seen:
+        pending.paths.update(_session_paths(path for _, path in changes))
+        try:
+            _step(root, where, pending, on_step)
+        except FabricMemoryError as exc:
+            if on_error is not None:
+                on_error(exc)
+
+
+def _step(
+    root: Path, where: Path, pending: _Pending, on_step: Callable[[LiveReport], None] | None
+) -> None:
+    if not pending.caught_up:
+        report = reindex(sessions=root, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
+        pending.caught_up = True
+        pending.paths.clear()  # the full pass saw them
+        if on_step is not None:
+            on_step(LiveReport("catch-up", report))
+        return
+    if not pending.paths:
+        return
+    paths = sorted(pending.paths)
+    report = reindex_paths(paths, sessions=root, index=where, lock_timeout=LOCK_TIMEOUT)
+    pending.paths.difference_update(paths)
+    if on_step is not None:
+        on_step(LiveReport("changes", report))
+
+
+def _session_paths(paths: Iterable[str]) -> set[str]:
+    """The session files among changed paths; a folder that appeared counts with every
+    session file in it (its files may have been written before it was watched)."""
+    found: set[str] = set()
+    for path in paths:
+        if path.endswith(".jsonl"):
+            found.add(path)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            found.update(str(file) for file in iter_session_files(path))
+    return found

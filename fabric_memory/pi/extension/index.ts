@@ -1,0 +1,316 @@
+/**
+ * fabric-memory inside Pi: the compaction hook and the memory tools.
+ *
+ * - `session_before_compact` runs `fabric-memory hook` and hands Pi its compaction. When the
+ *   hook cannot answer (missing program, error, time limit, a declined compaction) the handler
+ *   returns nothing, so Pi's own compaction runs, and tells the user once.
+ * - `memory_recall` and `memory_expand` run `fabric-memory pi tool NAME` with the model's
+ *   arguments; the user's configured sessions and index are always the ones read.
+ * - After a compaction and when the session ends, the session file is re-indexed in the
+ *   background (`fabric-memory reindex --session FILE`).
+ *
+ * The program is `$FABRIC_MEMORY_BIN`, else `fabric-memory` on PATH, looked for at the first
+ * call (never while Pi loads the extension). `$FABRIC_MEMORY_HOOK_TIMEOUT` (seconds, default
+ * 30) bounds the hook: Pi puts no time limit on extension handlers. Pi's own contract for these
+ * events and tools: pi-coding-agent/docs/extensions.md and .../compaction.md.
+ */
+
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { StringEnum } from "@earendil-works/pi-ai";
+import type { ExtensionAPI, ExtensionContext, SessionBeforeCompactEvent } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
+
+const DEFAULT_HOOK_TIMEOUT_SECONDS = 30;
+const TOOL_TIMEOUT_SECONDS = 120;
+
+/** How one run of the program ended. */
+type Run =
+	| { kind: "exited"; status: number | null; stdout: string; stderr: string }
+	| { kind: "missing"; program: string }
+	| { kind: "failed"; message: string }
+	| { kind: "timeout"; seconds: number }
+	| { kind: "aborted" };
+
+function program(): string {
+	return process.env.FABRIC_MEMORY_BIN || "fabric-memory";
+}
+
+function hookTimeoutSeconds(): number {
+	const configured = Number(process.env.FABRIC_MEMORY_HOOK_TIMEOUT);
+	return configured > 0 ? configured : DEFAULT_HOOK_TIMEOUT_SECONDS;
+}
+
+/** Run the program with `input` on stdin; never rejects. The child is killed on abort or timeout. */
+function run(args: string[], input: string, seconds: number, signal?: AbortSignal): Promise<Run> {
+	const name = program();
+	return new Promise((resolve) => {
+		if (signal?.aborted) return resolve({ kind: "aborted" });
+		const stdout: Buffer[] = [];
+		const stderr: Buffer[] = [];
+		let settled = false;
+		let child: ReturnType<typeof spawn>;
+		const settle = (outcome: Run): void => {
+			if (settled) return;
+			settled = true;
+			clearTimeout(timer);
+			signal?.removeEventListener("abort", onAbort);
+			if (outcome.kind === "timeout" || outcome.kind === "aborted") child.kill("SIGKILL");
+			resolve(outcome);
+		};
+		const onAbort = (): void => settle({ kind: "aborted" });
+		const timer = setTimeout(() => settle({ kind: "timeout", seconds }), seconds * 1000);
+		try {
+			child = spawn(name, args, { stdio: ["pipe", "pipe", "pipe"] });
+		} catch (error) {
+			clearTimeout(timer);
+			return resolve({ kind: "failed", message: `cannot start ${name}: ${messageOf(error)}` });
+		}
+		signal?.addEventListener("abort", onAbort, { once: true });
+		child.on("error", (error: NodeJS.ErrnoException) =>
+			settle(
+				error.code === "ENOENT"
+					? { kind: "missing", program: name }
+					: { kind: "failed", message: `cannot run ${name}: ${error.message}` },
+			),
+		);
+		child.stdout?.on("data", (chunk: Buffer) => stdout.push(chunk));
+		child.stderr?.on("data", (chunk: Buffer) => stderr.push(chunk));
+		child.on("close", (status) =>
+			settle({
+				kind: "exited",
+				status,
+				stdout: Buffer.concat(stdout).toString("utf8"),
+				stderr: Buffer.concat(stderr).toString("utf8"),
+			}),
+		);
+		child.stdin?.on("error", () => undefined); // a child that exits early closes its stdin
+		child.stdin?.end(input);
+	});
+}
+
+function messageOf(error: unknown): string {
+	return error instanceof Error ? error.message : String(error);
+}
+
+/** The program's JSON answer, or why there is none (one line). */
+function answerOf(outcome: Run): { value: Record<string, unknown> } | { problem: string } {
+	switch (outcome.kind) {
+		case "missing":
+			return {
+				problem: `${outcome.program} not found: install fabric-memory (pip install fabric-memory) or set FABRIC_MEMORY_BIN to its path`,
+			};
+		case "failed":
+			return { problem: outcome.message };
+		case "timeout":
+			return { problem: `${program()} gave no answer within ${outcome.seconds} s and was stopped` };
+		case "aborted":
+			return { problem: "aborted" };
+		case "exited": {
+			try {
+				const value: unknown = JSON.parse(outcome.stdout);
+				if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+					return { value: value as Record<string, unknown> };
+				}
+			} catch {
+				// reported below with the program's own last words
+			}
+			const said = outcome.stderr.trim().split("\n").pop() || "no output";
+			return { problem: `${program()} exited with status ${outcome.status}: ${said}` };
+		}
+	}
+}
+
+/** `code: message` of a `{"error": {code, message}}` answer, else undefined. */
+function errorOf(value: Record<string, unknown>): string | undefined {
+	const error = value.error as { code?: unknown; message?: unknown } | undefined;
+	if (error === undefined || error === null || typeof error !== "object") return undefined;
+	return `${String(error.code ?? "error")}: ${String(error.message ?? "")}`;
+}
+
+// --- compaction ------------------------------------------------------------------------------
+
+/** Exactly what `fabric-memory hook` reads: `preparation.fileOps` holds Sets, which JSON drops. */
+function hookEvent(event: SessionBeforeCompactEvent, ctx: ExtensionContext): string {
+	return JSON.stringify({
+		type: "session_before_compact",
+		preparation: {
+			firstKeptEntryId: event.preparation.firstKeptEntryId,
+			tokensBefore: event.preparation.tokensBefore,
+		},
+		branchEntries: event.branchEntries,
+		sessionId: ctx.sessionManager.getSessionId(),
+		sessionFile: ctx.sessionManager.getSessionFile() ?? null,
+		signal: { aborted: event.signal.aborted },
+	});
+}
+
+type Compaction = { summary: string; firstKeptEntryId: string; tokensBefore: number; details?: unknown };
+
+function compactionOf(value: Record<string, unknown>): Compaction | undefined {
+	const found = value.compaction as Partial<Compaction> | undefined;
+	if (
+		found !== null &&
+		typeof found === "object" &&
+		typeof found.summary === "string" &&
+		typeof found.firstKeptEntryId === "string" &&
+		typeof found.tokensBefore === "number"
+	) {
+		return found as Compaction;
+	}
+	return undefined;
+}
+
+// --- memory tools ----------------------------------------------------------------------------
+
+const optionalText = (description: string) => Type.Optional(Type.String({ description }));
+const optionalCount = (description: string, minimum = 0) =>
+	Type.Optional(Type.Integer({ minimum, description }));
+
+const recallParameters = Type.Object(
+	{
+		query: optionalText("Words to find (may be empty when a filter is given)"),
+		mode: Type.Optional(StringEnum(["literal", "phrase", "regex"] as const)),
+		match: Type.Optional(StringEnum(["all", "any"] as const)),
+		ref: optionalText("Exact Fabric ref, e.g. pi.read"),
+		tool: optionalText("Exact tool name, e.g. fabric_exec or bash"),
+		role: optionalText("Exact message role: user, assistant, toolResult"),
+		provider: optionalText("Exact Fabric provider"),
+		action: optionalText("Exact Fabric action"),
+		outcome: optionalText("Exact operation outcome, e.g. failed"),
+		since: optionalText("ISO time, inclusive"),
+		until: optionalText("ISO time, inclusive"),
+		session: optionalText("One session: its id"),
+		branches: Type.Optional(StringEnum(["all", "active"] as const)),
+		limit: optionalCount("Hits per page, 1 to 50 (default 10)", 1),
+		offset: optionalCount("Hits to skip (use the answer's `next`)"),
+	},
+	{ additionalProperties: false },
+);
+
+const expandParameters = Type.Object(
+	{
+		session: Type.String({ description: "The session, as in a recall hit's follow.session" }),
+		entries: Type.Optional(Type.Array(Type.String(), { description: "Entry ids" })),
+		addresses: Type.Optional(Type.Array(Type.String(), { description: "Addresses from a hit or a summary" })),
+		indices: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }), { description: "Entry positions in the file" })),
+		range: optionalText("FIRST:LAST entry positions, inclusive"),
+		anchor: optionalText("Entry id to read around (with before/after)"),
+		before: optionalCount("Entries before the anchor"),
+		after: optionalCount("Entries after the anchor"),
+		expectedSourceHash: optionalText("From follow: refuse a session file that changed since"),
+		expectedLineageFingerprint: optionalText("From follow: refuse a branch that changed since"),
+		maxEntries: optionalCount("Entries per page, 1 to 20", 1),
+		maxChars: optionalCount("Characters per page, 1 to 24000", 1),
+		entryOffset: optionalCount("Paging: from the answer's `next`"),
+		textOffset: optionalCount("Paging: from the answer's `next`"),
+		showSecrets: Type.Optional(
+			Type.Boolean({
+				description:
+					"Secrets come back masked as [REDACTED:<kind>]; true returns the raw text. Only when the user explicitly asks for the value",
+			}),
+		),
+	},
+	{ additionalProperties: false },
+);
+
+async function callTool(name: string, params: object, signal: AbortSignal | undefined) {
+	const outcome = await run(["pi", "tool", name], JSON.stringify(params), TOOL_TIMEOUT_SECONDS, signal);
+	const answer = answerOf(outcome);
+	if ("problem" in answer) {
+		throw new Error(`${outcome.kind === "exited" ? "tool_failed" : outcome.kind}: ${answer.problem}`);
+	}
+	const error = errorOf(answer.value);
+	if (error !== undefined) throw new Error(error);
+	return { content: [{ type: "text" as const, text: JSON.stringify(answer.value) }], details: answer.value };
+}
+
+// --- freshness -------------------------------------------------------------------------------
+
+/** Re-index one session file in a detached child; never waits, never fails Pi. */
+function reindexInBackground(file: string | undefined): void {
+	if (!file || !existsSync(file)) return;
+	try {
+		const child = spawn(program(), ["reindex", "--session", file], { detached: true, stdio: "ignore" });
+		child.on("error", () => undefined); // a missing program is reported by the hook and the tools
+		child.unref();
+	} catch {
+		// same: nothing to tell the user here
+	}
+}
+
+export default function fabricMemory(pi: ExtensionAPI): void {
+	const told = new Set<string>();
+	const tellOnce = (ctx: ExtensionContext, kind: string, message: string): void => {
+		if (told.has(kind)) return;
+		told.add(kind);
+		try {
+			ctx.ui.notify(`fabric-memory: ${message}; Pi's own compaction is used instead`, "warning");
+		} catch {
+			// no UI to tell
+		}
+	};
+
+	pi.on("session_before_compact", async (event, ctx) => {
+		try {
+			const outcome = await run(["hook"], hookEvent(event, ctx), hookTimeoutSeconds(), event.signal);
+			if (outcome.kind === "aborted") return undefined;
+			const answer = answerOf(outcome);
+			if ("problem" in answer) {
+				tellOnce(ctx, outcome.kind, answer.problem);
+				return undefined;
+			}
+			const compaction = compactionOf(answer.value);
+			if (compaction !== undefined) return { compaction };
+			const declined = answer.value.cancel === true ? `declined: ${String(answer.value.reason)}` : undefined;
+			tellOnce(ctx, "answer", declined ?? errorOf(answer.value) ?? "the hook gave no compaction");
+		} catch (error) {
+			tellOnce(ctx, "exception", messageOf(error));
+		}
+		return undefined; // never {cancel: true}: Pi's own compaction runs
+	});
+
+	pi.on("session_compact", async (_event, ctx) => {
+		reindexInBackground(ctx.sessionManager.getSessionFile());
+	});
+
+	pi.on("session_shutdown", async (_event, ctx) => {
+		reindexInBackground(ctx.sessionManager.getSessionFile());
+	});
+
+	pi.registerTool({
+		name: "memory_recall",
+		label: "Memory recall",
+		description:
+			"Search earlier coding-agent sessions (all projects) for messages, tool calls and Fabric operations. " +
+			"Returns JSON: total, hits (session, address, snippet, and `follow`, the exact memory_expand request " +
+			"for that hit) and `next` (the request for the following page, or null).",
+		promptSnippet: "Search earlier sessions' messages, tool calls and operations by words or exact filters",
+		promptGuidelines: [
+			"Use memory_recall before redoing work or asking the user about something that may have happened in an earlier session (an error, a decision, a file, a command).",
+			"Use memory_expand with a memory_recall hit's `follow` object, unchanged, to read that hit's exact text; a summary's addresses can be expanded the same way.",
+		],
+		parameters: recallParameters,
+		async execute(_toolCallId, params, signal) {
+			return callTool("memory_recall", params, signal);
+		},
+	});
+
+	pi.registerTool({
+		name: "memory_expand",
+		label: "Memory expand",
+		description:
+			"Read the exact text of entries or operations of an earlier session: pass a memory_recall hit's " +
+			"`follow` object as the arguments, unchanged. Long results come in pages; pass the answer's `next` " +
+			"to continue. Secrets (API keys, tokens, passwords, private keys) come back masked as " +
+			"[REDACTED:<kind>]; set showSecrets only when the user explicitly asks for the raw value.",
+		promptSnippet: "Read the verbatim entries behind a memory_recall hit (its `follow`) or a summary address",
+		promptGuidelines: [
+			"Use memory_expand to quote or check what an earlier session actually said before relying on a memory_recall snippet.",
+		],
+		parameters: expandParameters,
+		async execute(_toolCallId, params, signal) {
+			return callTool("memory_expand", params, signal);
+		},
+	});
+}

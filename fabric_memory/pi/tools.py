@@ -1,0 +1,41 @@
+"""The memory tools the Pi extension offers the model: ``memory_recall`` and
+``memory_expand``, each one JSON request in, one JSON answer out.
+
+The model fills these requests, so it never chooses where to read: the location keys a
+request shape can carry (``index``, ``sessions``) are refused, and the user's configured
+sessions root and index are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ..errors import UsageError
+from ..memory.expand import expand_request
+from ..memory.recall import recall_request
+
+LOCATION_KEYS: Final = ("index", "sessions", "hotSessions")
+"""Request keys that pick what is read (or how much is re-checked): the user's to set."""
+
+TOOLS: Final[dict[str, Callable[[Mapping[str, Any]], Any]]] = {
+    "memory_recall": recall_request,
+    "memory_expand": expand_request,
+}
+
+
+def call_tool(name: str, arguments: Any) -> Any:
+    """The answer of tool ``name`` to the model's ``arguments`` (a JSON object)."""
+    run = TOOLS.get(name)
+    if run is None:
+        raise UsageError(f"{name}: no such tool; the tools are {', '.join(TOOLS)}")
+    if not isinstance(arguments, Mapping):
+        raise UsageError(f"{name}: the arguments must be a JSON object")
+    chosen = sorted(key for key in LOCATION_KEYS if key in arguments)
+    if chosen:
+        raise UsageError(
+            f"{name}: {', '.join(chosen)} may not be set by a tool call; the memory tools "
+            "read the sessions and index the user configured (FABRIC_MEMORY_SESSIONS, "
+            "FABRIC_MEMORY_HOME)"
+        )
+    return run(arguments)

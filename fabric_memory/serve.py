@@ -1,0 +1,316 @@
+"""``fabric-memory serve``: the memory index as a Model Context Protocol server over stdio.
+
+Three tools, ``recall``, ``expand`` and ``sessions``, answer with what the CLI's
+``--json`` prints, as structured content and as the same JSON in a text block. A
+failure is a tool error (``is_error``) whose text starts with the error code
+(``stale_pointer: …``). The caller is a model: the server answers only from the
+sessions root and index it was started with, and refuses a ``follow``/``next`` whose
+``index`` or ``sessions`` key names another place. The index stays open between calls
+while a background thread keeps it live (:mod:`fabric_memory.memory.live`).
+
+Needs the ``mcp`` extra (``pip install 'fabric-memory[mcp]'``); the tool names and
+parameters are a contract documented in README ("MCP server").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import orjson
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+from . import __version__
+from .errors import FabricMemoryError, LocationRefusedError
+from .memory.catalog import DEFAULT_HOT_SESSIONS, list_sessions
+from .memory.expand import expand_request
+from .memory.live import LiveReport, watch_sessions
+from .memory.locations import index_root, sessions_root
+from .memory.recall import recall_request
+
+INSTRUCTIONS = """\
+Memory of past coding-agent sessions (Pi session files), searchable by exact words and
+by structure. Use `recall` before redoing work or when the user refers to something
+from an earlier session (a decision, an error, a file, a command, an identifier). Each
+hit carries `follow`: pass that object unchanged to `expand` to read the exact source
+entries. `stale_pointer` from `expand` means the session changed since the hit: call
+`recall` again. Long answers are paged: pass a response's `next` object unchanged to
+the same tool for the following page."""
+
+RECALL_DESCRIPTION = """\
+Search past sessions. Literal words (all must match by default; `match: "any"` for
+either), an exact `phrase`, or a `regex` over single words; and/or exact filters: `role`
+(user, assistant, toolResult), `tool` (tool name), `ref` (Fabric operation ref, e.g.
+omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
+(ISO-8601 times), `session` (id or path), `branches: "active"` (only the branch the
+session continues from). Give a query or at least one filter. Hits come by relevance
+(newest first without a query), each with `sessionId`, `address`, a `snippet`, `tier`,
+`stale` and `follow`. To read a hit in full, call `expand` with its `follow` object
+exactly as given. `next` is null on the last page; otherwise pass it unchanged to
+`recall` for more (`limit` at most 50 per page, `offset` skips hits)."""
+
+EXPAND_DESCRIPTION = """\
+Read exact entries of one session, verbatim from its file. Normally you pass a recall
+hit's `follow` object unchanged (session, addresses, expected hashes). You may also
+select by `entries` (entry ids), `addresses`, `indices` (0-based entry positions),
+`range` ("FIRST:LAST" positions), or `anchor` (an entry id) with `before`/`after`
+neighbours. Pages hold at most `maxEntries` entries and `maxChars` characters; when
+`next` is not null, pass it unchanged to `expand` for the rest (a long entry continues
+at `textOffset`). Error `stale_pointer`: the session changed since recall gave the
+pointer; call `recall` again and follow the new hit. Secrets (API keys, tokens,
+passwords, private keys) come back masked as `[REDACTED:<kind>]`; set `showSecrets` to
+true only when the user explicitly asks for the raw value."""
+
+SESSIONS_DESCRIPTION = """\
+List the indexed sessions, newest first: id, path, project folder (`cwd`), last
+modification, tier (hot: checked against its file on every recall), entry and operation
+counts, hashes and whether the index copy is stale. Filter by `project` (a folder: its
+sessions and those of folders inside it) and by last modification (`since`, `until`,
+ISO-8601). Paged by `limit`/`offset`; pass `next` unchanged for the following page."""
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+LOCATION_KEYS = ("index", "sessions")
+DEFAULT_SESSIONS_LIMIT = 50
+RECALL_KEYS = frozenset({
+    "query", "mode", "match", "role", "tool", "ref", "provider", "action", "outcome", "since",
+    "until", "session", "branches", "limit", "offset", "hotSessions", "index", "sessions"})
+EXPAND_KEYS = frozenset({
+    "session", "entries", "addresses", "indices", "range", "anchor", "before", "after",
+    "expectedSourceHash", "expectedLineageFingerprint", "maxEntries", "maxChars",
+    "entryOffset", "textOffset", "showSecrets", "index", "sessions"})
+
+
+@dataclass(frozen=True, slots=True)
+class Places:
+    """Where this server reads: as given on its command line (None: the default) and
+    resolved, to compare with what a request names."""
+
+    sessions: str | None
+    index: str | None
+    sessions_dir: Path
+    index_dir: Path
+
+    @classmethod
+    def of(cls, sessions: str | None, index: str | None) -> Places:
+        return cls(sessions, index, _resolved(sessions_root(sessions)),
+                   _resolved(index_root(index)))
+
+    def bind(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """``request`` without its location keys, plus this server's own, after checking
+        that any location key it carries names this server's place."""
+        own = {"index": (self.index, self.index_dir), "sessions": (self.sessions,
+                                                                   self.sessions_dir)}
+        bound = {k: v for k, v in request.items() if k not in LOCATION_KEYS and v is not None}
+        for key in LOCATION_KEYS:
+            value = request.get(key)
+            given, where = own[key]
+            if value is not None and (not isinstance(value, str)
+                                      or _resolved(Path(value)) != where):
+                raise LocationRefusedError(
+                    f"{key} {value!r}: this server answers only from its own {key} ({where}); "
+                    f"drop the {key!r} key or pass the object exactly as this server gave it"
+                )
+            if given is not None:
+                bound[key] = given
+        return bound
+
+
+def _resolved(path: Path) -> Path:
+    return path.expanduser().resolve()
+
+
+def answer(value: Mapping[str, Any]) -> CallToolResult:
+    """A tool's answer: the JSON value as structured content and as text."""
+    text = orjson.dumps(value).decode()
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=dict(value))
+
+
+def refusal(code: str, message: str) -> CallToolResult:
+    """A tool error a model can act on: the text starts with the error code."""
+    return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")],
+                          is_error=True)
+
+
+def _run(call: Callable[[], Mapping[str, Any]]) -> CallToolResult:
+    try:
+        return answer(call())
+    except FabricMemoryError as exc:
+        return refusal(exc.code, exc.message)
+
+
+class MemoryServer(MCPServer):
+    """The SDK's server, with argument errors (wrong types, unknown tool) reported as
+    ``usage:`` tool errors like every other refusal."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if cause is not None and hasattr(cause, "errors"):
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+                    for error in cause.errors()
+                )
+                return refusal("usage", f"{name}: {problems}")
+            if isinstance(exc.__cause__, FabricMemoryError):
+                return refusal(exc.__cause__.code, exc.__cause__.message)
+            raise
+
+
+def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> MemoryServer:
+    """The MCP server over ``places`` (no transport yet)."""
+    server = MemoryServer(name="fabric-memory", version=__version__, instructions=INSTRUCTIONS,
+                          log_level="WARNING")
+    hot = {} if hot_sessions == DEFAULT_HOT_SESSIONS else {"hotSessions": hot_sessions}
+
+    @server.tool(name="recall", description=RECALL_DESCRIPTION, annotations=READ_ONLY)
+    async def recall(
+        query: str = "",
+        mode: Literal["literal", "phrase", "regex"] = "literal",
+        match: Literal["any", "all"] = "all",
+        role: str | None = None,
+        tool: str | None = None,
+        ref: str | None = None,
+        provider: str | None = None,
+        action: str | None = None,
+        outcome: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        session: str | None = None,
+        branches: Literal["active", "all"] = "all",
+        limit: int = 10,
+        offset: int = 0,
+        hotSessions: int | None = None,
+        index: str | None = None,
+        sessions: str | None = None,
+    ) -> CallToolResult:
+        given = {k: v for k, v in locals().items() if k in RECALL_KEYS}
+        return _run(lambda: recall_request({**hot, **places.bind(given)}))
+
+    @server.tool(name="expand", description=EXPAND_DESCRIPTION, annotations=READ_ONLY)
+    async def expand(
+        session: str,
+        entries: list[str] | None = None,
+        addresses: list[str] | None = None,
+        indices: list[int] | None = None,
+        range: str | None = None,
+        anchor: str | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        expectedSourceHash: str | None = None,
+        expectedLineageFingerprint: str | None = None,
+        maxEntries: int | None = None,
+        maxChars: int | None = None,
+        entryOffset: int | None = None,
+        textOffset: int | None = None,
+        showSecrets: bool | None = None,
+        index: str | None = None,
+        sessions: str | None = None,
+    ) -> CallToolResult:
+        given = {k: v for k, v in locals().items() if k in EXPAND_KEYS}
+        return _run(lambda: expand_request(places.bind(given)))
+
+    @server.tool(name="sessions", description=SESSIONS_DESCRIPTION, annotations=READ_ONLY)
+    async def sessions(
+        project: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = DEFAULT_SESSIONS_LIMIT,
+        offset: int = 0,
+        hotSessions: int | None = None,
+    ) -> CallToolResult:
+        chosen = hot_sessions if hotSessions is None else hotSessions
+        return _run(lambda: list_sessions(
+            index=places.index, hot_sessions=chosen, project=project, since=since,
+            until=until, limit=limit, offset=offset))
+
+    return server
+
+
+def serve(
+    *,
+    sessions: str | None = None,
+    index: str | None = None,
+    hot_sessions: int = DEFAULT_HOT_SESSIONS,
+    live: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> None:
+    """Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives; the live
+    index thread finishes its step (its commit) before this returns."""
+    places = Places.of(sessions, index)
+    server = build_server(places, hot_sessions)
+    stop = threading.Event()
+    watcher: threading.Thread | None = None
+    if live:
+        watcher = threading.Thread(target=_keep_live, args=(places, stop, log),
+                                   name="fabric-memory-live", daemon=True)
+        watcher.start()
+
+    def finish() -> None:
+        stop.set()
+        if watcher is not None:
+            watcher.join()
+
+    try:
+        anyio.run(_serve_until_closed, server, finish)
+    finally:
+        finish()
+
+
+async def _serve_until_closed(server: MemoryServer, finish: Callable[[], None]) -> None:
+    async with anyio.create_task_group() as group:
+
+        async def on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+                async for _ in received:
+                    # The transport's stdin reader is a thread blocked in read(); nothing
+                    # cancels it, so after the live thread's last commit the process ends.
+                    finish()
+                    sys.stdout.flush()
+                    os._exit(0)
+
+        group.start_soon(on_signal)
+        await server.run_stdio_async()
+        group.cancel_scope.cancel()
+
+
+def _keep_live(places: Places, stop: threading.Event, log: Callable[[str], None] | None) -> None:
+    def step(done: LiveReport) -> None:
+        report = done.report
+        changed = report["indexed"] + len(report["removed"]) + len(report["stale"])
+        if log is not None and (changed or report["invalid"]):
+            log(f"live index ({done.kind}): {report['indexed']} indexed, "
+                f"{len(report['removed'])} removed, {len(report['invalid'])} invalid")
+
+    def failed(exc: FabricMemoryError) -> None:
+        if log is not None:
+            log(f"live index: {exc.message} (retrying)")
+
+    try:
+        watch_sessions(sessions=places.sessions_dir, index=places.index_dir, stop=stop,
+                       on_step=step, on_error=failed)
+    except FabricMemoryError as exc:  # no sessions folder, no watchfiles: serve what is indexed
+        if log is not None:
+            log(f"live index off: {exc.message}")
+
+
+def stderr_log(command: str) -> Callable[[str], None]:
+    def log(message: str) -> None:
+        print(f"fabric-memory {command}: {message}", file=sys.stderr, flush=True)
+
+    return log
+
+

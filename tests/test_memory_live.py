@@ -1,0 +1,119 @@
+"""The live index: re-indexing named files only, and ``reindex --watch`` as a process."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from fabric_memory.memory.catalog import load_catalog
+from fabric_memory.memory.index import open_index
+from fabric_memory.memory.live import _session_paths
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex, reindex_paths
+
+from .memory_builder import SessionBuilder
+
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> dict[str, Path]:
+    sessions = tmp_path / "sessions"
+    for name in ("one", "two", "three"):
+        builder = SessionBuilder(sessions / "--repo--" / f"{name}.jsonl")
+        builder.user(f"the {name} session mentions walrus")
+        builder.write()
+    index = tmp_path / "index"
+    reindex(sessions=sessions, index=index, workers=1)
+    return {"sessions": sessions, "index": index}
+
+
+def test_named_files_only(roots: dict[str, Path]) -> None:
+    """reindex_paths reads the files it is given (new, changed), drops the ones that are
+    gone, and leaves every other file alone, even one that changed too."""
+    sessions, index = roots["sessions"], roots["index"]
+    repo = sessions / "--repo--"
+    (repo / "one.jsonl").unlink()
+    with open(repo / "two.jsonl", "ab") as stream:
+        stream.write(orjson.dumps({"type": "message", "id": "x1", "parentId": "e001",
+                                   "timestamp": "2026-01-02T11:00:00.000Z",
+                                   "message": {"role": "user", "content": "narwhal"}}) + b"\n")
+    with open(repo / "three.jsonl", "ab") as stream:  # changed, but not named
+        stream.write(orjson.dumps({"type": "message", "id": "y1", "parentId": "e001",
+                                   "timestamp": "2026-01-02T11:00:00.000Z",
+                                   "message": {"role": "user", "content": "okapi"}}) + b"\n")
+    fresh = SessionBuilder(sessions / "--new--" / "four.jsonl")
+    fresh.user("a capybara appears")
+    fresh.write()
+    report = reindex_paths([repo / "one.jsonl", repo / "two.jsonl", fresh.path],
+                           sessions=sessions, index=index)
+    assert [item["path"] for item in report["removed"]] == [str(repo / "one.jsonl")]
+    assert report["indexed"] == 2 and report["invalid"] == []
+    found = {word: recall(word, index=index, sessions=sessions, hot_sessions=0)["total"]
+             for word in ("narwhal", "okapi", "capybara", "walrus")}
+    assert found == {"narwhal": 1, "okapi": 0, "capybara": 1, "walrus": 2}
+    paths = {Path(r.path).name for r in load_catalog(open_index(index)).records}
+    assert paths == {"two.jsonl", "three.jsonl", "four.jsonl"}
+
+
+def test_unchanged_and_outside_files(roots: dict[str, Path], tmp_path: Path) -> None:
+    """An unchanged file is skipped unread; a symlink leading out of the root is reported
+    invalid and not read."""
+    sessions, index = roots["sessions"], roots["index"]
+    outside = SessionBuilder(tmp_path / "outside.jsonl")
+    outside.user("secret outside words")
+    outside.write()
+    link = sessions / "--repo--" / "link.jsonl"
+    link.symlink_to(outside.path)
+    report = reindex_paths([sessions / "--repo--" / "one.jsonl", link], sessions=sessions,
+                           index=index)
+    assert (report["skipped"], report["indexed"], report["removed"]) == (1, 0, [])
+    assert [item["path"] for item in report["invalid"]] == [str(link)]
+    assert recall("outside", index=index, sessions=sessions)["total"] == 0
+
+
+def test_changed_paths_include_new_folders(tmp_path: Path) -> None:
+    """A changed .jsonl counts; a folder that appeared counts with its session files;
+    other files do not."""
+    folder = tmp_path / "--fresh--"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("{}\n")
+    (folder / "notes.txt").write_text("x")
+    found = _session_paths([str(folder), str(tmp_path / "b.jsonl"), str(tmp_path / "c.json")])
+    assert found == {str(folder / "a.jsonl"), str(tmp_path / "b.jsonl")}
+
+
+def test_reindex_watch_process(roots: dict[str, Path]) -> None:
+    """`reindex --watch` catches up, indexes a file written while it runs, prints one JSON
+    line per step with --json, and exits 0 on SIGTERM."""
+    sessions, index = roots["sessions"], roots["index"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fabric_memory.cli", "reindex", "--watch", "--json",
+         "--sessions", str(sessions), "--index", str(index)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        first = orjson.loads(process.stdout.readline())
+        assert (first["step"], first["sessions"]) == ("catch-up", 3)
+        fresh = SessionBuilder(sessions / "--later--" / "five.jsonl")
+        fresh.user("the pangolin was indexed live")
+        fresh.write()
+        step = orjson.loads(process.stdout.readline())
+        assert (step["step"], step["indexed"]) == ("changes", 1)
+        deadline = time.monotonic() + DEADLINE
+        while recall("pangolin", index=index, sessions=sessions)["total"] != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert status == 0, process.stderr.read().decode() if process.stderr else ""

@@ -1,0 +1,281 @@
+"""The Python side of the Pi integration, without Pi: ``pi path``, ``pi install``, the
+memory tools the extension calls, ``reindex --session`` and the sessions root defaults.
+(tests/test_pi_host.py proves the same pieces inside the real Pi.)"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import fabric_memory.pi
+from fabric_memory.cli import main
+from fabric_memory.errors import UsageError
+from fabric_memory.memory.catalog import list_sessions
+from fabric_memory.memory.locations import sessions_root
+from fabric_memory.memory.recall import recall_request
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.pi import EXTENSION_DIR, EXTENSION_ENTRY
+from fabric_memory.pi.install import install
+from fabric_memory.pi.tools import call_tool
+
+from .memory_builder import SessionBuilder
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No location variables from the caller's environment; HOME is a temporary folder."""
+    for name in ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "PI_CODING_AGENT_DIR",
+                 "PI_CODING_AGENT_SESSION_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+# --- pi path --------------------------------------------------------------------------------
+
+
+def test_path_prints_the_entry_file_of_a_pi_package(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_cli(capsys, "pi", "path")
+    assert status == 0
+    assert Path(out.strip()) == EXTENSION_ENTRY
+    assert EXTENSION_ENTRY.is_absolute() and EXTENSION_ENTRY.is_file()
+    manifest = json.loads((EXTENSION_DIR / "package.json").read_text())
+    assert manifest["pi"]["extensions"] == ["./index.ts"]
+    # Pi provides these to extensions; a copy in dependencies would bypass its module map.
+    assert "dependencies" not in manifest
+    assert set(manifest["peerDependencies"]) == {
+        "@earendil-works/pi-ai", "@earendil-works/pi-coding-agent", "typebox"}
+
+
+def test_a_built_wheel_carries_the_extension(tmp_path: Path) -> None:
+    """What a normal (non-editable) install gets: the package data is in the wheel (built
+    from a copy of the sources, so the build leaves nothing in the checkout)."""
+    source = tmp_path / "source"
+    shutil.copytree(REPO / "fabric_memory", source / "fabric_memory",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path),
+         str(source)], capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("fabric_memory-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"fabric_memory/pi/extension/index.ts",
+            "fabric_memory/pi/extension/package.json"} <= names
+
+
+# --- pi install -----------------------------------------------------------------------------
+
+
+def test_install_is_idempotent_and_uninstall_undoes_exactly_it(
+    clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = clean_env / ".pi" / "agent"
+    settings = agent / "settings.json"
+    agent.mkdir(parents=True)
+    before = {"defaultModel": "x", "packages": ["npm:@example/tools@1.0.0"],
+              "compaction": {"keepRecentTokens": 123}}
+    settings.write_text(json.dumps(before, indent=2))
+
+    status, out, _ = run_cli(capsys, "pi", "install")
+    assert status == 0
+    assert out.strip() == f"added {EXTENSION_DIR} to packages in {settings}"
+    written = json.loads(settings.read_text())
+    assert written == {**before, "packages": [*before["packages"], str(EXTENSION_DIR)]}
+
+    status, out, _ = run_cli(capsys, "pi", "install")
+    assert status == 0 and out.startswith("already in packages")
+    assert json.loads(settings.read_text()) == written
+
+    status, out, _ = run_cli(capsys, "pi", "install", "--uninstall")
+    assert status == 0 and out.startswith(f"removed {EXTENSION_DIR}")
+    assert json.loads(settings.read_text()) == before
+    status, out, _ = run_cli(capsys, "pi", "install", "--uninstall", "--json")
+    assert status == 0 and json.loads(out)["action"] == "absent"
+    assert json.loads(settings.read_text()) == before
+
+
+def test_install_creates_the_settings_file_and_uninstall_removes_it(
+    tmp_path: Path, clean_env: Path
+) -> None:
+    agent = tmp_path / "agent"
+    report = install(agent)
+    assert report["action"] == "added"
+    assert json.loads((agent / "settings.json").read_text()) == {"packages": [str(EXTENSION_DIR)]}
+    report = install(agent, uninstall=True)
+    assert report == {"settings": str(agent / "settings.json"), "package": str(EXTENSION_DIR),
+                      "action": "removed", "settingsRemoved": True}
+    assert not (agent / "settings.json").exists()
+
+
+def test_install_follows_pi_agent_dir_and_local(
+    tmp_path: Path, clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "custom-agent"))
+    assert install()["settings"] == str(tmp_path / "custom-agent" / "settings.json")
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    assert install(local=True)["settings"] == str(project / ".pi" / "settings.json")
+    with pytest.raises(UsageError, match="--local and --agent-dir"):
+        install(tmp_path, local=True)
+
+
+def test_install_recognises_the_entry_pi_install_writes(tmp_path: Path, clean_env: Path) -> None:
+    """``pi install PATH`` records the path relative to the settings file."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    source = os.path.relpath(EXTENSION_DIR, agent)
+    assert source.startswith("..")
+    (agent / "settings.json").write_text(json.dumps({"packages": [{"source": source}]}))
+    assert install(agent)["action"] == "unchanged"
+    assert install(agent, uninstall=True)["action"] == "removed"
+
+
+def test_install_leaves_a_broken_settings_file_alone(
+    tmp_path: Path, clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text('{\n  "packages": [\n')
+    status, _, err = run_cli(capsys, "pi", "install", "--agent-dir", str(tmp_path))
+    assert status != 0
+    assert err.strip().startswith(f"fabric-memory pi: {settings}:3: not valid JSON")
+    assert settings.read_text() == '{\n  "packages": [\n'
+    settings.write_text('{"packages": "npm:x"}')
+    with pytest.raises(UsageError, match=r"\$\.packages is not a list"):
+        install(tmp_path)
+
+
+# --- the memory tools -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def memory(tmp_path: Path, clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Two sessions under the configured root, indexed into the configured index."""
+    root = tmp_path / "sessions"
+    first = SessionBuilder(root / "--repo--" / "one.jsonl", "session-one")
+    first.user("the flaky parser test needs a fixed seed")
+    first.write()
+    second = SessionBuilder(root / "--repo--" / "two.jsonl", "session-two")
+    second.user("unrelated chatter")
+    second.write()
+    monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", str(root))
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(tmp_path / "fm"))
+    reindex()
+    return root
+
+
+def test_recall_tool_answers_as_recall_and_its_follow_expands(memory: Path) -> None:
+    answer = call_tool("memory_recall", {"query": "flaky parser"})
+    assert answer == recall_request({"query": "flaky parser"})
+    (hit,) = answer["hits"]
+    assert hit["sessionId"] == "session-one"
+    page = call_tool("memory_expand", hit["follow"])
+    assert "flaky parser test" in page["entries"][0]["text"]
+
+
+def test_expand_tool_masks_secrets_unless_asked(memory: Path) -> None:
+    """memory_expand masks a secret by default; showSecrets: true returns it raw; the
+    extension's parameter schema offers showSecrets."""
+    token = "glpat-" + "Ab3dE5gH7jK9mN1pQ3sT"
+    leaky = SessionBuilder(memory / "--repo--" / "three.jsonl", "session-three")
+    leaky.user(f"my token is {token}")
+    leaky.write()
+    reindex()
+    request = {"session": "session-three", "entries": ["e001"]}
+    masked = call_tool("memory_expand", request)["entries"][0]["text"]
+    assert token not in masked and "[REDACTED:gitlab-token]" in masked
+    assert token in call_tool("memory_expand", {**request, "showSecrets": True})[
+        "entries"][0]["text"]
+    source = (Path(fabric_memory.pi.__file__).parent / "extension" / "index.ts").read_text()
+    assert "showSecrets: Type.Optional(" in source
+
+
+@pytest.mark.parametrize("key", ["index", "sessions", "hotSessions"])
+@pytest.mark.parametrize("tool", ["memory_recall", "memory_expand"])
+def test_tools_refuse_location_keys(memory: Path, tool: str, key: str) -> None:
+    request = {"query": "flaky"} if tool == "memory_recall" else {
+        "session": "session-one", "entries": ["e001"]}
+    with pytest.raises(UsageError, match=f"{key} may not be set by a tool call"):
+        call_tool(tool, {**request, key: "/"})
+
+
+def test_tool_command_speaks_json_on_both_paths(
+    memory: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def tool(name: str, stdin: bytes) -> tuple[int, dict[str, object]]:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        status, out, _ = run_cli(capsys, "pi", "tool", name)
+        return status, json.loads(out)
+
+    status, answer = tool("memory_recall", b'{"query": "flaky"}')
+    assert status == 0 and answer["total"] == 1
+    status, answer = tool("memory_expand", b'{"session": "nope", "entries": ["e001"]}')
+    assert status != 0 and answer["error"]["code"] == "session_not_found"  # type: ignore[index]
+    status, answer = tool("memory_recall", b"[1]")
+    assert status == 2 and "must be a JSON object" in answer["error"]["message"]  # type: ignore[index]
+    status, answer = tool("memory_recall", b"not json")
+    assert status == 2 and answer["error"]["code"] == "usage"  # type: ignore[index]
+    status, answer = tool("memory_forget", b"{}")
+    assert status == 2 and "no such tool" in answer["error"]["message"]  # type: ignore[index]
+
+
+# --- reindex --session ----------------------------------------------------------------------
+
+
+def test_reindex_one_session_indexes_only_that_file(memory: Path, tmp_path: Path) -> None:
+    third = SessionBuilder(memory / "--repo--" / "three.jsonl", "session-three")
+    third.user("a brand new zeppelin")
+    third.write()
+    fourth = SessionBuilder(memory / "--repo--" / "four.jsonl", "session-four")
+    fourth.user("another zeppelin")
+    fourth.write()
+    # Spelled through "..": still the record a full walk makes, not a second one.
+    spelled = memory / "--repo--" / ".." / "--repo--" / "three.jsonl"
+    report = reindex(session=spelled)
+    assert (report["sessions"], report["indexed"]) == (1, 1)
+    ids = sorted(s["sessionId"] for s in list_sessions()["sessions"])
+    assert ids == ["session-one", "session-three", "session-two"]
+    assert reindex()["indexed"] == 1  # only four was left
+    assert len(list_sessions()["sessions"]) == 4
+
+
+def test_reindex_one_session_refuses_files_outside_the_root(memory: Path, tmp_path: Path) -> None:
+    elsewhere = SessionBuilder(tmp_path / "elsewhere.jsonl").write()
+    with pytest.raises(UsageError, match="not under the sessions root"):
+        reindex(session=elsewhere)
+    with pytest.raises(UsageError, match="no such session file"):
+        reindex(session=memory / "missing.jsonl")
+
+
+# --- where sessions are by default ----------------------------------------------------------
+
+
+def test_sessions_root_follows_pi(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sessions_root() == clean_env / ".pi" / "agent" / "sessions"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", "/agent")
+    assert sessions_root() == Path("/agent/sessions")
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "/pi-sessions")
+    assert sessions_root() == Path("/pi-sessions")
+    monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", "/ours")
+    assert sessions_root() == Path("/ours")
+    assert sessions_root("/explicit") == Path("/explicit")

@@ -1,0 +1,362 @@
+"""``fabric-memory serve``: the official MCP client against the server as a real subprocess.
+
+Tool list and schemas, answers equal to the CLI's ``--json``, errors as tool errors that
+start with their code, refused location keys, the live index (a new file, a deleted
+file, a CLI reindex meanwhile) and clean exits. Waits poll with a generous deadline:
+nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.types import CallToolResult
+
+from fabric_memory.cli import main
+from fabric_memory.memory.expand import ExpandRequest
+from fabric_memory.memory.recall import RecallRequest
+from fabric_memory.memory.reindex import reindex
+
+from .memory_builder import SessionBuilder, operation
+
+DEADLINE = 60.0
+"""Longest a live change may take to show before a test gives up (not a timing check)."""
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> dict[str, Path]:
+    sessions = tmp_path / "sessions"
+    first = SessionBuilder(sessions / "--repo--" / "one.jsonl")
+    first.user("please fix the Zürich parser")
+    first.assistant_call("c1", "fabric_exec", {"code": "x"})
+    first.fabric_result("c1", [operation(0, "pi.grep", {"path": "src"}, "failed",
+                                         error="no match")])
+    first.write()
+    second = SessionBuilder(sessions / "--other--" / "two.jsonl")
+    for n in range(14):
+        second.user(f"note {n}: the parser keeps quoting rules")
+    second.write()
+    index = tmp_path / "index"
+    reindex(sessions=sessions, index=index, workers=1)
+    return {"sessions": sessions, "index": index, "one": first.path, "two": second.path}
+
+
+def serve_command(places: dict[str, Path], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "fabric_memory.cli", "serve", "--sessions",
+            str(places["sessions"]), "--index", str(places["index"]), *extra]
+
+
+@asynccontextmanager
+async def connected(places: dict[str, Path], *extra: str) -> AsyncIterator[Client]:
+    command = serve_command(places, *extra)
+    params = StdioServerParameters(command=command[0], args=command[1:],
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    async with Client(params) as client:
+        yield client
+
+
+def run(body: Callable[[Client], Awaitable[None]], places: dict[str, Path],
+        *extra: str) -> None:
+    async def go() -> None:
+        async with connected(places, *extra) as client:
+            await body(client)
+
+    anyio.run(go)
+
+
+def cli_json(*argv: str) -> Any:
+    """What ``fabric-memory ARGV --json`` prints, from a separate process."""
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", *argv, "--json"],
+                          capture_output=True, check=False)
+    return orjson.loads(done.stdout)
+
+
+def value(result: CallToolResult) -> Any:
+    """The structured answer, after checking the text block carries the same JSON."""
+    assert not result.is_error, result.content
+    assert len(result.content) == 1
+    assert orjson.loads(getattr(result.content[0], "text", "")) == result.structured_content
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error
+    text: str = getattr(result.content[0], "text", "")
+    return text
+
+
+async def poll(check: Callable[[], Awaitable[bool]]) -> bool:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        if await check():
+            return True
+        await anyio.sleep(0.1)
+    return False
+
+
+# --- the contract ------------------------------------------------------------------------
+
+
+def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
+    """recall takes exactly the recall request's keys, expand exactly the expand request's
+    (session required), sessions its filters and page; all read-only, described for a model."""
+
+    async def body(client: Client) -> None:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools) == {"recall", "expand", "sessions"}
+        schemas = {name: tool.input_schema for name, tool in tools.items()}
+        drift = ("a request key changed: update the tool's parameters and RECALL_KEYS/"
+                 "EXPAND_KEYS in fabric_memory/serve.py and README's tool table")
+        assert set(schemas["recall"]["properties"]) == set(RecallRequest.__annotations__), drift
+        assert set(schemas["expand"]["properties"]) == set(ExpandRequest.__annotations__), drift
+        assert schemas["expand"]["required"] == ["session"]
+        assert not schemas["recall"].get("required")
+        assert set(schemas["sessions"]["properties"]) == {
+            "project", "since", "until", "limit", "offset", "hotSessions"}
+        assert schemas["recall"]["properties"]["mode"]["enum"] == ["literal", "phrase", "regex"]
+        for tool in tools.values():
+            assert tool.annotations is not None and tool.annotations.read_only_hint
+        assert "follow" in (tools["recall"].description or "")
+        assert "stale_pointer" in (tools["expand"].description or "")
+        assert "next" in (tools["sessions"].description or "")
+        assert client.instructions and "recall" in client.instructions
+
+    run(body, places)
+
+
+def test_recall_follow_expand_equal_the_cli(places: dict[str, Path]) -> None:
+    """A recall answer, its next page and the expand of a hit's follow (passed unchanged)
+    are exactly what the CLI prints with --json."""
+    where = ("--sessions", str(places["sessions"]), "--index", str(places["index"]))
+
+    async def body(client: Client) -> None:
+        answer = value(await client.call_tool("recall", {"query": "parser", "limit": 2}))
+        assert answer == cli_json("recall", "parser", "--limit", "2", *where)
+        assert answer["total"] == 15 and answer["next"] is not None
+        following = value(await client.call_tool("recall", answer["next"]))
+        assert following == cli_json("recall", "parser", "--limit", "2", "--offset", "2",
+                                     *where)
+        hit = answer["hits"][0]
+        page = value(await client.call_tool("expand", hit["follow"]))
+        follow = hit["follow"]
+        assert page == cli_json(
+            "expand", follow["session"], "--address", follow["addresses"][0],
+            "--expected-source-hash", follow["expectedSourceHash"],
+            "--expected-lineage", follow["expectedLineageFingerprint"], *where)
+        assert page["entries"][0]["address"] == hit["address"]
+        listing = value(await client.call_tool("sessions", {"project": "/repo", "limit": 1}))
+        assert listing == cli_json("sessions", "--project", "/repo", "--limit", "1",
+                                   "--index", str(places["index"]))
+        assert listing["total"] == 2 and listing["next"] == {"project": "/repo", "limit": 1,
+                                                             "offset": 1}
+
+    run(body, places)
+
+
+def test_errors_start_with_their_code(places: dict[str, Path]) -> None:
+    """Library errors and malformed arguments are tool errors whose text starts with the
+    code a model can act on."""
+
+    async def body(client: Client) -> None:
+        hit = value(await client.call_tool("recall", {"ref": "pi.grep"}))["hits"][0]
+        stale = await client.call_tool("expand", {**hit["follow"],
+                                                  "expectedSourceHash": "0" * 32})
+        assert error_text(stale).startswith("stale_pointer: ")
+        assert "recall again" in error_text(stale)
+        missing = await client.call_tool("expand", {"session": "no-such-session",
+                                                    "addresses": ["e001"]})
+        assert error_text(missing).startswith("session_not_found: ")
+        empty = await client.call_tool("recall", {})
+        assert error_text(empty).startswith("bad_query: ")
+        typed = await client.call_tool("recall", {"query": "x", "limit": "many"})
+        assert error_text(typed).startswith("usage: recall: limit: ")
+        bounds = await client.call_tool("recall", {"query": "x", "limit": 500})
+        assert error_text(bounds).startswith("usage: --limit 500")
+
+    run(body, places)
+
+
+def test_location_keys_must_name_the_servers_places(
+    places: dict[str, Path], tmp_path: Path
+) -> None:
+    """index/sessions keys naming another folder are refused; the server's own places
+    (even spelled another way) pass."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(places["sessions"], elsewhere)
+
+    async def body(client: Client) -> None:
+        hit = value(await client.call_tool("recall", {"ref": "pi.grep"}))["hits"][0]
+        follow = hit["follow"]
+        assert follow["index"] == str(places["index"])
+        assert follow["sessions"] == str(places["sessions"])
+        for key, other in (("index", tmp_path), ("sessions", elsewhere)):
+            refused = await client.call_tool("expand", {**follow, key: str(other)})
+            assert error_text(refused).startswith("location_refused: ")
+            refused = await client.call_tool("recall", {"ref": "pi.grep", key: str(other)})
+            assert error_text(refused).startswith("location_refused: ")
+        respelled = {**follow, "index": str(places["index"]) + "/./",
+                     "sessions": str(places["sessions"] / ".." / "sessions")}
+        assert value(await client.call_tool("expand", respelled))["entries"]
+        outside = await client.call_tool("expand", {"session": str(elsewhere / "--repo--" /
+                                                                   "one.jsonl"),
+                                                    "indices": [0]})
+        assert error_text(outside).startswith("session_not_found: ")
+
+    run(body, places)
+
+
+# --- the live index ------------------------------------------------------------------------
+
+
+async def hits(client: Client, query: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = value(await client.call_tool("recall", {"query": query}))[
+        "hits"]
+    return found
+
+
+def test_new_and_deleted_files_follow_the_folder(places: dict[str, Path]) -> None:
+    """A session written after start becomes recallable, and one deleted stops being
+    found, with no reindex run by anyone."""
+    fresh = SessionBuilder(places["sessions"] / "--new-project--" / "three.jsonl")
+    fresh.user("the heliotrope migration finally passed")
+
+    async def body(client: Client) -> None:
+        assert await hits(client, "heliotrope") == []
+        fresh.write()
+
+        async def appeared() -> bool:
+            return len(await hits(client, "heliotrope")) == 1
+
+        assert await poll(appeared), "the new session never became recallable"
+        fresh.append("and the zeppelin cache too")
+
+        async def appended() -> bool:
+            return len(await hits(client, "zeppelin")) == 1
+
+        assert await poll(appended), "the appended message never became recallable"
+        places["two"].unlink()
+
+        async def gone() -> bool:
+            return await hits(client, "quoting") == []
+
+        assert await poll(gone), "the deleted session is still found"
+        listing = value(await client.call_tool("sessions", {}))
+        assert {Path(s["path"]).name for s in listing["sessions"]} == {"one.jsonl",
+                                                                      "three.jsonl"}
+
+    run(body, places)
+
+
+def test_cli_reindex_while_serving(places: dict[str, Path]) -> None:
+    """A CLI reindex takes the same writer lock while the server runs, and both go on:
+    the server answers throughout and sees what the CLI indexed."""
+    extra = SessionBuilder(places["sessions"] / "--repo--" / "four.jsonl")
+    extra.user("a marmalade regression in the importer")
+
+    async def body(client: Client) -> None:
+        assert value(await client.call_tool("recall", {"query": "Zürich"}))["total"] == 1
+        extra.write()
+        status = main(["reindex", "--sessions", str(places["sessions"]), "--index",
+                       str(places["index"]), "--workers", "1"])
+        assert status == 0
+
+        async def found() -> bool:
+            return len(await hits(client, "marmalade")) == 1
+
+        assert await poll(found)
+        assert value(await client.call_tool("recall", {"query": "Zürich"}))["total"] == 1
+
+    run(body, places, "--no-watch")
+
+
+# --- exits -------------------------------------------------------------------------------
+
+
+def _initialize(process: subprocess.Popen[bytes]) -> dict[str, Any]:
+    assert process.stdin is not None and process.stdout is not None
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}}
+    process.stdin.write(orjson.dumps(request) + b"\n")
+    process.stdin.flush()
+    reply: dict[str, Any] = orjson.loads(process.stdout.readline())
+    return reply
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+def test_clean_exit(places: dict[str, Path], how: str) -> None:
+    """On stdin EOF or SIGTERM the server stops watching, lets its writer commit and exits
+    with status 0, leaving the index readable and unlocked."""
+    process = subprocess.Popen(serve_command(places), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert _initialize(process)["result"]["serverInfo"]["name"] == "fabric-memory"
+        late = SessionBuilder(places["sessions"] / "--repo--" / "late.jsonl")
+        late.user("written while the server runs")
+        late.write()
+        if how == "eof":
+            assert process.stdin is not None
+            process.stdin.close()
+        else:
+            process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    assert status == 0, stderr
+    assert "Traceback" not in stderr
+    report = reindex(sessions=places["sessions"], index=places["index"], lock_timeout=0)
+    assert report["invalid"] == []
+
+
+def test_serve_without_the_extra_says_how_to_install(tmp_path: Path) -> None:
+    """Without the mcp package, serve prints one line naming the pip install, exit 1."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "mcp.py").write_text("raise ImportError('blocked', name='mcp')\n")
+    env = {**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "serve"],
+                          capture_output=True, env=env, stdin=subprocess.DEVNULL, check=False)
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 1
+    assert lines == ["fabric-memory serve: serve needs the MCP SDK (mcp is missing); "
+                     "install it with pip install 'fabric-memory[mcp]'"]
+
+
+def test_expand_masks_secrets_unless_asked(places: dict[str, Path]) -> None:
+    """The expand tool masks secrets by default; `showSecrets: true` returns the raw line,
+    and a page's `next` keeps asking for it."""
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    leaky = SessionBuilder(places["sessions"] / "--repo--" / "leaky.jsonl")
+    first = leaky.user(f"export GITHUB_TOKEN={token}")
+    leaky.user("and another line")
+    leaky.write()
+    reindex(sessions=places["sessions"], index=places["index"], workers=1)
+
+    async def body(client: Client) -> None:
+        request = {"session": str(leaky.path), "entries": [first]}
+        masked = value(await client.call_tool("expand", request))["entries"][0]["text"]
+        assert token not in masked and "[REDACTED:github-token]" in masked
+        raw = value(await client.call_tool("expand", {**request, "showSecrets": True}))
+        assert token in raw["entries"][0]["text"]
+        paged = value(await client.call_tool("expand", {
+            "session": str(leaky.path), "range": "0:1", "maxEntries": 1, "showSecrets": True}))
+        assert paged["next"]["showSecrets"] is True
+
+    run(body, places)
