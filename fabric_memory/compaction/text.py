@@ -3,17 +3,13 @@ an operation's target."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ..redact import redact
 
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
-
-_SPACE = re.compile(r"\s+")
-
 
 def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     """``text`` with its secrets masked, cut to at most ``max_bytes`` UTF-8 bytes (marker
@@ -34,14 +30,25 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
 
 
 def collapse(text: str) -> str:
-    """Whitespace runs (newlines included) as single spaces."""
-    return _SPACE.sub(" ", text).strip()
+    """Whitespace runs (newlines included) as single spaces, none at either end.
+
+    ``str.split()`` splits on exactly the characters a ``\\s`` pattern matches (checked
+    for every code point), at a fraction of a regex substitution's cost."""
+    return " ".join(text.split())
 
 
 def target_of(args: Mapping[str, Any]) -> str:
     """The first of ``path|command|key|id|topic|prefix`` that ``args`` holds, as text."""
+    get = args.get
     for name in TARGET_ARGS:
-        value = args.get(name)
+        value = get(name)
+        if value is None:
+            continue
+        kind = type(value)
+        if kind is str:
+            return cast(str, value)
+        if kind is int or kind is float:
+            return str(value)
         if isinstance(value, str):
             return value
         if isinstance(value, int | float) and not isinstance(value, bool):
