@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fabric_memory.cli import main
-from fabric_memory.errors import UsageError
+from fabric_memory.errors import LocationRefusedError, UsageError
 from fabric_memory.memory.catalog import list_sessions
 from fabric_memory.memory.locations import sessions_root
 from fabric_memory.memory.recall import recall_request
@@ -197,7 +197,7 @@ def test_recall_tool_answers_as_recall_and_its_follow_expands(memory: Path) -> N
 def test_tools_refuse_location_keys(memory: Path, tool: str, key: str) -> None:
     request = {"query": "flaky"} if tool == "memory_recall" else {
         "session": "session-one", "entries": ["e001"]}
-    with pytest.raises(UsageError, match=f"{key} may not be set by a tool call"):
+    with pytest.raises(LocationRefusedError, match=f"{key} may not be set by a tool call"):
         call_tool(tool, {**request, key: "/"})
 
 
@@ -261,3 +261,22 @@ def test_sessions_root_follows_pi(clean_env: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", "/ours")
     assert sessions_root() == Path("/ours")
     assert sessions_root("/explicit") == Path("/explicit")
+
+
+# --- the tie to Pi ---------------------------------------------------------------------------
+
+
+def test_missing_pi_fails_under_ci_and_skips_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/test_pi_host.py cannot pass in CI without running Pi: a missing install is a
+    failure under ``CI=true`` and a skip (saying how to install it) otherwise."""
+    from tests import pi_host
+
+    monkeypatch.setattr(pi_host, "NODE", tmp_path / "no-node")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="npm ci"):
+        pi_host.pi_host()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="npm ci"):
+        pi_host.pi_host()

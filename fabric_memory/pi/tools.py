@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ..errors import UsageError
+from ..errors import LocationRefusedError, UsageError
 from ..memory.expand import expand_request
 from ..memory.recall import recall_request
 
@@ -33,7 +33,7 @@ def call_tool(name: str, arguments: Any) -> Any:
         raise UsageError(f"{name}: the arguments must be a JSON object")
     chosen = sorted(key for key in LOCATION_KEYS if key in arguments)
     if chosen:
-        raise UsageError(
+        raise LocationRefusedError(
             f"{name}: {', '.join(chosen)} may not be set by a tool call; the memory tools "
             "read the sessions and index the user configured (FABRIC_MEMORY_SESSIONS, "
             "FABRIC_MEMORY_HOME)"
