@@ -12,7 +12,7 @@ that end up kept are ever written: a long cycle costs a count for the rest.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, TypedDict, cast
 
 from .._js import is_count
@@ -44,17 +44,20 @@ class Item:
     text: str
     key: str = ""
     tags: tuple[str, ...] = ()
+    _weight: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def weight(self) -> int:
-        """Approximate rendered bytes, used to bound the state."""
-        return (
-            len(self.text.encode())
-            + len(self.first)
-            + (len(self.last) if self.last != self.first else 0)
-            + sum(len(tag) + 2 for tag in self.tags)
-            + 8
-        )
+        """Approximate rendered bytes, used to bound the state (measured once)."""
+        if self._weight < 0:
+            self._weight = (
+                len(self.text.encode())
+                + len(self.first)
+                + (len(self.last) if self.last != self.first else 0)
+                + sum(len(tag) + 2 for tag in self.tags)
+                + 8
+            )
+        return self._weight
 
     @property
     def addresses(self) -> tuple[str, ...]:

@@ -3,15 +3,11 @@ an operation's target."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
-
-_SPACE = re.compile(r"\s+")
-
 
 def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     """``text`` cut to at most ``max_bytes`` UTF-8 bytes (marker included), never
@@ -26,8 +22,11 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
 
 
 def collapse(text: str) -> str:
-    """Whitespace runs (newlines included) as single spaces."""
-    return _SPACE.sub(" ", text).strip()
+    """Whitespace runs (newlines included) as single spaces, none at either end.
+
+    ``str.split()`` splits on exactly the characters a ``\\s`` pattern matches (checked
+    for every code point), at a fraction of a regex substitution's cost."""
+    return " ".join(text.split())
 
 
 def target_of(args: Mapping[str, Any]) -> str:
