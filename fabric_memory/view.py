@@ -94,15 +94,21 @@ class EntryView:
 def content_text(content: Any) -> str:
     """The text of a message's ``content``: the string itself, or its text blocks, one per
     line."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        block["text"]
-        for block in content
-        if _is_object(block) and block.get("type") == "text" and isinstance(block.get("text"), str)
-    )
+    if type(content) is not list:
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            return ""
+    texts = []
+    for block in content:
+        # ``type() is dict`` first: an ABC check costs ten times more.
+        if type(block) is dict or isinstance(block, Mapping):
+            get = block.get
+            if get("type") == "text":
+                text = get("text")
+                if type(text) is str or isinstance(text, str):
+                    texts.append(text)
+    return "\n".join(texts)
 
 
 def _is_object(value: object) -> bool:
@@ -111,23 +117,26 @@ def _is_object(value: object) -> bool:
 
 
 def _tool_calls(entry_id: str, content: Any) -> tuple[ToolCall, ...]:
-    if not isinstance(content, list):
+    if type(content) is not list and not isinstance(content, list):
         return ()
     calls = []
     for block in content:
-        if not _is_object(block) or block.get("type") != "toolCall":
+        if not (type(block) is dict or isinstance(block, Mapping)):
             continue
-        call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments")
-        if isinstance(call_id, str) and call_id:
+        get = block.get
+        if get("type") != "toolCall":
+            continue
+        call_id, name, arguments = get("id"), get("name"), get("arguments")
+        if call_id and (type(call_id) is str or isinstance(call_id, str)):
             calls.append(
                 ToolCall(
                     entry_id,
                     call_id,
-                    name if isinstance(name, str) else "",
-                    arguments if _is_object(arguments) else {},
+                    name if type(name) is str or isinstance(name, str) else "",
+                    cast(Mapping[str, Any], arguments) if _is_object(arguments) else {},
                 )
             )
-    return tuple(calls)
+    return tuple(calls) if calls else ()
 
 
 def view_entry(

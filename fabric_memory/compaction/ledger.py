@@ -253,7 +253,11 @@ def _bound(tail: list[Item | Pending | Run], at: int) -> tuple[str, str]:
 
 
 class LedgerBuilder:
-    """A ledger being updated by one cycle's items."""
+    """A ledger being updated by one cycle's items.
+
+    Keyed items are also listed by key (``keys``), so removing a key costs its own items
+    only: removed items are marked and left out when the ledger settles, instead of
+    rebuilding the lists on every removal."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.head = list(ledger.head)
@@ -261,15 +265,18 @@ class LedgerBuilder:
         self.dropped = ledger.dropped
         self.dropped_first = ledger.dropped_first
         self.dropped_last = ledger.dropped_last
-        self.keys: dict[str, int] = {}
+        self.keys: dict[str, list[Item]] = {}
+        """key → its items, earliest first (a key stays listed, empty, once popped)."""
+        self.removed: set[int] = set()
+        """``id()`` of removed items still in ``head``/``tail``."""
         for item in ledger.items:
             if item.key:
-                self.keys[item.key] = self.keys.get(item.key, 0) + 1
+                self.keys.setdefault(item.key, []).append(item)
 
     def add(self, item: Item) -> None:
         self.tail.append(item)
         if item.key:
-            self.keys[item.key] = self.keys.get(item.key, 0) + 1
+            self.keys.setdefault(item.key, []).append(item)
 
     def add_pending(self, item: Pending | Run) -> None:
         """Add items without a key, to be written only if kept."""
@@ -279,32 +286,40 @@ class LedgerBuilder:
         if item.key not in self.keys:
             self.add(item)
 
+    def _purge(self) -> None:
+        """Drop the removed items from ``head`` and ``tail``."""
+        removed = self.removed
+        if removed:
+            self.head = [item for item in self.head if id(item) not in removed]
+            self.tail = [entry for entry in self.tail if id(entry) not in removed]
+            removed.clear()
+
     def pop_last(self) -> Item | None:
         """Take back the latest item (not one past the gap)."""
+        self._purge()
         source = self.tail if self.tail else self.head if not self.dropped else []
         if not source:
             return None
         item = _written(cast(Item | Pending, source.pop()))  # turns never hold runs
         if item.key:
-            self.keys[item.key] -= 1
+            self.keys[item.key].pop()
         return item
 
     def remove(self, key: str) -> list[Item]:
         """Remove every item with ``key``; return them, earliest first (only keyed items
         are ever removed, and keyed items are never pending)."""
-        if not self.keys.get(key):
+        items = self.keys.get(key)
+        if not items:
             return []
-        removed = [item for item in [*self.head, *self.tail]
-                   if isinstance(item, Item) and item.key == key]
-        self.head = [item for item in self.head if item.key != key]
-        self.tail = [item for item in self.tail if not isinstance(item, Item) or item.key != key]
         del self.keys[key]
-        return removed
+        self.removed.update(id(item) for item in items)
+        return items
 
     def settle(self, cap: Cap) -> Ledger:
         """The ledger within ``cap``: the longest run of latest items that fits the tail's
         bytes, earlier items to the head while it has room and nothing was dropped yet, the
         rest counted in the gap. Only kept items (and the gap's two bounds) are written."""
+        self._purge()
         total = sum(len(e.sources) if type(e) is Run else 1 for e in self.tail)
         kept: list[Item] = []
         tail_bytes = 0

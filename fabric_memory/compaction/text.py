@@ -4,7 +4,7 @@ an operation's target."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
@@ -31,8 +31,16 @@ def collapse(text: str) -> str:
 
 def target_of(args: Mapping[str, Any]) -> str:
     """The first of ``path|command|key|id|topic|prefix`` that ``args`` holds, as text."""
+    get = args.get
     for name in TARGET_ARGS:
-        value = args.get(name)
+        value = get(name)
+        if value is None:
+            continue
+        kind = type(value)
+        if kind is str:
+            return cast(str, value)
+        if kind is int or kind is float:
+            return str(value)
         if isinstance(value, str):
             return value
         if isinstance(value, int | float) and not isinstance(value, bool):
