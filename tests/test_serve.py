@@ -61,18 +61,19 @@ def serve_command(places: dict[str, Path], *extra: str) -> list[str]:
 
 
 @asynccontextmanager
-async def connected(places: dict[str, Path], *extra: str) -> AsyncIterator[Client]:
+async def connected(places: dict[str, Path], *extra: str,
+                    env: dict[str, str] | None = None) -> AsyncIterator[Client]:
     command = serve_command(places, *extra)
     params = StdioServerParameters(command=command[0], args=command[1:],
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     async with Client(params) as client:
         yield client
 
 
 def run(body: Callable[[Client], Awaitable[None]], places: dict[str, Path],
-        *extra: str) -> None:
+        *extra: str, env: dict[str, str] | None = None) -> None:
     async def go() -> None:
-        async with connected(places, *extra) as client:
+        async with connected(places, *extra, env=env) as client:
             await body(client)
 
     anyio.run(go)
@@ -228,9 +229,12 @@ async def hits(client: Client, query: str) -> list[dict[str, Any]]:
     return found
 
 
-def test_new_and_deleted_files_follow_the_folder(places: dict[str, Path]) -> None:
-    """A session written after start becomes recallable, and one deleted stops being
-    found, with no reindex run by anyone."""
+@pytest.mark.parametrize("watcher", ["events", "polling"])
+def test_new_and_deleted_files_follow_the_folder(places: dict[str, Path], watcher: str) -> None:
+    """A session written after start becomes recallable, an appended message too, and a
+    deleted session stops being found, with no reindex run by anyone (with file events,
+    and with the polling fallback where a platform gives none). No session is hot, so no
+    query re-checks a file: only the live index can see these changes."""
     fresh = SessionBuilder(places["sessions"] / "--new-project--" / "three.jsonl")
     fresh.user("the heliotrope migration finally passed")
 
@@ -258,7 +262,8 @@ def test_new_and_deleted_files_follow_the_folder(places: dict[str, Path]) -> Non
         assert {Path(s["path"]).name for s in listing["sessions"]} == {"one.jsonl",
                                                                       "three.jsonl"}
 
-    run(body, places)
+    run(body, places, "--hot-sessions", "0",
+        env={"WATCHFILES_FORCE_POLLING": "1"} if watcher == "polling" else {})
 
 
 def test_cli_reindex_while_serving(places: dict[str, Path]) -> None:
@@ -337,3 +342,51 @@ def test_serve_without_the_extra_says_how_to_install(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert lines == ["fabric-memory serve: serve needs the MCP SDK (mcp is missing); "
                      "install it with pip install 'fabric-memory[mcp]'"]
+
+
+def test_expand_masks_secrets_unless_asked(places: dict[str, Path]) -> None:
+    """The expand tool masks secrets by default; `showSecrets: true` returns the raw line,
+    and a page's `next` keeps asking for it."""
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    leaky = SessionBuilder(places["sessions"] / "--repo--" / "leaky.jsonl")
+    first = leaky.user(f"export GITHUB_TOKEN={token}")
+    leaky.user("and another line")
+    leaky.write()
+    reindex(sessions=places["sessions"], index=places["index"], workers=1)
+
+    async def body(client: Client) -> None:
+        request = {"session": str(leaky.path), "entries": [first]}
+        masked = value(await client.call_tool("expand", request))["entries"][0]["text"]
+        assert token not in masked and "[REDACTED:github-token]" in masked
+        raw = value(await client.call_tool("expand", {**request, "showSecrets": True}))
+        assert token in raw["entries"][0]["text"]
+        paged = value(await client.call_tool("expand", {
+            "session": str(leaky.path), "range": "0:1", "maxEntries": 1, "showSecrets": True}))
+        assert paged["next"]["showSecrets"] is True
+
+    run(body, places)
+
+
+# --- where agents live ---------------------------------------------------------------------
+
+
+def test_real_pi_connects_with_readmes_command(places: dict[str, Path], tmp_path: Path) -> None:
+    """README's Pi setup, run with the real Pi 1.6.0: `pi mcp add ... --exposure direct --
+    fabric-memory serve`, then `pi mcp list` connects and lists the three tools as direct."""
+    from .pi_host import pi_environment, pi_host
+
+    host = pi_host()
+    env = pi_environment(tmp_path / "home", tmp_path / "pi-sessions")
+    pi = [str(host.node), str(host.cli), "mcp"]
+    added = subprocess.run(
+        [*pi, "add", "fabric-memory", "--exposure", "direct", "--", "fabric-memory", "serve",
+         "--sessions", str(places["sessions"]), "--index", str(places["index"])],
+        env=env, capture_output=True, text=True, timeout=DEADLINE, check=False)
+    assert added.returncode == 0, added.stderr
+    config = orjson.loads((tmp_path / "home" / ".pi" / "agent" / "mcp.json").read_bytes())
+    assert config["mcpServers"]["fabric-memory"]["exposure"] == "direct"
+    listed = subprocess.run([*pi, "list"], env=env, capture_output=True, text=True,
+                            timeout=DEADLINE * 2, check=False)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "fabric-memory: connected, 3 tools (direct" in listed.stdout, listed.stdout
+    assert "tools: recall, expand, sessions" in listed.stdout, listed.stdout
