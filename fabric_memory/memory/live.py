@@ -1,4 +1,4 @@
-"""The live index: watch the sessions root and re-index what changes, as it changes.
+"""The live index: watch the sessions roots and re-index what changes, as it changes.
 
 ``watchfiles`` (the Rust ``notify`` crate: inotify, FSEvents, ReadDirectoryChangesW;
 it falls back to polling where the platform gives no events, and polls when
@@ -23,7 +23,7 @@ from typing import Protocol
 
 from ..errors import FabricMemoryError, MissingExtraError, UsageError
 from ..session import iter_session_files
-from .locations import index_root, sessions_root
+from .locations import index_root, sessions_roots
 from .reindex import ReindexReport, reindex, reindex_paths
 
 DEBOUNCE_MS = 300
@@ -73,31 +73,33 @@ def watch_sessions(
             "watching needs the watchfiles package; install it with "
             "pip install 'fabric-memory[watch]' (or '[mcp]')"
         ) from None
-    root = sessions_root(sessions).resolve()  # the index keys files by their real path
+    roots = sessions_roots(sessions)
     where = index_root(index)
-    if not root.is_dir():
-        raise UsageError(
-            f"{root}: sessions directory does not exist; pass --sessions DIR or set "
-            "FABRIC_MEMORY_SESSIONS"
-        )
+    for root in roots:
+        if not root.is_dir():
+            raise UsageError(
+                f"{root}: sessions directory does not exist; pass --sessions DIR or set "
+                "FABRIC_MEMORY_SESSIONS"
+            )
     pending = _Pending()
-    changes_seen = watch(root, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS,
+    changes_seen = watch(*roots, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS,
                          stop_event=stop, rust_timeout=TICK_MS, yield_on_timeout=True,
                          raise_interrupt=False)
     for changes in changes_seen:
         pending.paths.update(_session_paths(path for _, path in changes))
         try:
-            _step(root, where, pending, on_step)
+            _step(sessions, where, pending, on_step)
         except FabricMemoryError as exc:
             if on_error is not None:
                 on_error(exc)
 
 
 def _step(
-    root: Path, where: Path, pending: _Pending, on_step: Callable[[LiveReport], None] | None
+    sessions: str | os.PathLike[str] | None, where: Path, pending: _Pending,
+    on_step: Callable[[LiveReport], None] | None,
 ) -> None:
     if not pending.caught_up:
-        report = reindex(sessions=root, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
+        report = reindex(sessions=sessions, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
         pending.caught_up = True
         pending.paths.clear()  # the full pass saw them
         if on_step is not None:
@@ -106,7 +108,7 @@ def _step(
     if not pending.paths:
         return
     paths = sorted(pending.paths)
-    report = reindex_paths(paths, sessions=root, index=where, lock_timeout=LOCK_TIMEOUT)
+    report = reindex_paths(paths, sessions=sessions, index=where, lock_timeout=LOCK_TIMEOUT)
     pending.paths.difference_update(paths)
     if on_step is not None:
         on_step(LiveReport("changes", report))
