@@ -200,6 +200,13 @@ def reindex_rows(ctx: Context) -> list[Row]:
                 "<= 2.5", ratio <= 2.5,
                 {"docsPerSecond": documents / full, "sessionsPerSecond": sessions / full,
                  "floorDocsPerSecond": documents / base, "workers": workloads.workers()})]
+    with_, without = interleaved(workloads.redaction_pair(corpus, ctx.scratch / "redaction"),
+                                 ctx.scale.repeats + 2, warmup=0)
+    redacted, plain = statistics.median(with_), statistics.median(without)
+    cost = redacted / plain
+    rows.append(Row("reindex.redaction", f"full reindex with secret redaction vs without "
+                    f"({sessions} sessions)", redacted, plain, "s", cost,
+                    "with/without time", "<= 1.10", cost <= 1.10, {"sessions": sessions}))
     noop = workloads.noop_reindex(corpus, ctx.scratch / "reindex" / "ours")
     noop()
     idle = statistics.median(timed(noop, 5 * ctx.scale.repeats))

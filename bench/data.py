@@ -86,7 +86,7 @@ def index_key() -> str:
     document builder and schema of the index layer, and the Tantivy version."""
     digest = xxhash.xxh3_64()
     for part in (inspect.getsource(memory_index.item_json), inspect.getsource(
-            memory_index._schema), str(memory_index.SCHEMA_VERSION),
+            memory_index._schema), memory_index.SCHEMA_TAG,
             metadata.version("tantivy")):
         digest.update(part.encode())
     return f"{_source_key(generate.__file__, normalize.__file__)}-{digest.hexdigest()[:6]}"

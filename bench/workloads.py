@@ -4,7 +4,8 @@ Both ``python -m bench.compare`` and the pytest-benchmark suites time these same
 callables, so the table and the suites can never measure different things. A floor
 is what the dependencies alone must do for the same answer: ``orjson.loads`` for
 the guard, orjson per line plus xxh3 for reading, a fresh Tantivy index with the
-same schema for reindex, the bare Tantivy search for recall, direct reads of the
+same schema for reindex (and the same reindex without the redaction stage, for what
+redaction costs), the bare Tantivy search for recall, direct reads of the
 same lines for expand, reading and parsing the source for compaction.
 """
 
@@ -26,6 +27,7 @@ from fabric_memory.certify.generate import WORDS
 from fabric_memory.compaction import compact_session, compaction_hook
 from fabric_memory.compaction.prepare import CompactionSettings, prepare_compaction
 from fabric_memory.memory import index as memory_index
+from fabric_memory.memory import normalize
 from fabric_memory.memory.catalog import SessionRecord, now_iso
 from fabric_memory.memory.expand import expand
 from fabric_memory.memory.normalize import normalize_session
@@ -181,6 +183,32 @@ def reindex_pair(prebuilt: Prebuilt, scratch: Path) -> Pair:
         return tantivy_floor(prebuilt, floor_dir)
 
     return Pair(ours, floor, float(len(prebuilt.documents)))
+
+
+def redaction_pair(sessions: Path, scratch: Path) -> Pair:
+    """A full reindex vs the same reindex with the redaction stage switched off (the
+    normalizer's one call replaced by the identity; forked workers inherit the switch)."""
+    with_dir, without_dir = scratch / "redacted", scratch / "unredacted"
+
+    def full(directory: Path) -> int:
+        if directory.exists():
+            shutil.rmtree(directory)
+        report = reindex(sessions=sessions, index=directory, full=True)
+        return report["entries"] + report["operations"]
+
+    def without() -> int:
+        saved = normalize.redact_texts
+        normalize.redact_texts = _unredacted
+        try:
+            return full(without_dir)
+        finally:
+            normalize.redact_texts = saved
+
+    return Pair(lambda: full(with_dir), without)
+
+
+def _unredacted(texts: Sequence[str], counts: object = None) -> list[str]:
+    return list(texts)
 
 
 def noop_reindex(sessions: Path, index: Path) -> Call:

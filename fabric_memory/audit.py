@@ -7,6 +7,10 @@ write-side projection (docs/trace.md#projection) and, from ``pi.write``/``omp.wr
 and reports every operation of a valid trace that kept more: by address and rule
 (:func:`~fabric_memory.trace.projection_violations`), never with the kept value, which
 is exactly what leaked. Audits and outer output are verbatim by design and not judged.
+
+``audit --secrets`` (:func:`audit_secrets`) reports where credentials sit in the session
+files, by the same rules that mask them in the memory index and in answers
+(:mod:`fabric_memory.redact`): ``path:line address kind``, never the value.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 from .errors import SessionError, UsageError
 from .memory.locations import sessions_root
-from .session import iter_session_files, read_session
+from .redact import secret_kinds
+from .session import Session, iter_session_files, read_session
 from .trace import TraceOperation, project_result, projection_violations
 
 _SHOWN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{0,39}\Z")
@@ -55,17 +62,10 @@ class AuditReport(TypedDict):
 def audit_sessions(sessions: str | os.PathLike[str] | None = None) -> AuditReport:
     """Every projection violation in the valid traces of the sessions under ``sessions``
     (default ``$FABRIC_MEMORY_SESSIONS`` or ``~/.pi/agent/sessions``)."""
-    root = sessions_root(sessions).absolute()
-    if not root.exists():
-        raise UsageError(f"{root}: sessions directory does not exist; pass --sessions DIR")
+    root = _root(sessions)
     report: AuditReport = {"sessionsRoot": str(root), "sessions": 0, "unreadable": [],
                            "traces": 0, "operations": 0, "findings": [], "rules": {}}
-    for path in iter_session_files(root):
-        try:
-            session = read_session(path)
-        except SessionError as exc:
-            report["unreadable"].append({"path": str(path), "reason": exc.message})
-            continue
+    for session in _read_all(root, report["unreadable"]):
         report["sessions"] += 1
         for entry in session.entries:
             fabric = entry.view.fabric
@@ -83,6 +83,22 @@ def audit_sessions(sessions: str | os.PathLike[str] | None = None) -> AuditRepor
     rules = Counter(f["rule"].removesuffix(f" for {f['ref']}") for f in report["findings"])
     report["rules"] = dict(sorted(rules.items()))
     return report
+
+
+def _root(sessions: str | os.PathLike[str] | None) -> Path:
+    root = sessions_root(sessions).absolute()
+    if not root.exists():
+        raise UsageError(f"{root}: sessions directory does not exist; pass --sessions DIR")
+    return root
+
+
+def _read_all(root: Path, unreadable: list[UnreadableSession]) -> Iterator[Session]:
+    """Every session under ``root``; a file that cannot be read is listed and skipped."""
+    for path in iter_session_files(root):
+        try:
+            yield read_session(path)
+        except SessionError as exc:
+            unreadable.append({"path": str(path), "reason": exc.message})
 
 
 def operation_violations(op: TraceOperation) -> list[tuple[str, str]]:
@@ -121,5 +137,80 @@ def render_audit(report: AuditReport) -> str:
         f"{verdict} in {report['operations']} operations of {report['traces']} valid traces "
         f"({report['sessions']} sessions, {len(report['unreadable'])} unreadable) under "
         f"{report['sessionsRoot']}"
+    )
+    return "\n".join(lines)
+
+
+# --- secrets ---------------------------------------------------------------------------
+
+
+class SecretFinding(TypedDict):
+    path: str
+    line: int
+    sessionId: str
+    address: str
+    """The operation's address for a secret in a valid trace's arguments, else the entry's."""
+    kind: str
+    count: int
+
+
+class SecretAuditReport(TypedDict):
+    sessionsRoot: str
+    sessions: int
+    entries: int
+    unreadable: list[UnreadableSession]
+    findings: list[SecretFinding]
+    kinds: dict[str, int]
+    """Secrets per kind, all sessions together."""
+
+
+def audit_secrets(sessions: str | os.PathLike[str] | None = None) -> SecretAuditReport:
+    """Where secrets sit in the sessions under ``sessions``: every string of every entry
+    (keys included), by address and kind, never the value."""
+    root = _root(sessions)
+    report: SecretAuditReport = {"sessionsRoot": str(root), "sessions": 0, "entries": 0,
+                                 "unreadable": [], "findings": [], "kinds": {}}
+    totals: Counter[str] = Counter()
+    for session in _read_all(root, report["unreadable"]):
+        report["sessions"] += 1
+        for entry in session.entries:
+            report["entries"] += 1
+            found = secret_kinds(entry.raw)
+            if not found:
+                continue
+            places: list[tuple[str, Counter[str]]] = []
+            fabric = entry.view.fabric
+            if fabric is not None and fabric.verdict == "valid":
+                for op in fabric.operations:
+                    in_op = secret_kinds(op.record)
+                    if in_op:
+                        places.append((op.address, in_op))
+                        found -= in_op
+            if found:
+                places.insert(0, (entry.id, found))
+            for address, kinds in places:
+                totals.update(kinds)
+                report["findings"].extend({
+                    "path": session.path, "line": entry.line, "sessionId": session.session_id,
+                    "address": address, "kind": kind, "count": count,
+                } for kind, count in sorted(kinds.items()))
+    report["kinds"] = dict(sorted(totals.items()))
+    return report
+
+
+def render_secret_audit(report: SecretAuditReport) -> str:
+    """Human text: ``path:line address kind`` per finding (`` xN`` when N of a kind), totals."""
+    lines = [
+        f"{f['path']}:{f['line']} {f['address']} {f['kind']}"
+        + (f" x{f['count']}" if f["count"] > 1 else "")
+        for f in report["findings"]
+    ]
+    lines.extend(f"{u['path']}: unreadable: {u['reason']}" for u in report["unreadable"])
+    total = sum(report["kinds"].values())
+    kinds = ", ".join(f"{kind} {n}" for kind, n in report["kinds"].items())
+    verdict = f"{total} secrets ({kinds})" if total else "no secrets"
+    lines.append(
+        f"{verdict} in {report['entries']} entries of {report['sessions']} sessions "
+        f"({len(report['unreadable'])} unreadable) under {report['sessionsRoot']}"
     )
     return "\n".join(lines)

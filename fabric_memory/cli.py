@@ -266,6 +266,8 @@ def _expand_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-chars", type=int, default=20_000, metavar="N")
     parser.add_argument("--entry-offset", type=int, default=0, metavar="K")
     parser.add_argument("--text-offset", type=int, default=0, metavar="K")
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="return the raw bytes: do not mask secrets (docs/secrets.md)")
     _locations(parser, index_action=_IndexOrPosition)
     parser.add_argument("--index-dir", dest="index_dir", metavar="DIR", action=_Renamed,
                         new="--index DIR")
@@ -281,7 +283,7 @@ def _run_expand(args: argparse.Namespace) -> Outcome:
         expected_source_hash=args.expected_source_hash,
         expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
         max_chars=args.max_chars, entry_offset=args.entry_offset, text_offset=args.text_offset,
-        index=args.index_dir, sessions=args.sessions,
+        show_secrets=args.show_secrets, index=args.index_dir, sessions=args.sessions,
     )
     return Outcome(page, render_expand(page))
 
@@ -501,9 +503,17 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", metavar="DIR", default=None,
                         help="sessions root (default $FABRIC_MEMORY_SESSIONS or "
                         "~/.pi/agent/sessions)")
+    parser.add_argument("--secrets", action="store_true",
+                        help="list where secrets sit (path:line address kind, never the value) "
+                        "instead of projection violations")
 
 
 def _run_audit(args: argparse.Namespace) -> Outcome:
+    if args.secrets:
+        from .audit import audit_secrets, render_secret_audit
+
+        secrets = audit_secrets(args.sessions)
+        return Outcome(secrets, render_secret_audit(secrets), 1 if secrets["findings"] else 0)
     from .audit import audit_sessions, render_audit
 
     report = audit_sessions(args.sessions)

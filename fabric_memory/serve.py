@@ -66,7 +66,9 @@ select by `entries` (entry ids), `addresses`, `indices` (0-based entry positions
 neighbours. Pages hold at most `maxEntries` entries and `maxChars` characters; when
 `next` is not null, pass it unchanged to `expand` for the rest (a long entry continues
 at `textOffset`). Error `stale_pointer`: the session changed since recall gave the
-pointer; call `recall` again and follow the new hit."""
+pointer; call `recall` again and follow the new hit. Secrets (API keys, tokens,
+passwords, private keys) come back masked as `[REDACTED:<kind>]`; set `showSecrets` to
+true only when the user explicitly asks for the raw value."""
 
 SESSIONS_DESCRIPTION = """\
 List the indexed sessions, newest first: id, path, project folder (`cwd`), last
@@ -84,7 +86,7 @@ RECALL_KEYS = frozenset({
 EXPAND_KEYS = frozenset({
     "session", "entries", "addresses", "indices", "range", "anchor", "before", "after",
     "expectedSourceHash", "expectedLineageFingerprint", "maxEntries", "maxChars",
-    "entryOffset", "textOffset", "index", "sessions"})
+    "entryOffset", "textOffset", "showSecrets", "index", "sessions"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +216,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         maxChars: int | None = None,
         entryOffset: int | None = None,
         textOffset: int | None = None,
+        showSecrets: bool | None = None,
         index: str | None = None,
         sessions: str | None = None,
     ) -> CallToolResult:

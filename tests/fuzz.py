@@ -475,8 +475,12 @@ class Fuzzer:
             request: dict[str, Any] = {
                 "addresses": selectors, "range": f"0:{max(current.entries, 1) - 1}",
                 "expected_source_hash": expectation, "max_entries": 20, "max_chars": 24_000,
-                "index": index, "sessions": sessions,
+                "index": index, "sessions": sessions, "show_secrets": True,
             }
+            # The raw bytes are compared (show_secrets); the default, masked answer of the
+            # same selection must not crash either (its masking is tested in test_redact).
+            with contextlib.suppress(FabricMemoryError):
+                expand(str(path), **{**request, "show_secrets": False})
             try:
                 pages = 0
                 while request is not None and pages < 200:
@@ -516,6 +520,7 @@ _NEXT_KEYS = {
     "expectedSourceHash": "expected_source_hash",
     "expectedLineageFingerprint": "expected_lineage_fingerprint", "maxEntries": "max_entries",
     "maxChars": "max_chars", "entryOffset": "entry_offset", "textOffset": "text_offset",
+    "showSecrets": "show_secrets",
 }
 
 

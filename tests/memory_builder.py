@@ -120,6 +120,26 @@ class SessionBuilder:
                          "arguments": arguments}],
         })
 
+    def assistant(self, content: list[dict[str, Any]]) -> str:
+        """An assistant message with these content blocks (text, thinking, toolCall)."""
+        return self._entry("message", message={
+            "role": "assistant", "timestamp": 0, "stopReason": "stop", "content": content})
+
+    def bash(self, command: str, output: str, exit_code: int = 0) -> str:
+        """A user ``!command`` run: Pi's bashExecution message."""
+        return self._entry("message", message={
+            "role": "bashExecution", "command": command, "output": output,
+            "exitCode": exit_code, "cancelled": False, "truncated": False, "timestamp": 0})
+
+    def custom_message(self, custom_type: str, content: str) -> str:
+        return self._entry("custom_message", customType=custom_type, content=content,
+                           display=True)
+
+    def compaction(self, summary: str, first_kept: str) -> str:
+        """A compaction entry written by another compactor (no fabric-memory details)."""
+        return self._entry("compaction", summary=summary, firstKeptEntryId=first_kept,
+                           tokensBefore=1000)
+
     def fabric_result(
         self, call_id: str, operations: Sequence[dict[str, Any]], *, outer: str = "ok",
         audits: Iterable[dict[str, Any]] = (), phases: Sequence[str] = (),

@@ -22,6 +22,7 @@ EXPECTED = (
     "read.small",
     "read.large",
     "reindex.full",
+    "reindex.redaction",
     "reindex.noop",
     *(f"recall.{mode}.{size}" for size in ("medium", "large") for mode in MODES),
     "expand.1",
@@ -79,6 +80,8 @@ def test_quick_run_measures_what_it_names(quick_run: dict[str, Any]) -> None:
     assert full["ratio"] == pytest.approx(full["ours"] / full["floor"], rel=1e-2)
     noop = by_id["reindex.noop"]
     assert noop["floor"] == pytest.approx(full["ours"], rel=1e-2)  # compared with the full run
+    redaction = by_id["reindex.redaction"]
+    assert redaction["ratio"] == pytest.approx(redaction["ours"] / redaction["floor"], rel=1e-2)
     guard = by_id["guard"]
     assert guard["ratio"] == pytest.approx(guard["ours"] / guard["floor"], rel=1e-2)
     assert by_id["recall.literal.large"]["detail"]["documents"] > (

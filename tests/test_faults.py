@@ -27,7 +27,7 @@ from fabric_memory.memory import index as index_module
 from fabric_memory.memory import reindex as reindex_module
 from fabric_memory.memory.catalog import load_catalog, verify
 from fabric_memory.memory.expand import expand, expand_request
-from fabric_memory.memory.index import open_index
+from fabric_memory.memory.index import SCHEMA_TAG, open_index
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.session import read_session
@@ -278,7 +278,7 @@ def test_repeated_kill_9_of_reindex(tmp_path: Path, corpus_dir: Path) -> None:
         status, _, err = finish(proc)
         assert status in (-signal.SIGKILL, 0), err.decode()
         killed += status == -signal.SIGKILL
-        if (roots["index"] / "v1" / "meta.json").exists():
+        if (roots["index"] / f"v{SCHEMA_TAG}" / "meta.json").exists():
             committed = _committed_versions_are_real(roots["index"])
             if committed:
                 record = load_catalog(open_index(roots["index"])).records[0]
@@ -291,7 +291,7 @@ def test_repeated_kill_9_of_reindex(tmp_path: Path, corpus_dir: Path) -> None:
     FAULTS["kill -9 of reindex"] = killed
     assert killed >= KILLS - 1, "the runs finished before they could be killed"
     catalog = load_catalog(open_index(roots["index"])) if (
-        roots["index"] / "v1" / "meta.json").exists() else None
+        roots["index"] / f"v{SCHEMA_TAG}" / "meta.json").exists() else None
     stale = [p for p in paths if catalog is None or str(p) not in catalog.by_path
              or catalog.by_path[str(p)].source_hash != file_hash(p)]
     report = reindex(**roots, workers=1, lock_timeout=5)
@@ -480,7 +480,7 @@ def test_a_file_where_the_index_directory_should_be(tmp_path: Path) -> None:
 
 
 def _damage(index: Path, kind: str) -> None:
-    directory = index / "v1"
+    directory = index / f"v{SCHEMA_TAG}"
     segments = sorted(directory.glob("*.idx")), sorted(directory.glob("*.store"))
     if kind == "garbage meta.json":
         (directory / "meta.json").write_text("garbage")
@@ -538,7 +538,7 @@ def test_flipped_bits_in_a_store_are_one_line_and_full_reindex_fixes_them(tmp_pa
     roots = _roots(tmp_path)
     _session(roots["sessions"], "one", "alpha words")
     reindex(**roots, workers=1)
-    store = next((roots["index"] / "v1").glob("*.store"))
+    store = next((roots["index"] / f"v{SCHEMA_TAG}").glob("*.store"))
     data = bytearray(store.read_bytes())
     for position in range(0, len(data) - 64, 7):
         data[position] ^= 0xFF

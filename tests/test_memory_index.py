@@ -10,7 +10,14 @@ import pytest
 from fabric_memory.errors import IndexLockedError, MemoryIndexError, QueryError
 from fabric_memory.memory import index as index_module
 from fabric_memory.memory.catalog import stats
-from fabric_memory.memory.index import SCHEMA_VERSION, IndexLock, SearchSpec, analyze, open_index
+from fabric_memory.memory.index import (
+    SCHEMA_TAG,
+    SCHEMA_VERSION,
+    IndexLock,
+    SearchSpec,
+    analyze,
+    open_index,
+)
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
 
@@ -30,8 +37,8 @@ def indexed(tmp_path: Path) -> dict[str, Path]:
 def test_index_directory_is_private_and_versioned(indexed: dict[str, Path]) -> None:
     """The index lives in <dir>/v<schema> and the directories are mode 0700."""
     root = indexed["index"]
-    assert (root / f"v{SCHEMA_VERSION}" / "meta.json").is_file()
-    for path in (root, root / f"v{SCHEMA_VERSION}"):
+    assert (root / f"v{SCHEMA_TAG}" / "meta.json").is_file()
+    for path in (root, root / f"v{SCHEMA_TAG}"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
 
 
@@ -41,18 +48,23 @@ def test_missing_index_says_to_reindex(tmp_path: Path) -> None:
         recall("x", index=tmp_path / "none", sessions=tmp_path)
 
 
-def test_old_schema_version_is_refused_then_rebuilt_with_notice(indexed: dict[str, Path]) -> None:
-    """An index of another schema version is not read; reindex rebuilds it with a notice."""
+@pytest.mark.parametrize("old", [
+    "1", f"{SCHEMA_VERSION + 7}", f"{SCHEMA_VERSION}-0badc0de",
+], ids=["layout v1", "a newer layout", "other redaction rules"])
+def test_old_schema_version_is_refused_then_rebuilt_with_notice(
+    indexed: dict[str, Path], old: str
+) -> None:
+    """An index of another layout or built under other redaction rules is not read; reindex
+    rebuilds it with a notice."""
     root = indexed["index"]
-    (root / f"v{SCHEMA_VERSION}").rename(root / f"v{SCHEMA_VERSION + 7}")
-    with pytest.raises(MemoryIndexError, match=f"schema v{SCHEMA_VERSION + 7}.*reindex"):
+    (root / f"v{SCHEMA_TAG}").rename(root / f"v{old}")
+    with pytest.raises(MemoryIndexError, match=f"schema v{old}.*reindex"):
         recall("alpha", **indexed)
     report = reindex(**indexed, workers=1)
     assert report["notices"] == [
-        f"memory index at {root} had schema v{SCHEMA_VERSION + 7}; rebuilt with schema "
-        f"v{SCHEMA_VERSION}"]
+        f"memory index at {root} had schema v{old}; rebuilt with schema v{SCHEMA_TAG}"]
     assert report["indexed"] == 1
-    assert not (root / f"v{SCHEMA_VERSION + 7}").exists()
+    assert not (root / f"v{old}").exists()
     assert recall("alpha", **indexed)["total"] == 1
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import fabric_memory.pi
 from fabric_memory.cli import main
 from fabric_memory.errors import LocationRefusedError, UsageError
 from fabric_memory.memory.catalog import list_sessions
@@ -190,6 +191,23 @@ def test_recall_tool_answers_as_recall_and_its_follow_expands(memory: Path) -> N
     assert hit["sessionId"] == "session-one"
     page = call_tool("memory_expand", hit["follow"])
     assert "flaky parser test" in page["entries"][0]["text"]
+
+
+def test_expand_tool_masks_secrets_unless_asked(memory: Path) -> None:
+    """memory_expand masks a secret by default; showSecrets: true returns it raw; the
+    extension's parameter schema offers showSecrets."""
+    token = "glpat-" + "Ab3dE5gH7jK9mN1pQ3sT"
+    leaky = SessionBuilder(memory / "--repo--" / "three.jsonl", "session-three")
+    leaky.user(f"my token is {token}")
+    leaky.write()
+    reindex()
+    request = {"session": "session-three", "entries": ["e001"]}
+    masked = call_tool("memory_expand", request)["entries"][0]["text"]
+    assert token not in masked and "[REDACTED:gitlab-token]" in masked
+    assert token in call_tool("memory_expand", {**request, "showSecrets": True})[
+        "entries"][0]["text"]
+    source = (Path(fabric_memory.pi.__file__).parent / "extension" / "index.ts").read_text()
+    assert "showSecrets: Type.Optional(" in source
 
 
 @pytest.mark.parametrize("key", ["index", "sessions", "hotSessions"])

@@ -344,6 +344,29 @@ def test_serve_without_the_extra_says_how_to_install(tmp_path: Path) -> None:
                      "install it with pip install 'fabric-memory[mcp]'"]
 
 
+def test_expand_masks_secrets_unless_asked(places: dict[str, Path]) -> None:
+    """The expand tool masks secrets by default; `showSecrets: true` returns the raw line,
+    and a page's `next` keeps asking for it."""
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    leaky = SessionBuilder(places["sessions"] / "--repo--" / "leaky.jsonl")
+    first = leaky.user(f"export GITHUB_TOKEN={token}")
+    leaky.user("and another line")
+    leaky.write()
+    reindex(sessions=places["sessions"], index=places["index"], workers=1)
+
+    async def body(client: Client) -> None:
+        request = {"session": str(leaky.path), "entries": [first]}
+        masked = value(await client.call_tool("expand", request))["entries"][0]["text"]
+        assert token not in masked and "[REDACTED:github-token]" in masked
+        raw = value(await client.call_tool("expand", {**request, "showSecrets": True}))
+        assert token in raw["entries"][0]["text"]
+        paged = value(await client.call_tool("expand", {
+            "session": str(leaky.path), "range": "0:1", "maxEntries": 1, "showSecrets": True}))
+        assert paged["next"]["showSecrets"] is True
+
+    run(body, places)
+
+
 # --- where agents live ---------------------------------------------------------------------
 
 

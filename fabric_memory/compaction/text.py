@@ -6,12 +6,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
+from ..redact import redact
+
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
 
 def clip(text: str, max_bytes: int, marker: str = "...") -> str:
-    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (marker included), never
-    inside a character."""
+    """``text`` with its secrets masked, cut to at most ``max_bytes`` UTF-8 bytes (marker
+    included), never inside a character.
+
+    Every text of the state and the summary is bounded here, the finished summary
+    included, so this is where the compaction masks secrets (docs/secrets.md): before the
+    cut, which could otherwise leave part of one.
+    """
+    text = redact(text)
     data = text.encode()
     if len(data) <= max_bytes:
         return text

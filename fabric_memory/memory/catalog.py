@@ -23,7 +23,7 @@ from .index import (
     I64_MAX,
     I64_MIN,
     REBUILD,
-    SCHEMA_VERSION,
+    SCHEMA_TAG,
     MemoryIndex,
     RecordSnapshot,
     open_index,
@@ -46,7 +46,7 @@ class SessionRecordJSON(TypedDict):
     indexedAt: str
     stale: bool
     staleReason: str | None
-    schemaVersion: int
+    schemaVersion: str
     complete: bool
     problems: list[str]
     checked: list[int] | None
@@ -68,7 +68,7 @@ class SessionRecord:
     indexed_at: str
     stale: bool = False
     stale_reason: str | None = None
-    schema_version: int = SCHEMA_VERSION
+    schema_version: str = SCHEMA_TAG
     complete: bool = True
     """False when duplicate entry ids make some addresses ambiguous."""
     problems: tuple[str, ...] = ()
@@ -405,7 +405,7 @@ def _time_ns(text: str | None, option: str) -> int | None:
 
 class StatsReport(TypedDict):
     index: str
-    schemaVersion: int
+    schemaVersion: str
     sessions: int
     hot: int
     cold: int
@@ -428,7 +428,7 @@ def stats(
     hot = len(catalog.hot(hot_sessions))
     return {
         "index": str(handle.root),
-        "schemaVersion": SCHEMA_VERSION,
+        "schemaVersion": SCHEMA_TAG,
         "sessions": len(records),
         "hot": hot,
         "cold": len(records) - hot,

@@ -5,7 +5,10 @@ when they agree, selectors are resolved through the index and each entry's text
 is read straight from the file by byte offset and length (no re-parse); when the
 file has changed since it was indexed, the file itself is read and normalized.
 An entry's text is its verbatim source line; an operation or phase address gives
-its normalized record (:func:`~fabric_memory.memory.normalize.record_text`).
+its normalized record (:func:`~fabric_memory.memory.normalize.record_text`). Secrets in
+either are masked (``[REDACTED:<kind>]``, :func:`~fabric_memory.redact.redact_json_text`)
+unless the caller asks for them with ``show_secrets`` (docs/secrets.md): the bytes are
+verified against the sourceHash first either way.
 Pages are bounded by ``max_entries`` and ``max_chars``; ``next`` continues the
 selection (and long texts) pinned to the sourceHash the first page reported.
 """
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from ..errors import ExpandError, SessionError, UsageError, clipped
+from ..redact import redact_json_text
 from ..session import decode_line, hash_file, open_regular, read_session
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
@@ -50,6 +54,7 @@ class ExpandRequest(TypedDict, total=False):
     maxChars: int
     entryOffset: int
     textOffset: int
+    showSecrets: bool
     index: str
     sessions: str
 
@@ -125,10 +130,12 @@ def expand(
     max_chars: int = DEFAULT_MAX_CHARS,
     entry_offset: int = 0,
     text_offset: int = 0,
+    show_secrets: bool = False,
     index: str | os.PathLike[str] | None = None,
     sessions: str | os.PathLike[str] | None = None,
 ) -> ExpandPage:
-    """One page of the selected entries of ``session`` (an id or a path), verbatim."""
+    """One page of the selected entries of ``session`` (an id or a path), verbatim but for
+    secrets, which are masked unless ``show_secrets``."""
     selectors = len(entries) + len(addresses) + len(indices) + (range is not None) + (
         anchor is not None
     )
@@ -143,7 +150,8 @@ def expand(
         )
     _check_bounds(max_entries, max_chars, entry_offset, text_offset, before, after)
     request = _request(session, entries, addresses, indices, range, anchor, before, after,
-                       expected_lineage_fingerprint, max_entries, max_chars, index, sessions)
+                       expected_lineage_fingerprint, max_entries, max_chars, show_secrets,
+                       index, sessions)
     root, handle = default_roots(sessions, index)
     record = load_catalog(handle).resolve(session, root)
     source = _open_source(handle, record)
@@ -162,7 +170,7 @@ def expand(
         )
     selection = _select(source, record, entries, addresses, indices, range, anchor, before, after)
     return _page(source, record, selection, request, max_entries, max_chars, entry_offset,
-                 text_offset)
+                 text_offset, show_secrets)
 
 
 def expand_request(request: Mapping[str, Any]) -> ExpandPage:
@@ -173,7 +181,8 @@ def expand_request(request: Mapping[str, Any]) -> ExpandPage:
         "expectedSourceHash": "expected_source_hash",
         "expectedLineageFingerprint": "expected_lineage_fingerprint",
         "maxEntries": "max_entries", "maxChars": "max_chars", "entryOffset": "entry_offset",
-        "textOffset": "text_offset", "index": "index", "sessions": "sessions",
+        "textOffset": "text_offset", "showSecrets": "show_secrets", "index": "index",
+        "sessions": "sessions",
     }
     unknown = set(request) - set(names) - {"session"}
     if unknown:
@@ -201,7 +210,7 @@ def _check_bounds(
 def _request(
     session: str, entries: Sequence[str], addresses: Sequence[str], indices: Sequence[int],
     range_: str | None, anchor: str | None, before: int, after: int, lineage: str | None,
-    max_entries: int, max_chars: int, index: str | os.PathLike[str] | None,
+    max_entries: int, max_chars: int, show_secrets: bool, index: str | os.PathLike[str] | None,
     sessions: str | os.PathLike[str] | None,
 ) -> dict[str, Any]:
     request: dict[str, Any] = {"session": session}
@@ -214,6 +223,8 @@ def _request(
     if lineage is not None:
         request["expectedLineageFingerprint"] = lineage
     request.update(maxEntries=max_entries, maxChars=max_chars)
+    if show_secrets:
+        request["showSecrets"] = True
     for key, where in (("index", index), ("sessions", sessions)):
         if where is not None:
             request[key] = os.fspath(where)
@@ -409,7 +420,7 @@ def _range(text: str, count: int, record: SessionRecord) -> tuple[int, int]:
 
 def _page(
     source: Source, record: SessionRecord, selection: list[Target], request: dict[str, Any],
-    max_entries: int, max_chars: int, entry_offset: int, text_offset: int,
+    max_entries: int, max_chars: int, entry_offset: int, text_offset: int, show_secrets: bool,
 ) -> ExpandPage:
     if entry_offset > len(selection) or (entry_offset == len(selection) and selection):
         raise ExpandError("index_out_of_bounds",
@@ -430,6 +441,8 @@ def _page(
         located = resolved[target]
         address = str(target[1]) if target[0] != "position" else None
         text = _text(source, located, address, records)
+        if not show_secrets:
+            text = redact_json_text(text)
         if offset > len(text) or (offset == len(text) and offset > 0):
             raise ExpandError("text_offset_out_of_bounds",
                               f"{record.path}: textOffset {offset} is past the {len(text)} "

@@ -2,11 +2,12 @@
 
 This is the only module that imports ``tantivy``; every ``ValueError`` it raises is
 translated here into :mod:`fabric_memory.errors` classes. One directory per schema
-version (``<index>/v<N>``) holds the Tantivy files, so a schema change never reads
-an old layout: the writer removes the old directory with a one-line notice and
-rebuilds. Per-session catalog records are ``session`` documents in the same index,
-so one commit updates documents and catalog together and a crash leaves both at
-the previous commit.
+version (``<index>/v<N>-<rules>``) holds the Tantivy files, so a schema change never
+reads an old layout: the writer removes the old directory with a one-line notice and
+rebuilds. The redaction rules' fingerprint is part of the version: an index built
+under other rules holds text they did not mask, so it is rebuilt too (docs/secrets.md).
+Per-session catalog records are ``session`` documents in the same index, so one commit
+updates documents and catalog together and a crash leaves both at the previous commit.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ import orjson
 import tantivy
 
 from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
+from ..redact import RULES_FINGERPRINT
 from .locations import make_private_dirs
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SCHEMA_TAG = f"{SCHEMA_VERSION}-{RULES_FINGERPRINT}"
+"""The index directory's version: the layout and the redaction rules it was built under."""
 TEXT_TOKENIZER = "fm_text"
 MAX_TOKEN_CHARS = 64
 MAX_REGEX_CHARS = 256
@@ -63,7 +67,7 @@ ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
 
 TextMode = Literal["literal", "phrase", "regex"]
-_VERSION_DIR = re.compile(r"v(\d+)")
+_VERSION_DIR = re.compile(r"v(\d+(?:-[0-9a-f]+)?)")
 
 
 def _schema() -> tantivy.Schema:
@@ -280,7 +284,7 @@ class MemoryIndex:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.directory = root / f"v{SCHEMA_VERSION}"
+        self.directory = root / f"v{SCHEMA_TAG}"
         self.generation = 0
         self._index: tantivy.Index | None = None
         self._meta_key: tuple[int, int, int] | None = None
@@ -328,12 +332,12 @@ class MemoryIndex:
         return view
 
     def _missing_reason(self) -> str:
-        others = _version_dirs(self.root) - {SCHEMA_VERSION}
+        others = _version_dirs(self.root) - {SCHEMA_TAG}
         if others:
             old = max(others)
             return (
                 f"{self.root}: memory index has schema v{old}, this engine needs "
-                f"v{SCHEMA_VERSION}; run `fabric-memory reindex` to rebuild it"
+                f"v{SCHEMA_TAG}; run `fabric-memory reindex` to rebuild it"
             )
         return f"{self.root}: no memory index yet; run `fabric-memory reindex`"
 
@@ -374,11 +378,11 @@ class MemoryIndex:
         """
         make_private_dirs(self.root)
         notice = None
-        for version in sorted(_version_dirs(self.root) - {SCHEMA_VERSION}):
+        for version in sorted(_version_dirs(self.root) - {SCHEMA_TAG}):
             shutil.rmtree(self.root / f"v{version}")
             notice = (
                 f"memory index at {self.root} had schema v{version}; rebuilt with schema "
-                f"v{SCHEMA_VERSION}"
+                f"v{SCHEMA_TAG}"
             )
         _clear_tantivy_locks(self.directory)
         damage = self._damage() if self.directory.exists() else None
@@ -836,7 +840,7 @@ def _head(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
-def _version_dirs(root: Path) -> set[int]:
+def _version_dirs(root: Path) -> set[str]:
     try:
         names = os.listdir(root)
     except OSError:
@@ -845,7 +849,7 @@ def _version_dirs(root: Path) -> set[int]:
     for name in names:
         match = _VERSION_DIR.fullmatch(name)
         if match and (root / name).is_dir():
-            found.add(int(match.group(1)))
+            found.add(match.group(1))
     return found
 
 

@@ -1,6 +1,8 @@
 """Session → index documents: one per entry, one child per operation of a valid trace.
 
-What is searchable is decided here and only here. A ``fabric_exec`` result
+What is searchable is decided here and only here, and every searchable text passes
+once through :func:`fabric_memory.redact.redact_texts` on its way into an item (see
+docs/secrets.md): the index never holds a secret. A ``fabric_exec`` result
 contributes its valid trace (operations as children, phase names on the parent)
 and nothing else: never its outer output, its legacy audits, its operation
 results or the ``fabric_exec`` source code of the call. Verdicts come from
@@ -11,12 +13,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
 
 from ..errors import clipped
+from ..redact import redact_texts
 from ..session import Entry, LineProblem, Session, migrated_id
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
@@ -70,6 +73,8 @@ class NormalizedSession:
     """Values left out of the documents (a time outside JavaScript's date range)."""
     salvaged: tuple[LineProblem, ...] = ()
     """Glued lines whose objects were indexed although Pi drops the line."""
+    redacted: dict[str, int] | None = None
+    """Secrets replaced in the item texts, by kind."""
 
 
 def normalize_session(session: Session) -> NormalizedSession:
@@ -93,6 +98,11 @@ def normalize_session(session: Session) -> NormalizedSession:
             for op in fabric.operations:
                 items.append(_operation_item(parent, op))
                 operations += 1
+    redacted: Counter[str] = Counter()
+    texts = redact_texts([item.text for item in items], redacted)
+    for at, (item, text) in enumerate(zip(items, texts, strict=True)):
+        if text is not item.text:
+            items[at] = replace(item, text=text)
     counts = Counter(item.address for item in items)
     duplicates = tuple(sorted(address for address, n in counts.items() if n > 1))
     salvaged = tuple(
@@ -101,7 +111,7 @@ def normalize_session(session: Session) -> NormalizedSession:
         for glued in session.glued
     )
     return NormalizedSession(tuple(items), len(entries), operations, duplicates,
-                             tuple(notes), salvaged)
+                             tuple(notes), salvaged, dict(redacted))
 
 
 def _salvaged_entries(session: Session) -> list[Entry]:

@@ -79,6 +79,8 @@ class ReindexReport(TypedDict):
     commits: int
     seconds: float
     notices: list[str]
+    redacted: dict[str, int]
+    """Secrets masked in the texts this run indexed, by kind (docs/secrets.md)."""
     workers: NotRequired[int]
 
 
@@ -114,6 +116,7 @@ class _Parsed:
     invalid: str | None = None
     notes: tuple[str, ...] = ()
     salvaged: tuple[str, ...] = ()
+    redacted: tuple[tuple[str, int], ...] = ()
 
 
 def default_workers() -> int:
@@ -351,6 +354,7 @@ def _report(root: str, handle: MemoryIndex) -> ReindexReport:
         "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "removed": [], "notes": [],
         "salvaged": [],
         "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
+        "redacted": {},
     }
 
 
@@ -407,7 +411,8 @@ def _parse(task: _Task) -> _Parsed:
     )
     documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
     return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes),
-                   salvaged=tuple(salvaged))
+                   salvaged=tuple(salvaged),
+                   redacted=tuple((normalized.redacted or {}).items()))
 
 
 def _hash_or_none(path: str) -> str | None:
@@ -509,6 +514,8 @@ def _apply(
     report["salvaged"].extend({"path": parsed.path, "reason": line} for line in parsed.salvaged)
     writer.put_record(parsed.path, record.session_id, record.mtime_ns, record.encode())
     report["indexed"] += 1
+    for kind, count in parsed.redacted:
+        report["redacted"][kind] = report["redacted"].get(kind, 0) + count
     report["entries"] += record.entries
     report["operations"] += record.operations
     if not record.complete:

@@ -30,6 +30,9 @@ def render_reindex(report: ReindexReport) -> str:
         f"in {report['seconds']:.2f}s",
         f"index: {report['index']}",
     ]
+    if report["redacted"]:
+        masked = ", ".join(f"{kind} {n}" for kind, n in sorted(report["redacted"].items()))
+        lines.append(f"secrets masked in the index: {masked}")
     lines.extend(f"invalid: {item['reason']}" for item in report["invalid"])
     lines.extend(f"stale: {item['path']}: {item['reason']}" for item in report["stale"])
     lines.extend(f"incomplete: {item['path']}: {item['reason']}" for item in report["incomplete"])

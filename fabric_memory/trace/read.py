@@ -246,10 +246,11 @@ def read_fabric_result(entry_id: str, message: Mapping[str, Any]) -> FabricResul
                 entry_id, "invalid", reason, kind if type(kind) is str else None, None, (), ()
             )
         trace = cast(FabricExecutionTraceV1, raw)
-        phases = tuple(
-            TracePhase(f"{entry_id}/phase:{index}", index, name)
+        prefix = entry_id + "/phase:"
+        phases = tuple([
+            TracePhase(prefix + str(index), index, name)
             for index, name in enumerate(trace["phases"])
-        )
+        ])
         return FabricResult(
             entry_id,
             "valid",

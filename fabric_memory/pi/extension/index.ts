@@ -204,6 +204,12 @@ const expandParameters = Type.Object(
 		maxChars: optionalCount("Characters per page, 1 to 24000", 1),
 		entryOffset: optionalCount("Paging: from the answer's `next`"),
 		textOffset: optionalCount("Paging: from the answer's `next`"),
+		showSecrets: Type.Optional(
+			Type.Boolean({
+				description:
+					"Secrets come back masked as [REDACTED:<kind>]; true returns the raw text. Only when the user explicitly asks for the value",
+			}),
+		),
 	},
 	{ additionalProperties: false },
 );
@@ -296,7 +302,8 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 		description:
 			"Read the exact text of entries or operations of an earlier session: pass a memory_recall hit's " +
 			"`follow` object as the arguments, unchanged. Long results come in pages; pass the answer's `next` " +
-			"to continue.",
+			"to continue. Secrets (API keys, tokens, passwords, private keys) come back masked as " +
+			"[REDACTED:<kind>]; set showSecrets only when the user explicitly asks for the raw value.",
 		promptSnippet: "Read the verbatim entries behind a memory_recall hit (its `follow`) or a summary address",
 		promptGuidelines: [
 			"Use memory_expand to quote or check what an earlier session actually said before relying on a memory_recall snippet.",

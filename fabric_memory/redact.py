@@ -1,0 +1,325 @@
+"""Secrets → ``[REDACTED:<kind>]``: the one rule set behind the index, answers and audit.
+
+Every text the memory index stores, every answer ``expand`` gives by default, the
+compaction summary and ``audit --secrets`` go through :data:`RULES` (docs/secrets.md
+says why and how the rules were chosen). The format rules are those of Yelp's
+``detect-secrets`` 1.5 (Apache-2.0), widened where a format has grown since (GitHub
+fine-grained tokens, OpenAI project keys, Stripe test keys), plus the kinds it lacks
+(Anthropic keys, GCP service-account keys, Azure connection strings, whole private
+key blocks, secret-named assignments in env dumps, commands and config text).
+
+Clean text costs one lowercase copy and a few literal-prefixed searches: a rule's
+regex runs only when one of its signatures (short patterns of lowercase text) is
+there. Changing a rule changes :data:`RULES_FINGERPRINT`, which is part of the index
+schema, so an index built under other rules is rebuilt instead of serving text they
+did not mask.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+import orjson
+import xxhash
+
+MASK = "[REDACTED:{kind}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One secret format: where its value is (``group``) and what must be in a text for
+    it to be there at all (``signatures``: patterns of the lowercased text, each starting
+    with a literal, which the regex engine finds almost as fast as a substring)."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    signatures: tuple[str, ...]
+    group: int | str = 0
+    accept: Callable[[str], bool] | None = None
+    """A further check of the matched value (drops placeholders and identifiers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str
+    start: int
+    end: int
+
+
+MIN_ASSIGNED = 6
+"""Shortest value of a secret-named assignment taken for a credential."""
+_PLACEHOLDER_START = ("$", "{", "<", "%", "*", "[", "(", "#", "&")
+_NOT_SECRETS = frozenset({
+    "true", "false", "null", "none", "nil", "undefined", "string", "number", "boolean",
+    "bool", "bytes", "required", "optional", "object", "function", "secret", "secrets",
+    "password", "passwd", "token", "changeme", "example", "redacted", "hidden", "unset",
+    "string[]", "str", "int", "any", "unknown", "never", "void",
+})
+_WORD = r"(?:[a-z_$]+(?:[A-Z][a-z]+)*|[A-Z][a-z]+(?:[A-Z][a-z]+)*|[A-Z_]+)\d{0,2}"
+_REFERENCE = re.compile(rf"{_WORD}(?:(?:\.|\?\.|::|->){_WORD})+(?:\(\)?)?")
+"""``process.env.TOKEN``, ``config.apiKey``, ``self.secret()``: code naming a value."""
+_IDENTIFIER = re.compile(r"[a-z_\-]+|[A-Z_]+|[a-z]{2,}(?:[A-Z][a-z]{2,})+|[A-Za-z_$][\w$.]*\(\)?")
+"""A lone word, a CONSTANT_NAME, a camelCase name or a call: not a credential."""
+
+
+def _assigned_value(value: str) -> bool:
+    """Whether the value of a secret-named assignment looks like a credential."""
+    if len(value) < MIN_ASSIGNED or value.startswith(_PLACEHOLDER_START):
+        return False
+    if value.lower() in _NOT_SECRETS or len(set(value)) < 3:
+        return False
+    return not (_REFERENCE.fullmatch(value) or _IDENTIFIER.fullmatch(value))
+
+
+_SECRET_NAME = (r"[A-Za-z0-9_.\-]{0,60}?(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
+                r"|(?:access|secret|private|signing|master|encryption|auth|client)[_\-]?key"
+                r"|_key|credentials?)")
+"""A name whose value is a credential: ``*_TOKEN``, ``*_SECRET``, ``*_KEY``, ``password``..."""
+_SECRET_KEY = re.compile(_SECRET_NAME, re.IGNORECASE)
+
+
+def _url_password(value: str) -> bool:
+    return not value.startswith(_PLACEHOLDER_START) and value.lower() not in _NOT_SECRETS
+
+
+def _rule(
+    kind: str, pattern: str, signatures: tuple[str, ...], *, group: int | str = 0,
+    flags: int = 0, accept: Callable[[str], bool] | None = None,
+) -> Rule:
+    return Rule(kind, re.compile(pattern, flags), signatures, group, accept)
+
+
+_B = r"(?<![A-Za-z0-9_])"
+"""Not in the middle of a word (tokens are matched whole)."""
+_E = r"(?![A-Za-z0-9_])"
+
+RULES: tuple[Rule, ...] = (
+    _rule("private-key",
+          r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+          r"(?:[A-Za-z0-9+/=\s]|\\+[nrt]|(?:Proc-Type|DEK-Info|Comment|Version|Hash):"
+          r"[^\n\\]{0,200})*+(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?",
+          ("-----begin",)),
+    _rule("aws-access-key-id", _B + r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _E,
+          ("a(?:kia|sia|bia|cca|3t)",)),
+    _rule("aws-secret-access-key",
+          r"aws.{0,20}?(?:secret|key|pwd|pw|password|pass|token).{0,20}?[\s'\"=:]"
+          r"\\?['\"]?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+          ("aws",), group=1, flags=re.IGNORECASE),
+    _rule("gcp-service-account-key",
+          r"private_key_id\\?[\"']?\s*[:=]\s*\\?[\"']?([0-9a-f]{40})" + _E,
+          ("key",), group=1),
+    _rule("gcp-api-key", _B + r"AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9_\-])", ("aiza",)),
+    _rule("azure-connection-string",
+          r"(?:AccountKey|SharedAccessKey)\s*=\s*([A-Za-z0-9+/]{20,}={0,2})",
+          ("key",), group=1, flags=re.IGNORECASE),
+    _rule("github-token",
+          _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,244})" + _E,
+          ("gh[pousr]_", "github_pat_")),
+    _rule("gitlab-token",
+          _B + r"(?:(?:glpat|gldt|glft|glsoat|glrt)-[A-Za-z0-9_\-]{20,50}"
+          r"|GR1348941[A-Za-z0-9_\-]{20,50}|glcbt-(?:[0-9a-fA-F]{2}_)?[A-Za-z0-9_\-]{20,50}"
+          r"|glimt-[A-Za-z0-9_\-]{25}|glptt-[A-Za-z0-9_\-]{40}|glagent-[A-Za-z0-9_\-]{50,1024}"
+          r"|gloas-[A-Za-z0-9_\-]{64})(?![A-Za-z0-9_\-])",
+          ("gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-", "gr1348941")),
+    _rule("anthropic-key", _B + r"sk-ant-[a-z]{2,10}\d{2}-[A-Za-z0-9_\-]{32,200}", ("sk-ant-",)),
+    _rule("openai-key",
+          _B + r"sk-[A-Za-z0-9_\-]*[A-Za-z0-9]{16}T3BlbkFJ[A-Za-z0-9_\-]{16,}", ("t3blbkfj",)),
+    _rule("slack-token",
+          _B + r"(?:xox[abposre]-(?:\d+-)+[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*"
+          r"|xapp-\d+-[A-Za-z0-9]+-\d+-[A-Za-z0-9]+"
+          r"|https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+)",
+          ("x(?:ox|app-)", "://"), flags=re.IGNORECASE),
+    _rule("stripe-key", _B + r"(?:(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{24,247}"
+          r"|whsec_[0-9A-Za-z]{32,})" + _E,
+          ("k_(?:live|test)_", "whsec_")),
+    _rule("jwt", _B + r"eyJ[A-Za-z0-9_\-]{5,}={0,2}\.eyJ[A-Za-z0-9_\-]{5,}={0,2}"
+          r"\.[A-Za-z0-9_\-]*={0,2}", ("eyj",)),
+    _rule("url-password",
+          r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/?#@'\"<>]{1,128}:([^\s/?#@'\"<>]{1,256})@",
+          ("://",), group=1, accept=_url_password),
+    _rule("bearer-token", r"\b[Bb]earer\s+([A-Za-z0-9._~+/\-]{20,}=*)", ("bearer",), group=1),
+    _rule("assigned-secret",
+          rf"(?<![A-Za-z0-9]){_SECRET_NAME}(?![A-Za-z0-9])\\?[\"']?"
+          r"[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}"
+          r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|'(?P<sq>[^'\n]{1,256})'"
+          r"|(?P<bare>[^\s'\"`,;)}\]]{1,256}))",
+          ("token", "secret", "passw", "pwd", "key", "credential"),
+          group="value", flags=re.IGNORECASE, accept=_assigned_value),
+)
+"""Most specific first: where two rules match overlapping text, the earlier one names it."""
+
+
+def rules_fingerprint(rules: Sequence[Rule]) -> str:
+    """Eight hex digits that change whenever any rule, or the data its checks use, does."""
+    checks = (MIN_ASSIGNED, _PLACEHOLDER_START, sorted(_NOT_SECRETS), _REFERENCE.pattern,
+              _IDENTIFIER.pattern, MASK)
+    described = "\n".join([repr(checks), *(
+        f"{r.kind}\t{r.pattern.pattern}\t{r.pattern.flags}\t{r.group}\t"
+        f"{','.join(r.signatures)}\t{r.accept.__name__ if r.accept else ''}"
+        for r in rules
+    )])
+    return str(xxhash.xxh64_hexdigest(described.encode()))[:8]
+
+
+RULES_FINGERPRINT = rules_fingerprint(RULES)
+"""Part of the memory index schema (an index built under other rules is rebuilt)."""
+
+KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in RULES))
+_SIGNATURES = {s: re.compile(s) for rule in RULES for s in rule.signatures}
+_NEEDLES = tuple((s, re.compile(s.encode())) for s in _SIGNATURES)
+_ANY_SIGNATURE = re.compile("|".join(f"(?:{s})" for s in _SIGNATURES))
+"""Any signature at all: one search (~2x faster than one per signature) tells clean text,
+most text, from text some rule may match."""
+
+
+def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Finding]:
+    """Every secret in ``text``, in order, overlaps resolved (the earlier rule wins ties).
+
+    ``present``: the signatures known to be in ``text`` (see :func:`redact_texts`).
+    """
+    if present is None:
+        lowered = text.lower()
+        if _ANY_SIGNATURE.search(lowered) is None:
+            return []
+        present = frozenset(s for s, needle in _SIGNATURES.items() if needle.search(lowered))
+    if not present:
+        return []
+    found: list[tuple[int, int, int, str]] = []
+    for order, rule in enumerate(RULES):
+        if not present.isdisjoint(rule.signatures):
+            found.extend((start, -end, order, rule.kind) for start, end in _spans(rule, text))
+    found.sort()
+    kept: list[Finding] = []
+    for start, negative_end, _, kind in found:
+        if kept and start < kept[-1].end:
+            continue
+        kept.append(Finding(kind, start, -negative_end))
+    return kept
+
+
+def _spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
+    for match in rule.pattern.finditer(text):
+        if rule.group == "value":
+            name = next(n for n in ("dq", "sq", "bare") if match.group(n) is not None)
+            start, end = match.span(name)
+        else:
+            start, end = match.span(rule.group)
+        if start < end and (rule.accept is None or rule.accept(text[start:end])):
+            yield start, end
+
+
+def redact(text: str, counts: Counter[str] | None = None) -> str:
+    """``text`` with every secret replaced by ``[REDACTED:<kind>]`` (counted in ``counts``)."""
+    return _masked(text, find_secrets(text), counts)
+
+
+def redact_texts(texts: Sequence[str], counts: Counter[str] | None = None) -> list[str]:
+    """:func:`redact` of each text, the prefilter run once over all of them.
+
+    A session's items are many short texts: one search per signature over all of them
+    (as UTF-8, where the search is several times faster than in a wide string) replaces
+    one search per signature per text.
+    """
+    encoded = [text.lower().encode("utf-8", "surrogatepass") for text in texts]
+    joined = b"\0".join(encoded)  # no signature holds a NUL: none spans two texts
+    ends = list(accumulate(len(data) + 1 for data in encoded))
+    present: dict[int, set[str]] = {}
+    for signature, needle in _NEEDLES:
+        found = needle.search(joined)
+        while found is not None:
+            which = bisect_right(ends, found.start())
+            present.setdefault(which, set()).add(signature)
+            found = needle.search(joined, ends[which])
+    out = list(texts)
+    for which, signatures in present.items():
+        text = texts[which]
+        out[which] = _masked(text, find_secrets(text, frozenset(signatures)), counts)
+    return out
+
+
+def _masked(text: str, findings: list[Finding], counts: Counter[str] | None) -> str:
+    if not findings:
+        return text
+    parts: list[str] = []
+    at = 0
+    for finding in findings:
+        parts.append(text[at : finding.start])
+        parts.append(MASK.format(kind=finding.kind))
+        at = finding.end
+        if counts is not None:
+            counts[finding.kind] += 1
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def might_hold_secrets(text: str) -> bool:
+    """False when no rule can match ``text`` (the prefilter alone: one lowercase copy)."""
+    return _ANY_SIGNATURE.search(text.lower()) is not None
+
+
+def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:
+    """A copy of ``value`` (parsed JSON) with every string, keys included, redacted, and
+    the string value of a secret-named key (``{"password": "..."}``) masked whole when it
+    looks like a credential.
+
+    Iterative: a session line may nest as deep as the JSON parser allows."""
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = redact(item, counts)
+        elif isinstance(item, list):
+            items = container[key] = list(item)
+            stack.extend((items, index) for index in range(len(items)))
+        elif isinstance(item, dict):
+            pairs = container[key] = {redact(k, counts): _named(k, v, counts)
+                                      for k, v in item.items()}
+            stack.extend((pairs, k) for k in pairs)
+    return root[0]
+
+
+def _named(key: str, value: Any, counts: Counter[str] | None) -> Any:
+    if (isinstance(value, str) and _SECRET_KEY.fullmatch(key) and _assigned_value(value)
+            and not find_secrets(value)):
+        if counts is not None:
+            counts["assigned-secret"] += 1
+        return MASK.format(kind="assigned-secret")
+    return value
+
+
+def secret_kinds(value: Any) -> Counter[str]:
+    """How many secrets of each kind :func:`redact_json` masks in ``value``."""
+    counts: Counter[str] = Counter()
+    redact_json(value, counts)
+    return counts
+
+
+def redact_json_text(text: str) -> str:
+    """The text of one JSON value with its strings redacted, still valid JSON; ``text``
+    itself when it holds no secret (not JSON at all: redacted as plain text).
+
+    Strings are redacted after decoding, so an escape (``\\n`` inside a key block, ``\\u``
+    in a token) cannot hide a secret, and a mask never splits an escape.
+    """
+    if not might_hold_secrets(text) and "\\u" not in text:
+        return text
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return redact(text)
+    counts: Counter[str] = Counter()
+    masked = redact_json(value, counts)
+    if not counts:
+        return text
+    try:
+        return orjson.dumps(masked).decode()
+    except TypeError:  # nested deeper than orjson writes: mask the text as it stands
+        return redact(text)

@@ -1,0 +1,185 @@
+"""Fake credentials of every kind the redaction rules know, in the context they appear in.
+
+Each sample is random in its body (seeded), shaped like the real format, and carries the
+values that must never come back (``values``): the secret itself and, for multi-line
+secrets, each line of it. Shared by the redaction tests, the leak tests and the scanner
+evaluation (``bench/secret_scanners.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+ALNUM = string.ascii_letters + string.digits
+B64 = ALNUM + "+/"
+URLSAFE = ALNUM + "-_"
+PASSWORD = ALNUM + "!^~-_."
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    kind: str
+    text: str
+    """The secret in its usual surroundings (a command, an env dump, a config line)."""
+    values: tuple[str, ...]
+
+
+def _draw(rng: random.Random, alphabet: str, n: int) -> str:
+    # Always mixed: a digit, an upper and a lower letter, so no draw reads as a word.
+    body = [rng.choice(alphabet) for _ in range(n)]
+    for at, pool in zip(rng.sample(range(n), 3), (string.digits, string.ascii_uppercase,
+                                                   string.ascii_lowercase), strict=True):
+        if any(c in alphabet for c in pool):
+            body[at] = rng.choice([c for c in pool if c in alphabet])
+    return "".join(body)
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _key_block(rng: random.Random, label: str, newline: str = "\n") -> tuple[str, list[str]]:
+    lines = [_draw(rng, B64, 64) for _ in range(4)] + [_draw(rng, B64, 20) + "=="]
+    block = newline.join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----"])
+    return block, lines
+
+
+def private_key(rng: random.Random) -> Sample:
+    label = rng.choice(["RSA PRIVATE KEY", "PRIVATE KEY", "OPENSSH PRIVATE KEY",
+                        "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY"])
+    block, lines = _key_block(rng, label)
+    return Sample("private-key", f"$ cat ~/.ssh/id\n{block}\n$ ", tuple(lines))
+
+
+def aws_access_key_id(rng: random.Random) -> Sample:
+    key = rng.choice(["AKIA", "ASIA"]) + _draw(rng, string.ascii_uppercase + "234567", 16)
+    return Sample("aws-access-key-id", f"aws configure set aws_access_key_id {key}", (key,))
+
+
+def aws_secret_access_key(rng: random.Random) -> Sample:
+    key = _draw(rng, B64, 40)
+    return Sample("aws-secret-access-key", f"[default]\naws_secret_access_key = {key}\n",
+                  (key,))
+
+
+def gcp_service_account_key(rng: random.Random) -> Sample:
+    key_id = "".join(rng.choice("0123456789abcdef") for _ in range(40))
+    block, lines = _key_block(rng, "PRIVATE KEY")
+    document = {"type": "service_account", "project_id": "acme-prod",
+                "private_key_id": key_id, "private_key": block + "\n",
+                "client_email": "deploy@acme-prod.iam.gserviceaccount.com"}
+    # As `cat key.json` prints it: the key's newlines are JSON escapes.
+    return Sample("gcp-service-account-key", orjson.dumps(document, option=orjson.OPT_INDENT_2)
+                  .decode(), (key_id, *lines))
+
+
+def gcp_api_key(rng: random.Random) -> Sample:
+    key = "AIza" + _draw(rng, URLSAFE, 35)
+    return Sample("gcp-api-key", f"curl 'https://maps.example.com/api?key={key}'", (key,))
+
+
+def azure_connection_string(rng: random.Random) -> Sample:
+    key = _draw(rng, B64, 86) + "=="
+    text = (f"AZURE_STORAGE_CONNECTION_STRING=DefaultEndpointsProtocol=https;AccountName=acme;"
+            f"AccountKey={key};EndpointSuffix=core.windows.net")
+    return Sample("azure-connection-string", text, (key.rstrip("="),))
+
+
+def github_token(rng: random.Random) -> Sample:
+    if rng.random() < 0.5:
+        token = rng.choice(["ghp_", "gho_", "ghs_"]) + _draw(rng, ALNUM, 36)
+    else:
+        token = "github_pat_" + _draw(rng, ALNUM, 22) + "_" + _draw(rng, ALNUM, 59)
+    return Sample("github-token", f"git clone https://x-access-token@github.com/o/r # {token}",
+                  (token,))
+
+
+def gitlab_token(rng: random.Random) -> Sample:
+    token = "glpat-" + _draw(rng, URLSAFE, 20)
+    return Sample("gitlab-token", f'curl --header "PRIVATE-TOKEN-HEADER {token}" gitlab', (token,))
+
+
+def anthropic_key(rng: random.Random) -> Sample:
+    key = "sk-ant-api03-" + _draw(rng, URLSAFE, 93) + "AA"
+    return Sample("anthropic-key", f"client = Anthropic(api_key='{key}')", (key,))
+
+
+def openai_key(rng: random.Random) -> Sample:
+    key = "sk-proj-" + _draw(rng, URLSAFE, 40) + _draw(rng, ALNUM, 20) + "T3BlbkFJ" + _draw(
+        rng, URLSAFE, 60)
+    return Sample("openai-key", f"openai.api_key = {key}", (key,))
+
+
+def slack_token(rng: random.Random) -> Sample:
+    if rng.random() < 0.5:
+        token = (f"xoxb-{rng.randrange(10**11, 10**12)}-{rng.randrange(10**12, 10**13)}-"
+                 + _draw(rng, ALNUM, 24))
+    else:
+        token = (f"https://hooks.slack.com/services/T{_draw(rng, ALNUM, 10)}/"
+                 f"B{_draw(rng, ALNUM, 10)}/{_draw(rng, ALNUM, 24)}")
+    return Sample("slack-token", f"posting to {token} now", (token,))
+
+
+def stripe_key(rng: random.Random) -> Sample:
+    key = rng.choice(["sk_live_", "rk_live_", "sk_test_"]) + _draw(rng, ALNUM, 24)
+    return Sample("stripe-key", f"stripe.api_key = {key}", (key,))
+
+
+def jwt(rng: random.Random) -> Sample:
+    header = _b64url(orjson.dumps({"alg": "HS256", "typ": "JWT"}))
+    payload = _b64url(orjson.dumps({"sub": _draw(rng, ALNUM, 12), "iat": rng.randrange(10**9)}))
+    token = f"{header}.{payload}.{_b64url(rng.randbytes(32))}"
+    return Sample("jwt", f"cookie: session={token}; Path=/", (token, token.rsplit(".", 1)[1]))
+
+
+def url_password(rng: random.Random) -> Sample:
+    password = _draw(rng, PASSWORD, 18)
+    return Sample("url-password", f"DATABASE_URL=postgres://app:{password}@db.internal:5432/app",
+                  (password,))
+
+
+def bearer_token(rng: random.Random) -> Sample:
+    token = _draw(rng, URLSAFE, 40)
+    return Sample("bearer-token", f'curl -H "Authorization: Bearer {token}" https://api/v1',
+                  (token,))
+
+
+def assigned_secret(rng: random.Random) -> Sample:
+    value = _draw(rng, PASSWORD, rng.randrange(10, 30))
+    name = rng.choice(["DB_PASSWORD", "API_TOKEN", "STRIPE_WEBHOOK_SECRET", "SIGNING_KEY",
+                       "password", "client_secret"])
+    text = rng.choice([f"export {name}={value}", f'{name}="{value}"', f"{name}: {value}",
+                       f'{{"{name}": "{value}"}}', f"  {name} = '{value}'"])
+    return Sample("assigned-secret", text, (value,))
+
+
+MAKERS: dict[str, Callable[[random.Random], Sample]] = {
+    "private-key": private_key,
+    "aws-access-key-id": aws_access_key_id,
+    "aws-secret-access-key": aws_secret_access_key,
+    "gcp-service-account-key": gcp_service_account_key,
+    "gcp-api-key": gcp_api_key,
+    "azure-connection-string": azure_connection_string,
+    "github-token": github_token,
+    "gitlab-token": gitlab_token,
+    "anthropic-key": anthropic_key,
+    "openai-key": openai_key,
+    "slack-token": slack_token,
+    "stripe-key": stripe_key,
+    "jwt": jwt,
+    "url-password": url_password,
+    "bearer-token": bearer_token,
+    "assigned-secret": assigned_secret,
+}
+
+
+def samples(seed: int = 13, per_kind: int = 1) -> list[Sample]:
+    """``per_kind`` samples of every kind, reproducible from ``seed``."""
+    rng = random.Random(seed)
+    return [make(rng) for make in MAKERS.values() for _ in range(per_kind)]

@@ -1,0 +1,223 @@
+"""redact: every known credential format is masked by kind; nothing else in the corpus is."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_memory.memory import normalize
+from fabric_memory.memory.normalize import normalize_session
+from fabric_memory.redact import (
+    KINDS,
+    RULES,
+    find_secrets,
+    might_hold_secrets,
+    redact,
+    redact_json,
+    redact_json_text,
+    redact_texts,
+    rules_fingerprint,
+    secret_kinds,
+)
+from fabric_memory.session import iter_session_files, read_session
+
+from .corpus import CORPUS, corpus_index, corpus_json
+from .secret_samples import MAKERS, Sample, samples
+
+REPO = Path(__file__).resolve().parents[1]
+CLEAN_FIXTURES = [REPO / "fixtures" / name for name in ("pi-1.6.0", "sessions", "closure")]
+"""Every fixture but ``fixtures/audit``, whose planted leaks are credentials on purpose."""
+_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,64}(?![0-9A-Za-z])")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _leaked(sample: Sample, text: str) -> list[str]:
+    return [value for value in sample.values if value in text]
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+def test_every_kind_is_masked_and_named(kind: str) -> None:
+    """Twenty fakes of each kind, in their usual context, come out as [REDACTED:<kind>]."""
+    rng = random.Random(kind)
+    for _ in range(20):
+        sample = MAKERS[kind](rng)
+        masked = redact(sample.text)
+        assert _leaked(sample, masked) == [], sample.text
+        assert f"[REDACTED:{kind}]" in masked
+        assert kind in {finding.kind for finding in find_secrets(sample.text)}
+
+
+def test_rules_cover_the_issue_kinds() -> None:
+    """Each kind the rules know has a sample maker, and each maker's kind is a rule's kind."""
+    assert set(KINDS) == set(MAKERS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(MAKERS)),
+    rng=st.randoms(use_true_random=False),
+    before=st.text(max_size=60),
+    after=st.text(max_size=60),
+    glue=st.sampled_from([" ", "\n", "\t", ". ", ", ", "\n\n> ", " | "]),
+)
+def test_generated_secrets_never_survive_in_any_surroundings(
+    kind: str, rng: random.Random, before: str, after: str, glue: str
+) -> None:
+    """A generated secret of any kind, between arbitrary texts, is masked; masking again
+    changes nothing."""
+    sample = MAKERS[kind](rng)
+    text = f"{before}{glue}{sample.text}{glue}{after}"
+    masked = redact(text)
+    assert _leaked(sample, masked) == []
+    assert redact(masked) == masked
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(sorted(MAKERS)), max_size=3),
+    rng=st.randoms(use_true_random=False),
+    noise=st.lists(st.text(max_size=40), max_size=4),
+)
+def test_prefilter_never_hides_a_match(
+    kinds: list[str], rng: random.Random, noise: list[str]
+) -> None:
+    """Whatever the rules find with every signature assumed present, they find with the
+    signatures the prefilter sees, one text at a time or in a batch."""
+    text = " ".join([*noise, *(MAKERS[kind](rng).text for kind in kinds)])
+    everything = frozenset(s for rule in RULES for s in rule.signatures)
+    assert find_secrets(text) == find_secrets(text, everything)
+    assert redact_texts([*noise, text]) == [redact(t) for t in [*noise, text]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_text_without_a_signature_is_returned_as_is(text: str) -> None:
+    """The prefilter is exact: text no rule could match comes back as the same object."""
+    if not might_hold_secrets(text):
+        assert redact(text) is text
+        assert find_secrets(text) == []
+    assert redact(redact(text)) == redact(text)
+
+
+def _clean_texts() -> tuple[list[str], set[str]]:
+    """Every clean fixture line (as JSON text) and every item text (normalized with
+    redaction switched off), and the words that must survive: rare facts, ids and addresses,
+    sourceHashes, uuids and hex runs (git shas, hashes)."""
+    texts: list[str] = []
+    protected: set[str] = set()
+    for root in CLEAN_FIXTURES:
+        for path in iter_session_files(root):
+            for line in path.read_bytes().splitlines():
+                try:
+                    texts.append(orjson.dumps(orjson.loads(line)).decode())
+                except orjson.JSONDecodeError:
+                    continue
+            try:
+                session = read_session(path)
+            except Exception:
+                continue
+            protected.add(session.source_hash)
+            for item in normalize_session(session).items:
+                texts.append(item.text)
+                protected.update((item.address, item.entry_id))
+    for entry in corpus_index()["files"]:
+        if entry.get("entryCount"):
+            protected.update(f["fact"] for f in corpus_json(entry["truth"])["rareFacts"])
+    for text in texts:
+        protected.update(_HEX.findall(text))
+        protected.update(_UUID.findall(text))
+    return texts, protected
+
+
+def test_no_false_positive_in_the_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No line or item text of the clean fixtures is flagged, so every rare fact, git sha,
+    uuid, address, sourceHash and identifier in them stays as it is."""
+    monkeypatch.setattr(normalize, "redact_texts", lambda texts, counts=None: list(texts))
+    texts, protected = _clean_texts()
+    assert len(texts) > 15_000 and len(protected) > 5_000
+    flagged = [(text[:120], find_secrets(text)) for text in texts if find_secrets(text)]
+    assert flagged == []
+    raw = "\n".join(texts)
+    masked = "\n".join(redact(text) for text in texts)
+    assert [word for word in protected if word in raw and word not in masked] == []
+    assert [word for word in protected if find_secrets(word)] == []
+
+
+@pytest.mark.parametrize("text", [
+    "password: string", "token: this.token", "apiKey: process.env.API_KEY",
+    "const password = getPassword()", "SORT_KEY=created_at", "max_tokens: 1024",
+    'key = os.getenv("X")', "AUTH_TOKEN=${AUTH_TOKEN}", "postgres://app:$DB_PASS@db/app",
+    "sha 3f786850e387550fdab836ed7e6dc881de23001b", "uuid 019b7dfa-6880-7209-a921-9cfd38bff320",
+    "sourceHash xxh128:5f0c1c0f7b6f4a0e8f2a9c3d1e7b6a55", "the tokens: 42 of 100",
+    "secret_key: <your key here>", "https://example.com/path?x=1",
+], ids=lambda text: text[:30])
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    """Type annotations, references, placeholders, hashes and ids are not credentials."""
+    assert redact(text) == text
+
+
+def test_json_text_is_masked_after_decoding_and_stays_json() -> None:
+    """Escapes cannot hide a secret (a \\n-joined key block, a \\u-spelled token) and the
+    masked line still parses; a clean line comes back as the same object."""
+    sample = MAKERS["private-key"](random.Random(1))
+    token = MAKERS["github-token"](random.Random(2)).values[0]
+    line = orjson.dumps({"output": sample.text,
+                         "note": "x"}).decode().replace('"x"', '"\\u0067' + token[1:] + '"')
+    masked = redact_json_text(line)
+    value = orjson.loads(masked)
+    assert _leaked(sample, masked) == [] and token not in masked
+    assert value["note"] == "[REDACTED:github-token]"
+    clean = orjson.dumps({"text": "nothing to see"}).decode()
+    assert redact_json_text(clean) is clean
+
+
+def test_json_keys_and_deep_nesting_are_walked() -> None:
+    """Keys are strings too, and a value nested 900 deep is reached without recursion (and
+    masked as text where it is too deep to write back as JSON)."""
+    token = MAKERS["stripe-key"](random.Random(3)).values[0]
+    deep: object = {token: [token]}
+    for _ in range(900):
+        deep = [deep]
+    counts: Counter[str] = Counter()
+    masked = redact_json(deep, counts)
+    while isinstance(masked, list):
+        masked = masked[0]
+    assert masked == {"[REDACTED:stripe-key]": ["[REDACTED:stripe-key]"]}
+    assert counts == Counter({"stripe-key": 2}) == secret_kinds(deep)
+    line = "[" * 900 + orjson.dumps({"k": token}).decode() + "]" * 900
+    assert token not in redact_json_text(line)
+
+
+def test_secret_named_keys_mask_their_values() -> None:
+    """In JSON, a credential-looking value under a secret-named key is masked whole; other
+    keys, and placeholders or types under secret names, are left alone."""
+    value = {"password": "hunter22x", "sortKey": "abcdef12", "api_key": "string",
+             "env": {"DB_PASSWORD": "Zx9!abcd"}}
+    counts: Counter[str] = Counter()
+    assert redact_json(value, counts) == {
+        "password": "[REDACTED:assigned-secret]", "sortKey": "abcdef12", "api_key": "string",
+        "env": {"DB_PASSWORD": "[REDACTED:assigned-secret]"}}
+    assert counts == secret_kinds(value) == Counter({"assigned-secret": 2})
+
+
+def test_fingerprint_follows_the_rules() -> None:
+    """Changing any rule changes the fingerprint the index schema carries."""
+    base = rules_fingerprint(RULES)
+    assert base == rules_fingerprint(tuple(RULES))
+    changed = (replace(RULES[0], pattern=re.compile(RULES[0].pattern.pattern + "x")), *RULES[1:])
+    assert rules_fingerprint(changed) != base
+    assert rules_fingerprint(RULES[1:]) != base
+
+
+def test_samples_are_reproducible() -> None:
+    """The shared sample maker gives the same secrets for the same seed."""
+    assert samples(5) == samples(5) != samples(6)
+    assert CORPUS.is_dir()
