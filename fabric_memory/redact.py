@@ -173,6 +173,9 @@ RULES_FINGERPRINT = rules_fingerprint(RULES)
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in RULES))
 _SIGNATURES = {s: re.compile(s) for rule in RULES for s in rule.signatures}
 _NEEDLES = tuple((s, re.compile(s.encode())) for s in _SIGNATURES)
+_ANY_SIGNATURE = re.compile("|".join(f"(?:{s})" for s in _SIGNATURES))
+"""Any signature at all: one search (~2x faster than one per signature) tells clean text,
+most text, from text some rule may match."""
 
 
 def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Finding]:
@@ -182,6 +185,8 @@ def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Findi
     """
     if present is None:
         lowered = text.lower()
+        if _ANY_SIGNATURE.search(lowered) is None:
+            return []
         present = frozenset(s for s, needle in _SIGNATURES.items() if needle.search(lowered))
     if not present:
         return []
@@ -255,8 +260,7 @@ def _masked(text: str, findings: list[Finding], counts: Counter[str] | None) -> 
 
 def might_hold_secrets(text: str) -> bool:
     """False when no rule can match ``text`` (the prefilter alone: one lowercase copy)."""
-    lowered = text.lower()
-    return any(needle.search(lowered) for needle in _SIGNATURES.values())
+    return _ANY_SIGNATURE.search(text.lower()) is not None
 
 
 def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:

@@ -11,9 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fabric_memory.memory.catalog import load_catalog
+from fabric_memory.memory.catalog import load_catalog, stat_key
 from fabric_memory.memory.index import open_index
-from fabric_memory.memory.live import _session_paths
+from fabric_memory.memory.live import RECHECK_SECONDS, _Pending, _session_paths
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex, reindex_paths
 
@@ -117,3 +117,21 @@ def test_reindex_watch_process(roots: dict[str, Path]) -> None:
             process.kill()
             process.wait()
     assert status == 0, process.stderr.read().decode() if process.stderr else ""
+
+
+def test_recently_indexed_files_are_rechecked(tmp_path: Path) -> None:
+    """A file re-indexed lately is queued again when its stat moves (a second write the
+    poller's whole-second mtimes missed), and forgotten after the recheck window."""
+    path = tmp_path / "one.jsonl"
+    path.write_text("{}\n")
+    pending = _Pending()
+    pending.recent[str(path)] = (stat_key(str(path)), 100.0)
+    pending.recheck(100.5)
+    assert pending.paths == set()
+    with open(path, "a") as stream:
+        stream.write("{}\n")
+    pending.recheck(101.0)
+    assert pending.paths == {str(path)}
+    pending.paths.clear()
+    pending.recheck(100.0 + RECHECK_SECONDS + 1)
+    assert pending.paths == set() and pending.recent == {}

@@ -155,13 +155,20 @@ def _key_refs(key: str) -> list[str]:
 
 def operation_text(event: OperationEvent) -> str:
     """``ref `target` -> outcome at stage: error`` for one operation."""
-    head = f"{event.ref} `{clip(event.target, TARGET_BYTES)}`" if event.target else event.ref
-    text = f"{head} -> {event.outcome}"
-    if event.stage:
-        text += f" at {event.stage}"
-    if event.error:
-        text += f": {clip(collapse(event.error), ERROR_BYTES)}"
-    if event.origin == "legacy":
+    return _operation_line(event.ref, event.target, event.outcome, event.stage, event.error,
+                           event.origin == "legacy")
+
+
+def _operation_line(
+    ref: str, target: str, outcome: str, stage: str | None, error: str | None, legacy: bool
+) -> str:
+    head = f"{ref} `{clip(target, TARGET_BYTES)}`" if target else ref
+    text = f"{head} -> {outcome}"
+    if stage:
+        text += f" at {stage}"
+    if error:
+        text += f": {clip(collapse(error), ERROR_BYTES)}"
+    if legacy:
         text += " (legacy audit)"
     return text
 
@@ -178,16 +185,17 @@ def _trace_event(op: TraceOperation, legacy: bool) -> OperationEvent:
     )
 
 
-def _operation_item(op: TraceOperation, legacy: bool) -> Item:
-    return Item(op.address, op.address, operation_text(_trace_event(op, legacy)))
-
-
 def _legacy_item(op: TraceOperation) -> Item:
-    return _operation_item(op, True)
+    """A kept legacy audit's line (written straight from the operation: no event)."""
+    text = _operation_line(op.ref, target_of(op.args), op.outcome, op.failure_stage, None, True)
+    return Item(op.address, op.address, text)
 
 
 def _trace_item(op: TraceOperation) -> Item:
-    return _operation_item(op, False)
+    """A kept trace operation's line (written straight from the operation: no event)."""
+    text = _operation_line(op.ref, target_of(op.args), op.outcome, op.failure_stage, op.error,
+                           False)
+    return Item(op.address, op.address, text)
 
 
 def _phase_item(phase: TracePhase) -> Item:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, TypedDict, cast
 
 from .._js import is_count
+from .text import utf8_size
 
 LedgerName = Literal["goal", "constraints", "facts", "errors", "files", "activity", "turns"]
 LEDGERS: Final[tuple[LedgerName, ...]] = (
@@ -51,7 +52,7 @@ class Item:
         """Approximate rendered bytes, used to bound the state (measured once)."""
         if self._weight < 0:
             self._weight = (
-                len(self.text.encode())
+                utf8_size(self.text)
                 + len(self.first)
                 + (len(self.last) if self.last != self.first else 0)
                 + sum(len(tag) + 2 for tag in self.tags)

@@ -16,7 +16,7 @@ from typing import Final
 
 from .details import CumulativeState, LiveRange, SectionJson
 from .ledger import LEDGERS, Item, Ledger
-from .text import clip
+from .text import clip, utf8_size
 
 SUMMARY_MAX_BYTES: Final = 32 * 1024
 MIN_PARTIAL_BYTES: Final = 48
@@ -80,7 +80,7 @@ class Section:
 
     @property
     def size(self) -> int:
-        return len(self.text.encode())
+        return utf8_size(self.text)
 
     def to_json(self) -> SectionJson:
         return {
@@ -122,7 +122,7 @@ def _line(item: Item, text: str | None = None) -> str:
 
 def _cut_line(item: Item, room: int) -> str | None:
     """``item``'s line cut to ``room`` bytes (addresses kept whole), or None if too small."""
-    frame = len(_line(item, "").encode())
+    frame = utf8_size(_line(item, ""))
     if room - frame < MIN_PARTIAL_BYTES // 2:
         return None
     text = item.text if not item.tags else f"{item.text} ({', '.join(item.tags)})"
@@ -138,7 +138,7 @@ def _omission(count: int, first: str, last: str, session: str) -> str:
 
 
 def _size(text: str) -> int:
-    return len(text.encode())
+    return utf8_size(text)
 
 
 # --- sections ------------------------------------------------------------------------

@@ -20,6 +20,8 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     cut, which could otherwise leave part of one.
     """
     text = redact(text)
+    if len(text) <= max_bytes and text.isascii():  # (isascii is O(1): no encoding needed)
+        return text
     data = text.encode()
     if len(data) <= max_bytes:
         return text
@@ -27,6 +29,11 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     if room <= 0:
         return ""
     return data[:room].decode("utf-8", "ignore") + marker
+
+
+def utf8_size(text: str) -> int:
+    """``len(text.encode())`` without encoding ASCII text (``isascii`` is O(1))."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def collapse(text: str) -> str:

@@ -16,6 +16,7 @@ while nothing was watching. Readers never wait: they answer from the last commit
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Protocol
 
 from ..errors import FabricMemoryError, MissingExtraError, UsageError
 from ..session import iter_session_files
+from .catalog import StatKey, stat_key
 from .locations import index_root, sessions_roots
 from .reindex import ReindexReport, reindex, reindex_paths
 
@@ -32,6 +34,8 @@ STEP_MS = 50
 """Quiet time that ends a burst (and how often the watcher checks for a stop)."""
 TICK_MS = 1_000
 """A quiet watcher wakes this often: to catch up at start and to retry locked work."""
+RECHECK_SECONDS = 3.0
+"""How long a re-indexed file is re-checked by ``stat`` on each wake (see _Pending)."""
 LOCK_TIMEOUT = 1.0
 """How long one step waits for another writer before it keeps its paths for the next."""
 
@@ -53,6 +57,18 @@ class LiveReport:
 class _Pending:
     paths: set[str] = field(default_factory=set)
     caught_up: bool = False
+    recent: dict[str, tuple[StatKey | None, float]] = field(default_factory=dict)
+    """Files re-indexed lately: their stat key before the step, and when."""
+
+    def recheck(self, now: float) -> None:
+        """Queue a recently re-indexed file whose stat moved since its step. A poller
+        that compares whole-second mtimes misses a second write within the same second;
+        this catches it on the next wake, for a few files, without walking the tree."""
+        for path, (key, when) in list(self.recent.items()):
+            if now - when > RECHECK_SECONDS:
+                del self.recent[path]
+            elif stat_key(path) != key:
+                self.paths.add(path)
 
 
 def watch_sessions(
@@ -87,6 +103,7 @@ def watch_sessions(
                          raise_interrupt=False)
     for changes in changes_seen:
         pending.paths.update(_session_paths(path for _, path in changes))
+        pending.recheck(time.monotonic())
         try:
             _step(sessions, where, pending, on_step)
         except FabricMemoryError as exc:
@@ -98,20 +115,22 @@ def _step(
     sessions: str | os.PathLike[str] | None, where: Path, pending: _Pending,
     on_step: Callable[[LiveReport], None] | None,
 ) -> None:
-    if not pending.caught_up:
-        report = reindex(sessions=sessions, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
-        pending.caught_up = True
-        pending.paths.clear()  # the full pass saw them
-        if on_step is not None:
-            on_step(LiveReport("catch-up", report))
-        return
-    if not pending.paths:
+    if pending.caught_up and not pending.paths:
         return
     paths = sorted(pending.paths)
-    report = reindex_paths(paths, sessions=sessions, index=where, lock_timeout=LOCK_TIMEOUT)
+    before = {path: stat_key(path) for path in paths}
+    if pending.caught_up:
+        kind = "changes"
+        report = reindex_paths(paths, sessions=sessions, index=where, lock_timeout=LOCK_TIMEOUT)
+    else:  # the full incremental pass sees the changed files too
+        kind = "catch-up"
+        report = reindex(sessions=sessions, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
+        pending.caught_up = True
     pending.paths.difference_update(paths)
+    now = time.monotonic()
+    pending.recent.update((path, (key, now)) for path, key in before.items())
     if on_step is not None:
-        on_step(LiveReport("changes", report))
+        on_step(LiveReport(kind, report))
 
 
 def _session_paths(paths: Iterable[str]) -> set[str]:
