@@ -30,6 +30,8 @@ from tests.pi_host import (
     text_of,
 )
 
+from .memory_builder import SessionBuilder
+
 pytestmark = pytest.mark.slow
 
 CODEWORD = "zebra-quartz-42"
@@ -55,7 +57,10 @@ def place(tmp_path: Path) -> dict[str, Path]:
 
 
 def start(host: PiHost, place: dict[str, Path], **env: str) -> PiRpc:
-    environment = pi_environment(place["home"], place["sessions"], **env)
+    """Pi with the extension, told where to write sessions by ``--session-dir`` alone (no
+    variable names that folder), so the extension itself must pass it to its children."""
+    environment = pi_environment(place["home"], place["sessions"],
+                                 **{"PI_CODING_AGENT_SESSION_DIR": "", **env})
     return PiRpc(host, [EXTENSION_ENTRY, SCRIPTED_PROVIDER], place["sessions"], environment,
                  place["work"])
 
@@ -145,6 +150,36 @@ def test_memory_tools_recall_an_earlier_session_and_expand_a_hit(
         missing = tool_end(pi, "memory_expand")
         assert missing["isError"] is True
         assert "session_not_found" in text_of(missing["result"]), missing
+
+
+def test_the_tools_keep_to_pis_default_folders_and_to_the_users_choice(
+    host: PiHost, place: dict[str, Path]
+) -> None:
+    """A session folder inside Pi's default sessions folder does not narrow what the tools
+    read (another project's session expands), and a FABRIC_MEMORY_SESSIONS the user set is
+    kept (a session outside it is not reachable)."""
+    default = place["home"] / ".pi" / "agent" / "sessions"
+    other = SessionBuilder(default / "--other-project--" / "other.jsonl", "other-project")
+    other.user(f"the other project's codeword is {CODEWORD}")
+    other.write()
+    environment = pi_environment(place["home"], place["sessions"], PI_CODING_AGENT_SESSION_DIR="")
+    subprocess.run([str(FABRIC_MEMORY), "reindex"], env=environment, check=True,
+                   capture_output=True)
+    follow = json.dumps({"session": "other-project", "indices": [0]})
+
+    with PiRpc(host, [EXTENSION_ENTRY, SCRIPTED_PROVIDER], default / "--work--", environment,
+               place["work"]) as pi:
+        pi.prompt("CALL memory_expand " + follow)
+        expanded = tool_end(pi, "memory_expand")
+        assert expanded["isError"] is False, expanded
+        assert CODEWORD in expanded["result"]["details"]["entries"][0]["text"]
+
+    with start(host, place, FABRIC_MEMORY_SESSIONS=str(place["work"])) as pi:
+        pi.prompt("CALL memory_expand " + follow)
+        refused = tool_end(pi, "memory_expand")
+        assert refused["isError"] is True
+        assert "session_not_found" in text_of(refused["result"]), refused
+        assert str(place["work"].resolve()) in text_of(refused["result"]), refused
 
 
 def test_pi_install_loads_the_extension_without_dash_e(

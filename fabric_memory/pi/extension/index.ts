@@ -10,14 +10,19 @@
  *   background (`fabric-memory reindex --session FILE`).
  *
  * The program is `$FABRIC_MEMORY_BIN`, else `fabric-memory` on PATH, looked for at the first
- * call (never while Pi loads the extension). `$FABRIC_MEMORY_HOOK_TIMEOUT` (seconds, default
+ * call (never while Pi loads the extension). Its children see Pi's environment, not Pi's command
+ * line: when Pi writes sessions outside its default folders (`--session-dir`, the `sessionDir`
+ * setting), that folder is passed on as `FABRIC_MEMORY_SESSIONS` unless the user set it. `$FABRIC_MEMORY_HOOK_TIMEOUT` (seconds, default
  * 30) bounds the hook: Pi puts no time limit on extension handlers. Pi's own contract for these
  * events and tools: pi-coding-agent/docs/extensions.md and .../compaction.md.
  */
 
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
+import { homedir } from "node:os";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import { StringEnum } from "@earendil-works/pi-ai";
+import { getAgentDir } from "@earendil-works/pi-coding-agent";
 import type { ExtensionAPI, ExtensionContext, SessionBeforeCompactEvent } from "@earendil-works/pi-coding-agent";
 import { Type } from "typebox";
 
@@ -41,8 +46,48 @@ function hookTimeoutSeconds(): number {
 	return configured > 0 ? configured : DEFAULT_HOOK_TIMEOUT_SECONDS;
 }
 
+/** `path` with `~` and every symlink resolved, as fabric-memory keys its sessions roots. */
+function realPath(path: string): string {
+	const expanded = path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
+	try {
+		return realpathSync(expanded);
+	} catch {
+		return resolve(expanded);
+	}
+}
+
+function isInside(path: string, folder: string): boolean {
+	const rest = relative(folder, path);
+	return rest === "" || (!rest.startsWith("..") && !isAbsolute(rest));
+}
+
+/**
+ * The environment for the program: Pi's, plus `FABRIC_MEMORY_SESSIONS` naming the folder this
+ * session is written to when that folder lies outside Pi's default sessions folder (which
+ * fabric-memory reads by default, with oh-my-pi's) and the user did not choose one.
+ */
+function childEnv(ctx: ExtensionContext): NodeJS.ProcessEnv {
+	try {
+		const folder = ctx.sessionManager.getSessionDir();
+		if (process.env.FABRIC_MEMORY_SESSIONS || !folder) return process.env;
+		const configured = process.env.PI_CODING_AGENT_SESSION_DIR;
+		const piDefault = realPath(configured || join(getAgentDir(), "sessions"));
+		const written = realPath(folder);
+		if (isInside(written, piDefault)) return process.env;
+		return { ...process.env, FABRIC_MEMORY_SESSIONS: written };
+	} catch {
+		return process.env; // no session folder to tell: the defaults apply
+	}
+}
+
 /** Run the program with `input` on stdin; never rejects. The child is killed on abort or timeout. */
-function run(args: string[], input: string, seconds: number, signal?: AbortSignal): Promise<Run> {
+function run(
+	args: string[],
+	input: string,
+	seconds: number,
+	env: NodeJS.ProcessEnv,
+	signal?: AbortSignal,
+): Promise<Run> {
 	const name = program();
 	return new Promise((resolve) => {
 		if (signal?.aborted) return resolve({ kind: "aborted" });
@@ -61,7 +106,7 @@ function run(args: string[], input: string, seconds: number, signal?: AbortSigna
 		const onAbort = (): void => settle({ kind: "aborted" });
 		const timer = setTimeout(() => settle({ kind: "timeout", seconds }), seconds * 1000);
 		try {
-			child = spawn(name, args, { stdio: ["pipe", "pipe", "pipe"] });
+			child = spawn(name, args, { stdio: ["pipe", "pipe", "pipe"], env });
 		} catch (error) {
 			clearTimeout(timer);
 			return resolve({ kind: "failed", message: `cannot start ${name}: ${messageOf(error)}` });
@@ -214,8 +259,8 @@ const expandParameters = Type.Object(
 	{ additionalProperties: false },
 );
 
-async function callTool(name: string, params: object, signal: AbortSignal | undefined) {
-	const outcome = await run(["pi", "tool", name], JSON.stringify(params), TOOL_TIMEOUT_SECONDS, signal);
+async function callTool(name: string, params: object, signal: AbortSignal | undefined, ctx: ExtensionContext) {
+	const outcome = await run(["pi", "tool", name], JSON.stringify(params), TOOL_TIMEOUT_SECONDS, childEnv(ctx), signal);
 	const answer = answerOf(outcome);
 	if ("problem" in answer) {
 		throw new Error(`${outcome.kind === "exited" ? "tool_failed" : outcome.kind}: ${answer.problem}`);
@@ -227,11 +272,16 @@ async function callTool(name: string, params: object, signal: AbortSignal | unde
 
 // --- freshness -------------------------------------------------------------------------------
 
-/** Re-index one session file in a detached child; never waits, never fails Pi. */
-function reindexInBackground(file: string | undefined): void {
-	if (!file || !existsSync(file)) return;
+/** Re-index this session's file in a detached child; never waits, never fails Pi. */
+function reindexInBackground(ctx: ExtensionContext): void {
 	try {
-		const child = spawn(program(), ["reindex", "--session", file], { detached: true, stdio: "ignore" });
+		const file = ctx.sessionManager.getSessionFile();
+		if (!file || !existsSync(file)) return;
+		const child = spawn(program(), ["reindex", "--session", file], {
+			detached: true,
+			stdio: "ignore",
+			env: childEnv(ctx),
+		});
 		child.on("error", () => undefined); // a missing program is reported by the hook and the tools
 		child.unref();
 	} catch {
@@ -253,7 +303,7 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 
 	pi.on("session_before_compact", async (event, ctx) => {
 		try {
-			const outcome = await run(["hook"], hookEvent(event, ctx), hookTimeoutSeconds(), event.signal);
+			const outcome = await run(["hook"], hookEvent(event, ctx), hookTimeoutSeconds(), childEnv(ctx), event.signal);
 			if (outcome.kind === "aborted") return undefined;
 			const answer = answerOf(outcome);
 			if ("problem" in answer) {
@@ -271,11 +321,11 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 	});
 
 	pi.on("session_compact", async (_event, ctx) => {
-		reindexInBackground(ctx.sessionManager.getSessionFile());
+		reindexInBackground(ctx);
 	});
 
 	pi.on("session_shutdown", async (_event, ctx) => {
-		reindexInBackground(ctx.sessionManager.getSessionFile());
+		reindexInBackground(ctx);
 	});
 
 	pi.registerTool({
@@ -291,8 +341,8 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 			"Use memory_expand with a memory_recall hit's `follow` object, unchanged, to read that hit's exact text; a summary's addresses can be expanded the same way.",
 		],
 		parameters: recallParameters,
-		async execute(_toolCallId, params, signal) {
-			return callTool("memory_recall", params, signal);
+		async execute(_toolCallId, params, signal, _onUpdate, ctx) {
+			return callTool("memory_recall", params, signal, ctx);
 		},
 	});
 
@@ -309,8 +359,8 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 			"Use memory_expand to quote or check what an earlier session actually said before relying on a memory_recall snippet.",
 		],
 		parameters: expandParameters,
-		async execute(_toolCallId, params, signal) {
-			return callTool("memory_expand", params, signal);
+		async execute(_toolCallId, params, signal, _onUpdate, ctx) {
+			return callTool("memory_expand", params, signal, ctx);
 		},
 	});
 }
