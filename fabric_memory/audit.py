@@ -19,11 +19,12 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any, TypedDict
 
 from .errors import SessionError, UsageError
-from .memory.locations import sessions_root
+from .memory.locations import sessions_roots
 from .redact import secret_kinds
 from .session import Session, iter_session_files, read_session
 from .trace import TraceOperation, project_result, projection_violations
@@ -50,6 +51,7 @@ class UnreadableSession(TypedDict):
 
 class AuditReport(TypedDict):
     sessionsRoot: str
+    sessionsRoots: list[str]
     sessions: int
     unreadable: list[UnreadableSession]
     traces: int
@@ -62,10 +64,11 @@ class AuditReport(TypedDict):
 def audit_sessions(sessions: str | os.PathLike[str] | None = None) -> AuditReport:
     """Every projection violation in the valid traces of the sessions under ``sessions``
     (default ``$FABRIC_MEMORY_SESSIONS`` or ``~/.pi/agent/sessions``)."""
-    root = _root(sessions)
-    report: AuditReport = {"sessionsRoot": str(root), "sessions": 0, "unreadable": [],
-                           "traces": 0, "operations": 0, "findings": [], "rules": {}}
-    for session in _read_all(root, report["unreadable"]):
+    roots = _roots(sessions)
+    report: AuditReport = {"sessionsRoot": str(roots[0]), "sessionsRoots": list(map(str, roots)),
+                           "sessions": 0, "unreadable": [], "traces": 0, "operations": 0,
+                           "findings": [], "rules": {}}
+    for session in _read_all(roots, report["unreadable"]):
         report["sessions"] += 1
         for entry in session.entries:
             fabric = entry.view.fabric
@@ -85,16 +88,17 @@ def audit_sessions(sessions: str | os.PathLike[str] | None = None) -> AuditRepor
     return report
 
 
-def _root(sessions: str | os.PathLike[str] | None) -> Path:
-    root = sessions_root(sessions).absolute()
-    if not root.exists():
-        raise UsageError(f"{root}: sessions directory does not exist; pass --sessions DIR")
-    return root
+def _roots(sessions: str | os.PathLike[str] | None) -> tuple[Path, ...]:
+    roots = sessions_roots(sessions)
+    for root in roots:
+        if not root.exists():
+            raise UsageError(f"{root}: sessions directory does not exist; pass --sessions DIR")
+    return roots
 
 
-def _read_all(root: Path, unreadable: list[UnreadableSession]) -> Iterator[Session]:
-    """Every session under ``root``; a file that cannot be read is listed and skipped."""
-    for path in iter_session_files(root):
+def _read_all(roots: tuple[Path, ...], unreadable: list[UnreadableSession]) -> Iterator[Session]:
+    """Every session under ``roots``; a file that cannot be read is listed and skipped."""
+    for path in chain.from_iterable(map(iter_session_files, roots)):
         try:
             yield read_session(path)
         except SessionError as exc:
@@ -136,7 +140,7 @@ def render_audit(report: AuditReport) -> str:
     lines.append(
         f"{verdict} in {report['operations']} operations of {report['traces']} valid traces "
         f"({report['sessions']} sessions, {len(report['unreadable'])} unreadable) under "
-        f"{report['sessionsRoot']}"
+        f"{' and '.join(report['sessionsRoots'])}"
     )
     return "\n".join(lines)
 
@@ -156,6 +160,7 @@ class SecretFinding(TypedDict):
 
 class SecretAuditReport(TypedDict):
     sessionsRoot: str
+    sessionsRoots: list[str]
     sessions: int
     entries: int
     unreadable: list[UnreadableSession]
@@ -167,11 +172,12 @@ class SecretAuditReport(TypedDict):
 def audit_secrets(sessions: str | os.PathLike[str] | None = None) -> SecretAuditReport:
     """Where secrets sit in the sessions under ``sessions``: every string of every entry
     (keys included), by address and kind, never the value."""
-    root = _root(sessions)
-    report: SecretAuditReport = {"sessionsRoot": str(root), "sessions": 0, "entries": 0,
-                                 "unreadable": [], "findings": [], "kinds": {}}
+    roots = _roots(sessions)
+    report: SecretAuditReport = {"sessionsRoot": str(roots[0]),
+                                 "sessionsRoots": list(map(str, roots)), "sessions": 0,
+                                 "entries": 0, "unreadable": [], "findings": [], "kinds": {}}
     totals: Counter[str] = Counter()
-    for session in _read_all(root, report["unreadable"]):
+    for session in _read_all(roots, report["unreadable"]):
         report["sessions"] += 1
         for entry in session.entries:
             report["entries"] += 1
@@ -211,6 +217,7 @@ def render_secret_audit(report: SecretAuditReport) -> str:
     verdict = f"{total} secrets ({kinds})" if total else "no secrets"
     lines.append(
         f"{verdict} in {report['entries']} entries of {report['sessions']} sessions "
-        f"({len(report['unreadable'])} unreadable) under {report['sessionsRoot']}"
+        f"({len(report['unreadable'])} unreadable) under "
+        f"{' and '.join(report['sessionsRoots'])}"
     )
     return "\n".join(lines)

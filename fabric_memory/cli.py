@@ -122,8 +122,8 @@ def _locations(parser: argparse.ArgumentParser, *, sessions: bool = True,
                index_action: type[argparse.Action] | None = None) -> None:
     if sessions:
         parser.add_argument("--sessions", metavar="DIR", default=None,
-                            help="sessions root (default $FABRIC_MEMORY_SESSIONS or "
-                            "~/.pi/agent/sessions)")
+                            help="sessions root (default $FABRIC_MEMORY_SESSIONS, else "
+                            "Pi's sessions folder plus ~/.omp/agent/sessions when present)")
     parser.add_argument("--index", dest="index_dir", metavar="DIR", default=None,
                         action=index_action or "store",
                         help="index directory (default $FABRIC_MEMORY_HOME/index or "
@@ -141,7 +141,7 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parser processes (default min(2, CPUs); capped at the CPU count)")
     parser.add_argument("--session", default=None, metavar="FILE",
-                        help="only this session file (under the sessions root)")
+                        help="only this session file (under a sessions root)")
     parser.add_argument("--watch", action="store_true",
                         help="then keep watching: re-index each session file as it changes "
                         "(until Ctrl-C or SIGTERM; needs the watch extra)")
@@ -501,8 +501,8 @@ def _run_certify(args: argparse.Namespace) -> Outcome:
 
 def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", metavar="DIR", default=None,
-                        help="sessions root (default $FABRIC_MEMORY_SESSIONS or "
-                        "~/.pi/agent/sessions)")
+                        help="sessions root (default $FABRIC_MEMORY_SESSIONS, else "
+                        "Pi's sessions folder plus ~/.omp/agent/sessions when present)")
     parser.add_argument("--secrets", action="store_true",
                         help="list where secrets sit (path:line address kind, never the value) "
                         "instead of projection violations")

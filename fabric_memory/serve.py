@@ -34,7 +34,7 @@ from .errors import FabricMemoryError, LocationRefusedError
 from .memory.catalog import DEFAULT_HOT_SESSIONS, list_sessions
 from .memory.expand import expand_request
 from .memory.live import LiveReport, watch_sessions
-from .memory.locations import index_root, sessions_root
+from .memory.locations import index_root, sessions_roots
 from .memory.recall import recall_request
 
 INSTRUCTIONS = """\
@@ -96,25 +96,25 @@ class Places:
 
     sessions: str | None
     index: str | None
-    sessions_dir: Path
+    sessions_dirs: tuple[Path, ...]
     index_dir: Path
 
     @classmethod
     def of(cls, sessions: str | None, index: str | None) -> Places:
-        return cls(sessions, index, _resolved(sessions_root(sessions)),
-                   _resolved(index_root(index)))
+        return cls(sessions, index, sessions_roots(sessions), _resolved(index_root(index)))
 
     def bind(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """``request`` without its location keys, plus this server's own, after checking
         that any location key it carries names this server's place."""
-        own = {"index": (self.index, self.index_dir), "sessions": (self.sessions,
-                                                                   self.sessions_dir)}
+        own = {"index": (self.index, (self.index_dir,)),
+               "sessions": (self.sessions, self.sessions_dirs)}
         bound = {k: v for k, v in request.items() if k not in LOCATION_KEYS and v is not None}
         for key in LOCATION_KEYS:
             value = request.get(key)
-            given, where = own[key]
+            given, places = own[key]
             if value is not None and (not isinstance(value, str)
-                                      or _resolved(Path(value)) != where):
+                                      or _resolved(Path(value)) not in places):
+                where = ", ".join(map(str, places))
                 raise LocationRefusedError(
                     f"{key} {value!r}: this server answers only from its own {key} ({where}); "
                     f"drop the {key!r} key or pass the object exactly as this server gave it"
@@ -300,7 +300,7 @@ def _keep_live(places: Places, stop: threading.Event, log: Callable[[str], None]
             log(f"live index: {exc.message} (retrying)")
 
     try:
-        watch_sessions(sessions=places.sessions_dir, index=places.index_dir, stop=stop,
+        watch_sessions(sessions=places.sessions, index=places.index_dir, stop=stop,
                        on_step=step, on_error=failed)
     except FabricMemoryError as exc:  # no sessions folder, no watchfiles: serve what is indexed
         if log is not None:

@@ -19,7 +19,7 @@ import fabric_memory.pi
 from fabric_memory.cli import main
 from fabric_memory.errors import LocationRefusedError, UsageError
 from fabric_memory.memory.catalog import list_sessions
-from fabric_memory.memory.locations import sessions_root
+from fabric_memory.memory.locations import sessions_roots
 from fabric_memory.memory.recall import recall_request
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.pi import EXTENSION_DIR, EXTENSION_ENTRY
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No location variables from the caller's environment; HOME is a temporary folder."""
     for name in ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "PI_CODING_AGENT_DIR",
-                 "PI_CODING_AGENT_SESSION_DIR"):
+                 "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR"):
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
     home.mkdir()
@@ -271,14 +271,14 @@ def test_reindex_one_session_refuses_files_outside_the_root(memory: Path, tmp_pa
 
 
 def test_sessions_root_follows_pi(clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert sessions_root() == clean_env / ".pi" / "agent" / "sessions"
+    assert sessions_roots() == (clean_env / ".pi" / "agent" / "sessions",)
     monkeypatch.setenv("PI_CODING_AGENT_DIR", "/agent")
-    assert sessions_root() == Path("/agent/sessions")
+    assert sessions_roots() == (Path("/agent/sessions"),)
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "/pi-sessions")
-    assert sessions_root() == Path("/pi-sessions")
+    assert sessions_roots() == (Path("/pi-sessions"),)
     monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", "/ours")
-    assert sessions_root() == Path("/ours")
-    assert sessions_root("/explicit") == Path("/explicit")
+    assert sessions_roots() == (Path("/ours"),)
+    assert sessions_roots("/explicit") == (Path("/explicit"),)
 
 
 # --- the tie to Pi ---------------------------------------------------------------------------

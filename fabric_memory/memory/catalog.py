@@ -28,7 +28,7 @@ from .index import (
     RecordSnapshot,
     open_index,
 )
-from .locations import contains, index_root, sessions_root
+from .locations import index_root, inside_any, sessions_roots
 
 Tier = Literal["hot", "cold"]
 DEFAULT_HOT_SESSIONS = 50
@@ -225,20 +225,22 @@ class Catalog:
         """How to name the session in a request: its id when unique, else its path."""
         return record.session_id if self.unique_id(record) else record.path
 
-    def matching(self, session: str, root: Path | None = None) -> list[SessionRecord]:
+    def matching(
+        self, session: str, roots: tuple[Path, ...] | None = None
+    ) -> list[SessionRecord]:
         """Records whose id is ``session`` or whose path is ``session`` (absolute, or
-        relative to the sessions root); with a root, only files inside it (symlinks and
-        ``..`` resolved), so no request reaches a file outside the sessions root."""
-        return [record for record in self._find(session, root)
-                if root is None or contains(root, record.path)]
+        relative to a sessions root); with roots, only files inside one of them (symlinks
+        and ``..`` resolved), so no request reaches a file outside the sessions roots."""
+        return [record for record in self._find(session, roots)
+                if roots is None or inside_any(roots, record.path)]
 
-    def _find(self, session: str, root: Path | None) -> list[SessionRecord]:
+    def _find(self, session: str, roots: tuple[Path, ...] | None) -> list[SessionRecord]:
         found = list(self.with_id(session))
         if found:
             return found
         candidates = [Path(session).expanduser()]
-        if root is not None and not candidates[0].is_absolute():
-            candidates.append(root / session)
+        if roots is not None and not candidates[0].is_absolute():
+            candidates.extend(root / session for root in roots)
         for candidate in candidates:
             for name in (str(candidate.absolute()), str(candidate.resolve())):
                 record = self.record(name)
@@ -246,15 +248,15 @@ class Catalog:
                     return [record]
         return []
 
-    def resolve(self, session: str, root: Path | None = None) -> SessionRecord:
+    def resolve(self, session: str, roots: tuple[Path, ...] | None = None) -> SessionRecord:
         """The one record named by ``session``; expand's ``session_not_found`` /
         ``ambiguous_session`` otherwise."""
-        found = self.matching(session, root)
+        found = self.matching(session, roots)
         if not found:
             raise ExpandError(
                 "session_not_found",
                 f"session {clipped(session)}: not in the memory index"
-                + (f" under {root}" if root is not None else "")
+                + (f" under {', '.join(map(str, roots))}" if roots is not None else "")
                 + "; run `fabric-memory reindex` or pass the session file path",
             )
         if len(found) > 1:
@@ -520,7 +522,7 @@ def _index_problems(handle: MemoryIndex, catalog: Catalog) -> tuple[int, list[st
 
 def default_roots(
     sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None
-) -> tuple[Path, MemoryIndex]:
-    """The sessions root (its real path: every file is keyed by its real path) and the index
+) -> tuple[tuple[Path, ...], MemoryIndex]:
+    """The sessions roots (real paths: every file is keyed by its real path) and the index
     handle for explicit or default locations."""
-    return sessions_root(sessions).resolve(), open_index(index_root(index))
+    return sessions_roots(sessions), open_index(index_root(index))

@@ -152,8 +152,8 @@ def expand(
     request = _request(session, entries, addresses, indices, range, anchor, before, after,
                        expected_lineage_fingerprint, max_entries, max_chars, show_secrets,
                        index, sessions)
-    root, handle = default_roots(sessions, index)
-    record = load_catalog(handle).resolve(session, root)
+    roots, handle = default_roots(sessions, index)
+    record = load_catalog(handle).resolve(session, roots)
     source = _open_source(handle, record)
     if expected_source_hash is not None and expected_source_hash != source.source_hash:
         raise ExpandError(

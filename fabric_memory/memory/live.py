@@ -1,4 +1,4 @@
-"""The live index: watch the sessions root and re-index what changes, as it changes.
+"""The live index: watch the sessions roots and re-index what changes, as it changes.
 
 ``watchfiles`` (the Rust ``notify`` crate: inotify, FSEvents, ReadDirectoryChangesW;
 it falls back to polling where the platform gives no events, and polls when
@@ -25,7 +25,7 @@ from typing import Protocol
 from ..errors import FabricMemoryError, MissingExtraError, UsageError
 from ..session import iter_session_files
 from .catalog import StatKey, stat_key
-from .locations import index_root, sessions_root
+from .locations import index_root, sessions_roots
 from .reindex import ReindexReport, reindex, reindex_paths
 
 DEBOUNCE_MS = 300
@@ -89,29 +89,31 @@ def watch_sessions(
             "watching needs the watchfiles package; install it with "
             "pip install 'fabric-memory[watch]' (or '[mcp]')"
         ) from None
-    root = sessions_root(sessions).resolve()  # the index keys files by their real path
+    roots = sessions_roots(sessions)
     where = index_root(index)
-    if not root.is_dir():
-        raise UsageError(
-            f"{root}: sessions directory does not exist; pass --sessions DIR or set "
-            "FABRIC_MEMORY_SESSIONS"
-        )
+    for root in roots:
+        if not root.is_dir():
+            raise UsageError(
+                f"{root}: sessions directory does not exist; pass --sessions DIR or set "
+                "FABRIC_MEMORY_SESSIONS"
+            )
     pending = _Pending()
-    changes_seen = watch(root, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS,
+    changes_seen = watch(*roots, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS,
                          stop_event=stop, rust_timeout=TICK_MS, yield_on_timeout=True,
                          raise_interrupt=False)
     for changes in changes_seen:
         pending.paths.update(_session_paths(path for _, path in changes))
         pending.recheck(time.monotonic())
         try:
-            _step(root, where, pending, on_step)
+            _step(sessions, where, pending, on_step)
         except FabricMemoryError as exc:
             if on_error is not None:
                 on_error(exc)
 
 
 def _step(
-    root: Path, where: Path, pending: _Pending, on_step: Callable[[LiveReport], None] | None
+    sessions: str | os.PathLike[str] | None, where: Path, pending: _Pending,
+    on_step: Callable[[LiveReport], None] | None,
 ) -> None:
     if pending.caught_up and not pending.paths:
         return
@@ -119,10 +121,10 @@ def _step(
     before = {path: stat_key(path) for path in paths}
     if pending.caught_up:
         kind = "changes"
-        report = reindex_paths(paths, sessions=root, index=where, lock_timeout=LOCK_TIMEOUT)
+        report = reindex_paths(paths, sessions=sessions, index=where, lock_timeout=LOCK_TIMEOUT)
     else:  # the full incremental pass sees the changed files too
         kind = "catch-up"
-        report = reindex(sessions=root, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
+        report = reindex(sessions=sessions, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
         pending.caught_up = True
     pending.paths.difference_update(paths)
     now = time.monotonic()

@@ -3,25 +3,48 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 SESSIONS_ENV = "FABRIC_MEMORY_SESSIONS"
 HOME_ENV = "FABRIC_MEMORY_HOME"
 PI_SESSION_DIR_ENV = "PI_CODING_AGENT_SESSION_DIR"
 PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
+OMP_CONFIG_DIR_ENV = "PI_CONFIG_DIR"
 
 
-def sessions_root(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``explicit``, else ``$FABRIC_MEMORY_SESSIONS``, else where Pi keeps sessions:
-    ``$PI_CODING_AGENT_SESSION_DIR``, else ``sessions`` of ``$PI_CODING_AGENT_DIR``, else
-    ``~/.pi/agent/sessions`` (Pi's pi-coding-agent/docs/environment-variables.md)."""
+def sessions_roots(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, ...]:
+    """The session folders to read, each by its real path (the index keys every file by its
+    real path): ``explicit``, else ``$FABRIC_MEMORY_SESSIONS``, else Pi's (see
+    :func:`pi_sessions_dir`) followed by oh-my-pi's (see :func:`omp_sessions_dir`) when
+    that folder exists and is another one."""
     if explicit is not None:
-        return Path(explicit).expanduser()
-    for variable in (SESSIONS_ENV, PI_SESSION_DIR_ENV):
-        configured = os.environ.get(variable)
-        if configured:
-            return Path(configured).expanduser()
-    return pi_agent_dir() / "sessions"
+        return (Path(explicit).expanduser().resolve(),)
+    configured = os.environ.get(SESSIONS_ENV)
+    if configured:
+        return (Path(configured).expanduser().resolve(),)
+    roots = [pi_sessions_dir().resolve()]
+    omp = omp_sessions_dir().resolve()
+    if omp.is_dir() and omp not in roots:
+        roots.append(omp)
+    return tuple(roots)
+
+
+def pi_sessions_dir() -> Path:
+    """Where Pi keeps sessions: ``$PI_CODING_AGENT_SESSION_DIR``, else ``sessions`` of its
+    agent directory (Pi's pi-coding-agent/docs/environment-variables.md)."""
+    configured = os.environ.get(PI_SESSION_DIR_ENV)
+    return Path(configured).expanduser() if configured else pi_agent_dir() / "sessions"
+
+
+def omp_sessions_dir() -> Path:
+    """Where oh-my-pi keeps sessions: ``sessions`` of its agent directory, which is
+    ``$PI_CODING_AGENT_DIR`` (the variable Pi reads too), else ``agent`` of its config
+    folder ``~/$PI_CONFIG_DIR`` (``~/.omp`` by default)."""
+    configured = os.environ.get(PI_AGENT_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser() / "sessions"
+    return Path.home() / (os.environ.get(OMP_CONFIG_DIR_ENV) or ".omp") / "agent" / "sessions"
 
 
 def pi_agent_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -67,3 +90,8 @@ def contains(root: Path, path: str | os.PathLike[str]) -> bool:
         return Path(path).resolve().is_relative_to(root.resolve())
     except (OSError, RuntimeError):  # unreadable, or a symlink loop
         return False
+
+
+def inside_any(roots: Iterable[Path], path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` lies inside one of ``roots`` (see :func:`contains`)."""
+    return any(contains(root, path) for root in roots)

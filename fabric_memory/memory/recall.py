@@ -134,15 +134,15 @@ def recall(
     request = cast(RecallRequest, {k: v for k, v in given.items() if v is not None})
     if not query.strip() and not any(filters.values()) and since is None and until is None:
         raise QueryError("recall needs a QUERY or at least one filter (--ref, --tool, ...)")
-    root, handle = default_roots(sessions, index)
-    view = revalidate(handle, hot_sessions, root)
+    roots, handle = default_roots(sessions, index)
+    view = revalidate(handle, hot_sessions, roots)
     equals: list[tuple[str, tuple[str | bool, ...]]] = []
     for option, name in FILTERS:
         value = filters[option]
         if value is not None:
             equals.append((name, (value,)))
     if session is not None:
-        matched = view.catalog.matching(session, root)
+        matched = view.catalog.matching(session, roots)
         if not matched:
             raise QueryError(
                 f"--session {clipped(session)}: no indexed session has that id or path"

@@ -7,7 +7,7 @@ held, and let this process be the single writer. Each session's documents and ca
 replaced together; commits happen every ``commit_every`` documents and at the end,
 so a crash leaves the last commit intact and the next run redoes only what it lost.
 Invalid files are reported and skipped; documents of an earlier good version are
-kept and their record marked stale. A file that is gone from under the root is forgotten:
+kept and their record marked stale. A file that is gone from under a root is forgotten:
 its documents and record are deleted (deleting a session removes it from memory).
 
 Every file is keyed by its real path (symlinks and ``..`` resolved), so one file is one
@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import chain
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
@@ -41,7 +42,7 @@ from .catalog import (
     stat_key,
 )
 from .index import MemoryIndex, Writer, item_json
-from .locations import contains
+from .locations import inside_any
 from .normalize import normalize_session
 
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -61,6 +62,9 @@ class PathReason(TypedDict):
 
 class ReindexReport(TypedDict):
     sessionsRoot: str
+    """The first of ``sessionsRoots``."""
+    sessionsRoots: list[str]
+    """Every sessions folder read: Pi's, then oh-my-pi's when present (or the one given)."""
     index: str
     sessions: int
     indexed: int
@@ -135,27 +139,29 @@ def reindex(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     session: str | os.PathLike[str] | None = None,
 ) -> ReindexReport:
-    """Index every changed ``*.jsonl`` session under ``sessions`` (``full``: all of them);
-    with ``session``, only that file (it must lie under the sessions root)."""
+    """Index every changed ``*.jsonl`` session under the sessions roots (``full``: all of
+    them); with ``session``, only that file (it must lie under one of the roots)."""
     started = time.perf_counter()
-    root, handle = default_roots(sessions, index)
-    if not root.is_dir():
-        raise UsageError(
-            f"{root}: sessions directory does not exist; pass --sessions DIR or set "
-            "FABRIC_MEMORY_SESSIONS"
-        )
+    roots, handle = default_roots(sessions, index)
+    for root in roots:
+        if not root.is_dir():
+            raise UsageError(
+                f"{root}: sessions directory does not exist; pass --sessions DIR or set "
+                "FABRIC_MEMORY_SESSIONS"
+            )
     count = workers if workers is not None else default_workers()
     if count < 1:
         raise UsageError(f"--workers {count}: must be at least 1")
-    report = _report(str(root), handle)
+    report = _report(roots, handle)
     cpus = os.cpu_count() or 1
     if count > cpus:
         report["notices"].append(f"--workers {count}: capped at {cpus}, the number of CPUs "
                                  "(more parsers than CPUs only compete for them)")
         count = cpus
     report["workers"] = count
-    candidates = iter_session_files(root) if session is None else [_one_session(root, session)]
-    files, outside = _inside(root, candidates)
+    candidates = (chain.from_iterable(map(iter_session_files, roots)) if session is None
+                  else [_one_session(roots, session)])
+    files, outside = _inside(roots, candidates)
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
     one = session is not None
@@ -163,7 +169,7 @@ def reindex(
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
-    pending, gone = _plan_all(root, files, committed, full, max_line_bytes, one)
+    pending, gone = _plan_all(roots, files, committed, full, max_line_bytes, one)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
         report["invalid"].extend(_still_invalid(files, committed))
@@ -175,7 +181,7 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, gone = _plan_all(root, files, catalog, full, max_line_bytes, one)
+        tasks, gone = _plan_all(roots, files, catalog, full, max_line_bytes, one)
         report["skipped"] = done = len(files) - len(tasks)
         planned = {task.path for task in tasks}
         report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
@@ -207,11 +213,11 @@ def reindex_paths(
     index's step): a new or changed file is read and re-indexed, a file that is gone is
     dropped from the index with its record. One commit, under the writer lock."""
     started = time.perf_counter()
-    root, handle = default_roots(sessions, index)
-    report = _report(str(root), handle)
+    roots, handle = default_roots(sessions, index)
+    report = _report(roots, handle)
     names = sorted({os.fspath(path) for path in paths})
     present = [name for name in names if os.path.isfile(name)]
-    files, outside = _inside(root, present)
+    files, outside = _inside(roots, present)
     report["invalid"].extend(outside)
     report["sessions"] = len(names)
     gone = [name for name in names if name not in present]
@@ -236,26 +242,29 @@ def reindex_paths(
     return report
 
 
-def _one_session(root: Path, session: str | os.PathLike[str]) -> Path:
-    """``session`` as a path under ``root`` (its real folder, as the walk of ``root`` spells
-    it, so its catalog record is the same one); a file elsewhere is a usage error."""
+def _one_session(roots: tuple[Path, ...], session: str | os.PathLike[str]) -> Path:
+    """``session`` as a path under one of ``roots`` (its real folder, as the walk of the
+    root spells it, so its catalog record is the same one); a file elsewhere is a usage
+    error."""
     path = Path(session).expanduser()
     if not path.is_file():
         raise UsageError(f"--session {session}: no such session file")
-    if not contains(root, path.parent):
+    if not inside_any(roots, path.parent):
         raise UsageError(
-            f"--session {session}: not under the sessions root {root}; pass --sessions DIR "
-            "or set FABRIC_MEMORY_SESSIONS to the directory that holds it"
+            f"--session {session}: not under the sessions root {_shown(roots)}; pass "
+            "--sessions DIR or set FABRIC_MEMORY_SESSIONS to the directory that holds it"
         )
     return Path(os.path.realpath(path.parent)) / path.name
 
 
-def _inside(root: Path, paths: Iterable[str | Path]) -> tuple[list[str], list[PathReason]]:
-    """The real paths of the session files under ``root`` (each once), and the files that
-    cannot be indexed: a symlink leading outside the root (never read), a name that is not
+def _inside(
+    roots: tuple[Path, ...], paths: Iterable[str | Path]
+) -> tuple[list[str], list[PathReason]]:
+    """The real paths of the session files under ``roots`` (each once), and the files that
+    cannot be indexed: a symlink leading outside the roots (never read), a name that is not
     UTF-8 (the index holds text).
 
-    ``root`` is a real path and the walk enters no symlinked folder, so only a symlinked
+    Each root is a real path and the walk enters no symlinked folder, so only a symlinked
     file needs resolving: one ``lstat`` per file.
     """
     inside: dict[str, None] = {}
@@ -268,10 +277,11 @@ def _inside(root: Path, paths: Iterable[str | Path]) -> tuple[list[str], list[Pa
                             "not indexed (rename it to index it)"})
         elif not os.path.islink(name):
             inside[name] = None
-        elif contains(root, path):
+        elif inside_any(roots, path):
             inside[os.path.realpath(name)] = None
         else:
-            reason = f"{path}: symlink to a file outside the sessions root {root}; not indexed"
+            reason = (f"{path}: symlink to a file outside the sessions root {_shown(roots)}; "
+                      "not indexed")
             refused.append({"path": name, "reason": reason})
     return list(inside), refused
 
@@ -300,10 +310,10 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 
 def _plan_all(
-    root: Path, files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
+    roots: tuple[Path, ...], files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
     one: bool = False,
 ) -> tuple[list[_Task], list[SessionRecord]]:
-    """Files to parse, and records under ``root`` whose file is gone (to be forgotten): a
+    """Files to parse, and records under ``roots`` whose file is gone (to be forgotten): a
     deleted or renamed file, or one indexed under another spelling of its path; ``one``:
     ``files`` is the one session asked for, so no other record is looked at."""
     tasks = [task for path in files
@@ -311,9 +321,9 @@ def _plan_all(
     if one:
         return tasks, []
     seen = set(files)
-    prefix = os.path.join(root, "")
+    prefixes = tuple(os.path.join(root, "") for root in roots)
     gone = [r for r in catalog.records
-            if r.path not in seen and (r.path.startswith(prefix) or contains(root, r.path))]
+            if r.path not in seen and (r.path.startswith(prefixes) or inside_any(roots, r.path))]
     return tasks, gone
 
 
@@ -326,7 +336,7 @@ def refresh_sessions(
     when another writer is busy: queries never wait for a writer.
     """
     started = time.perf_counter()
-    report = _report("", handle)
+    report = _report((), handle)
     with handle.writer(timeout=timeout, threads=1) as writer:
         catalog = load_catalog(handle)
         for given in records:
@@ -348,10 +358,16 @@ def refresh_sessions(
     return report
 
 
-def _report(root: str, handle: MemoryIndex) -> ReindexReport:
+def _shown(roots: tuple[Path, ...]) -> str:
+    return " or ".join(map(str, roots))
+
+
+def _report(roots: tuple[Path, ...], handle: MemoryIndex) -> ReindexReport:
     return {
-        "sessionsRoot": root, "index": str(handle.root), "sessions": 0, "indexed": 0,
-        "skipped": 0, "invalid": [], "stale": [], "incomplete": [], "removed": [], "notes": [],
+        "sessionsRoot": str(roots[0]) if roots else "",
+        "sessionsRoots": [str(root) for root in roots], "index": str(handle.root),
+        "sessions": 0, "indexed": 0, "skipped": 0, "invalid": [], "stale": [], "incomplete": [],
+        "removed": [], "notes": [],
         "salvaged": [],
         "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
         "redacted": {},

@@ -24,7 +24,8 @@ def render_progress(progress: Progress) -> str:
 
 def render_reindex(report: ReindexReport) -> str:
     lines = [
-        f"{report['sessions']} sessions under {report['sessionsRoot']}: {report['indexed']} "
+        f"{report['sessions']} sessions under {' and '.join(report['sessionsRoots'])}: "
+        f"{report['indexed']} "
         f"indexed, {report['skipped']} unchanged, {len(report['invalid'])} invalid "
         f"({report['entries']} entries, {report['operations']} operations) "
         f"in {report['seconds']:.2f}s",

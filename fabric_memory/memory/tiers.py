@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import MemoryIndexError
 from .catalog import Catalog, load_catalog, stat_key
 from .index import MemoryIndex
-from .locations import contains
+from .locations import inside_any
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,16 +27,18 @@ class TierView:
     unrefreshed: frozenset[str]
 
 
-def revalidate(handle: MemoryIndex, hot_sessions: int, root: Path | None = None) -> TierView:
+def revalidate(
+    handle: MemoryIndex, hot_sessions: int, roots: tuple[Path, ...] | None = None
+) -> TierView:
     """Bring the hot tier up to date with its files (see the module docstring).
 
-    With a sessions ``root``, a file that now leads outside it (replaced by a symlink) is
+    With sessions ``roots``, a file that now leads outside them (replaced by a symlink) is
     never read: it is answered as indexed and flagged stale.
     """
     catalog = load_catalog(handle)
     changed = [r for r in catalog.hot(hot_sessions) if stat_key(r.path) != r.checked]
     unrefreshed = frozenset(
-        r.path for r in changed if root is not None and not contains(root, r.path))
+        r.path for r in changed if roots is not None and not inside_any(roots, r.path))
     changed = [r for r in changed if r.path not in unrefreshed]
     if changed:
         from .reindex import refresh_sessions  # the writer's modules, only when one changed
