@@ -9,6 +9,7 @@ compaction left.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
 
 from ..view import EntryView, ToolCall
 
@@ -27,14 +28,16 @@ def tool_spans(
 ) -> list[tuple[int, int]]:
     """``(earlier, later)`` branch positions of every tool call and a result answering it,
     in whichever order they were written (``calls``: :func:`index_tool_calls` of the branch)."""
+    answers = [(index, view.call_id) for index, view in enumerate(branch) if view.call_id]
+    if not answers:
+        return []
     positions = {view.id: index for index, view in enumerate(branch)}
     spans = []
-    for index, view in enumerate(branch):
-        call_id = view.call_id
-        call = calls.get(call_id) if call_id is not None else None
+    for index, call_id in answers:
+        call = calls.get(call_id)
         if call is not None and call.entry_id in positions:
             at = positions[call.entry_id]
-            spans.append((min(at, index), max(at, index)))
+            spans.append((at, index) if at < index else (index, at))
     return spans
 
 
@@ -46,12 +49,7 @@ def splits_pair(branch: Sequence[EntryView], calls: Mapping[str, ToolCall]) -> l
         if earlier < later:
             crossing[earlier + 1] += 1
             crossing[later + 1] -= 1
-    split: list[bool] = []
-    running = 0
-    for position in range(len(branch) + 1):
-        running += crossing[position]
-        split.append(running > 0)
-    return split
+    return [running > 0 for running in accumulate(crossing[: len(branch) + 1])]
 
 
 def window_start(branch: Sequence[EntryView]) -> int:
