@@ -43,6 +43,26 @@ class Rule:
     group: int | str = 0
     accept: Callable[[str], bool] | None = None
     """A further check of the matched value (drops placeholders and identifiers)."""
+    anchor: Anchor | None = None
+    """Where a match can be, when the pattern itself starts with no literal."""
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A rule's keyword and how far its matches reach around each keyword hit.
+
+    Every match holds a keyword occurrence starting at most ``before`` characters after
+    the match's start, and ends at most ``after`` characters after that occurrence's
+    start. ``keyword`` is compiled with the rule's flags, so it finds every occurrence
+    the pattern can use (``ı`` is ``i`` under IGNORECASE), and every occurrence starts
+    inside a ``finditer`` hit of it (a start outside every hit would itself be a hit).
+    The pattern then runs only on the windows around the hits: the same matches as over
+    the whole text, without trying its leading name at every position of it.
+    """
+
+    keyword: re.Pattern[str]
+    before: int
+    after: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +97,10 @@ def _assigned_value(value: str) -> bool:
     return not (_REFERENCE.fullmatch(value) or _IDENTIFIER.fullmatch(value))
 
 
-_SECRET_NAME = (r"[A-Za-z0-9_.\-]{0,60}?(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
+_SECRET_WORD = (r"(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
                 r"|(?:access|secret|private|signing|master|encryption|auth|client)[_\-]?key"
                 r"|_key|credentials?)")
+_SECRET_NAME = rf"[A-Za-z0-9_.\-]{{0,60}}?{_SECRET_WORD}"
 """A name whose value is a credential: ``*_TOKEN``, ``*_SECRET``, ``*_KEY``, ``password``..."""
 _SECRET_KEY = re.compile(_SECRET_NAME, re.IGNORECASE)
 
@@ -91,8 +112,10 @@ def _url_password(value: str) -> bool:
 def _rule(
     kind: str, pattern: str, signatures: tuple[str, ...], *, group: int | str = 0,
     flags: int = 0, accept: Callable[[str], bool] | None = None,
+    anchor: tuple[str, int, int] | None = None,
 ) -> Rule:
-    return Rule(kind, re.compile(pattern, flags), signatures, group, accept)
+    window = None if anchor is None else Anchor(re.compile(anchor[0], flags), *anchor[1:])
+    return Rule(kind, re.compile(pattern, flags), signatures, group, accept, window)
 
 
 _B = r"(?<![A-Za-z0-9_])"
@@ -150,7 +173,10 @@ RULES: tuple[Rule, ...] = (
           r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|'(?P<sq>[^'\n]{1,256})'"
           r"|(?P<bare>[^\s'\"`,;)}\]]{1,256}))",
           ("token", "secret", "passw", "pwd", "key", "credential"),
-          group="value", flags=re.IGNORECASE, accept=_assigned_value),
+          group="value", flags=re.IGNORECASE, accept=_assigned_value,
+          # 60 name characters before the word; after its start: the word (14 at most),
+          # \\?["']? (2), spaces, the operator, spaces (3 + 2 + 3), a quoted value (260).
+          anchor=(_SECRET_WORD, 60, 14 + 2 + 8 + 260)),
 )
 """Most specific first: where two rules match overlapping text, the earlier one names it."""
 
@@ -203,8 +229,27 @@ def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Findi
     return kept
 
 
+def _matches(rule: Rule, text: str) -> Iterator[re.Match[str]]:
+    """``rule.pattern.finditer(text)``, run only around the keyword hits if it has one."""
+    anchor = rule.anchor
+    if anchor is None:
+        yield from rule.pattern.finditer(text)
+        return
+    windows: list[list[int]] = []
+    for hit in anchor.keyword.finditer(text):
+        # +1: the pattern's last look-ahead reads one character past a match.
+        start, end = max(0, hit.start() - anchor.before), hit.end() + anchor.after + 1
+        if windows and start <= windows[-1][1]:
+            windows[-1][1] = end
+        else:
+            windows.append([start, end])
+    for start, end in windows:
+        # pos keeps the text before it visible to look-behinds (unlike a slice).
+        yield from rule.pattern.finditer(text, start, end)
+
+
 def _spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
-    for match in rule.pattern.finditer(text):
+    for match in _matches(rule, text):
         if rule.group == "value":
             name = next(n for n in ("dq", "sq", "bare") if match.group(n) is not None)
             start, end = match.span(name)

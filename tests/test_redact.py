@@ -18,6 +18,8 @@ from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.redact import (
     KINDS,
     RULES,
+    Rule,
+    _matches,
     find_secrets,
     might_hold_secrets,
     redact,
@@ -95,6 +97,48 @@ def test_prefilter_never_hides_a_match(
     everything = frozenset(s for rule in RULES for s in rule.signatures)
     assert find_secrets(text) == find_secrets(text, everything)
     assert redact_texts([*noise, text]) == [redact(t) for t in [*noise, text]]
+
+
+_ANCHORED = [rule for rule in RULES if rule.anchor is not None]
+_PIECES = (
+    "token", "TOKEN", "secret", "passwd", "password", "pwd", "api_key", "apikey", "api-key",
+    "access_key", "_key", "KEY", "credentials", "ıd", "İ", "\u212a", "ſ", "ß", "=", ":=", ":",
+    "=>", "\\\"", "\"", "'", " ", "\t", "\n", "\\", ",", "}", "`", ".", "-", "_", "a",
+    "Z", "9", "é", "x" * 59, "x" * 60, "x" * 61, "A1b2C3d4" * 33, "q" * 255,
+)
+"""Keywords (with IGNORECASE look-alikes), the assignment syntax, and runs at the
+lengths where the pattern's name (60) and value (256) bounds sit."""
+
+
+def _all_matches(rule: Rule, text: str) -> list[tuple[int, int, dict[str, str | None]]]:
+    return [(m.start(), m.end(), m.groupdict()) for m in _matches(rule, text)]
+
+
+def _whole_text(rule: Rule, text: str) -> list[tuple[int, int, dict[str, str | None]]]:
+    return [(m.start(), m.end(), m.groupdict()) for m in rule.pattern.finditer(text)]
+
+
+def test_anchored_rules_match_as_over_the_whole_text() -> None:
+    """Running a rule only around its keyword hits finds exactly what running its pattern
+    over the whole text finds (starts, ends, groups), on many generated strings."""
+    assert _ANCHORED, "no rule runs on keyword windows"
+    rng = random.Random(1212)
+    checked = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 40)))
+        for rule in _ANCHORED:
+            expected = _whole_text(rule, text)
+            assert _all_matches(rule, text) == expected, text
+            checked += len(expected)
+    assert checked > 1000  # the strings do hold matches, at many distances
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=8), max_size=40))
+def test_anchored_rules_match_as_over_the_whole_text_generated(parts: list[str]) -> None:
+    text = "".join(parts)
+    for rule in _ANCHORED:
+        assert _all_matches(rule, text) == _whole_text(rule, text)
 
 
 @settings(max_examples=300, deadline=None)
