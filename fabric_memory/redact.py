@@ -63,6 +63,15 @@ class Anchor:
     keyword: re.Pattern[str]
     before: int
     after: int
+    lowered: re.Pattern[str]
+    """``keyword`` without IGNORECASE, for the lowercased text: ~5x faster, and the same
+    hits at the same offsets unless the text holds one of :data:`_FOLDS_APART`."""
+
+
+_FOLDS_APART = ("\u0130", "\u0131", "\u017f")
+"""İ, ı, ſ: the only characters whose ``lower()`` changes length (İ) or that IGNORECASE
+matches to an ASCII letter their ``lower()`` is not (ı and İ ~ i, ſ ~ s); checked for
+every code point by tests/test_redact.py."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +123,8 @@ def _rule(
     flags: int = 0, accept: Callable[[str], bool] | None = None,
     anchor: tuple[str, int, int] | None = None,
 ) -> Rule:
-    window = None if anchor is None else Anchor(re.compile(anchor[0], flags), *anchor[1:])
+    window = None if anchor is None else Anchor(
+        re.compile(anchor[0], flags), anchor[1], anchor[2], re.compile(anchor[0]))
     return Rule(kind, re.compile(pattern, flags), signatures, group, accept, window)
 
 
@@ -235,8 +245,12 @@ def _matches(rule: Rule, text: str) -> Iterator[re.Match[str]]:
     if anchor is None:
         yield from rule.pattern.finditer(text)
         return
+    if any(c in text for c in _FOLDS_APART):
+        hits = anchor.keyword.finditer(text)
+    else:
+        hits = anchor.lowered.finditer(text.lower())
     windows: list[list[int]] = []
-    for hit in anchor.keyword.finditer(text):
+    for hit in hits:
         # +1: the pattern's last look-ahead reads one character past a match.
         start, end = max(0, hit.start() - anchor.before), hit.end() + anchor.after + 1
         if windows and start <= windows[-1][1]:

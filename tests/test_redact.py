@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fabric_memory.memory import normalize
 from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.redact import (
+    _FOLDS_APART,
     KINDS,
     RULES,
     Rule,
@@ -131,6 +132,22 @@ def test_anchored_rules_match_as_over_the_whole_text() -> None:
             assert _all_matches(rule, text) == expected, text
             checked += len(expected)
     assert checked > 1000  # the strings do hold matches, at many distances
+
+
+def test_lowercase_keeps_ignorecase_hits_but_for_the_listed_characters() -> None:
+    """Why anchors may search the lowercased text: for every code point, ``lower()`` keeps
+    its length and IGNORECASE matches a keyword character exactly when ``lower()`` gives
+    it, except for the characters in ``_FOLDS_APART``."""
+    apart = set()
+    for point in range(0x110000):
+        char = chr(point)
+        lowered = char.lower()
+        if len(lowered) != 1:
+            apart.add(char)
+        for letter in "abcdefghijklmnopqrstuvwxyz_-":
+            if bool(re.fullmatch(re.escape(letter), char, re.IGNORECASE)) != (lowered == letter):
+                apart.add(char)
+    assert apart == set(_FOLDS_APART)
 
 
 @settings(max_examples=300, deadline=None)
