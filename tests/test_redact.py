@@ -103,7 +103,8 @@ def test_prefilter_never_hides_a_match(
 _ANCHORED = [rule for rule in RULES if rule.anchor is not None]
 _PIECES = (
     "token", "TOKEN", "secret", "passwd", "password", "pwd", "api_key", "apikey", "api-key",
-    "access_key", "_key", "KEY", "credentials", "ıd", "İ", "\u212a", "ſ", "ß", "=", ":=", ":",
+    "access_key", "_key", "KEY", "credentials", "credentıals", "ſecret", "to\u212aen",
+    "paſſword", "ıd", "İ", "İ" * 70, "\u212a", "ſ", "ß", "=", ":=", ":",
     "=>", "\\\"", "\"", "'", " ", "\t", "\n", "\\", ",", "}", "`", ".", "-", "_", "a",
     "Z", "9", "é", "x" * 59, "x" * 60, "x" * 61, "A1b2C3d4" * 33, "q" * 255,
 )
