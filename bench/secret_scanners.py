@@ -20,7 +20,6 @@ covered, by kind) and speed (clean corpus seconds). Not part of the test run.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections import Counter
@@ -31,52 +30,23 @@ from typing import Any
 Span = tuple[int, int, str]
 Scanner = Callable[[str], list[Span]]
 
-_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,64}(?![0-9A-Za-z])")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
 
 def dump(out: Path) -> None:
     """Write the evaluation texts (see the module docstring) as JSON to ``out``."""
     import orjson
 
-    from fabric_memory.memory.normalize import normalize_session
+    import fabric_memory.memory.normalize as normalize
     from fabric_memory.redact import redact
-    from fabric_memory.session import iter_session_files, read_session
-    from tests.corpus import corpus_index, corpus_json
-    from tests.secret_samples import samples
+    from tests.secret_samples import clean_corpus, samples
 
     repo = Path(__file__).resolve().parents[1]
-    texts: list[str] = []
-    protected: set[str] = set()
-    for path in iter_session_files(repo / "fixtures"):
-        for line in path.read_bytes().splitlines():
-            try:
-                texts.extend(_strings(orjson.loads(line)))
-            except orjson.JSONDecodeError:
-                continue
-        try:
-            session = read_session(path)
-        except Exception:
-            continue
-        protected.add(session.source_hash)
-        # Normalize without redaction: the scanner must see what the index would hold.
-        import fabric_memory.memory.normalize as normalize
-
-        saved = normalize.redact_texts
-        normalize.redact_texts = lambda texts, counts=None: list(texts)
-        try:
-            items = normalize_session(session).items
-        finally:
-            normalize.redact_texts = saved
-        for item in items:
-            texts.append(item.text)
-            protected.update((item.address, item.entry_id))
-    for item in corpus_index()["files"]:
-        if item.get("entryCount"):
-            protected.update(f["fact"] for f in corpus_json(item["truth"])["rareFacts"])
-    for text in texts:
-        protected.update(_HEX.findall(text))
-        protected.update(_UUID.findall(text))
+    # Normalize without redaction: the scanner must see what the index would hold.
+    saved = normalize.redact_texts
+    normalize.redact_texts = lambda texts, counts=None: list(texts)
+    try:
+        texts, protected = clean_corpus([repo / "fixtures"], _strings)
+    finally:
+        normalize.redact_texts = saved
     planted = [{"kind": s.kind, "text": s.text, "values": list(s.values)}
                for s in samples(seed=2026, per_kind=20)]
     assert redact  # the module imports cleanly in the project venv

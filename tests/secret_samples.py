@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 
@@ -183,3 +185,45 @@ def samples(seed: int = 13, per_kind: int = 1) -> list[Sample]:
     """``per_kind`` samples of every kind, reproducible from ``seed``."""
     rng = random.Random(seed)
     return [make(rng) for make in MAKERS.values() for _ in range(per_kind)]
+
+
+_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,64}(?![0-9A-Za-z])")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def clean_corpus(roots: Iterable[Path],
+                 line_texts: Callable[[object], Iterable[str]]) -> tuple[list[str], set[str]]:
+    """The texts of the sessions under ``roots`` — each JSON line's (as ``line_texts`` gives
+    them) and each normalized item's (with redaction as the caller has set it) — and the
+    words that must survive redaction: rare facts, ids and addresses, sourceHashes, uuids
+    and hex runs (git shas, hashes). Shared by the false-positive test and the scanner
+    evaluation, so both judge precision on the same words."""
+    from fabric_memory.memory.normalize import normalize_session
+    from fabric_memory.session import iter_session_files, read_session
+
+    from .corpus import corpus_index, corpus_json
+
+    texts: list[str] = []
+    protected: set[str] = set()
+    for root in roots:
+        for path in iter_session_files(root):
+            for line in path.read_bytes().splitlines():
+                try:
+                    texts.extend(line_texts(orjson.loads(line)))
+                except orjson.JSONDecodeError:
+                    continue
+            try:
+                session = read_session(path)
+            except Exception:
+                continue
+            protected.add(session.source_hash)
+            for item in normalize_session(session).items:
+                texts.append(item.text)
+                protected.update((item.address, item.entry_id))
+    for entry in corpus_index()["files"]:
+        if entry.get("entryCount"):
+            protected.update(f["fact"] for f in corpus_json(entry["truth"])["rareFacts"])
+    for text in texts:
+        protected.update(_HEX.findall(text))
+        protected.update(_UUID.findall(text))
+    return texts, protected

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_memory.memory import normalize
-from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.redact import (
     _FOLDS_APART,
     KINDS,
@@ -30,16 +29,13 @@ from fabric_memory.redact import (
     rules_fingerprint,
     secret_kinds,
 )
-from fabric_memory.session import iter_session_files, read_session
 
-from .corpus import CORPUS, corpus_index, corpus_json
-from .secret_samples import MAKERS, Sample, samples
+from .corpus import CORPUS
+from .secret_samples import MAKERS, Sample, clean_corpus, samples
 
 REPO = Path(__file__).resolve().parents[1]
 CLEAN_FIXTURES = [REPO / "fixtures" / name for name in ("pi-1.6.0", "sessions", "closure")]
 """Every fixture but ``fixtures/audit``, whose planted leaks are credentials on purpose."""
-_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,64}(?![0-9A-Za-z])")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _leaked(sample: Sample, text: str) -> list[str]:
@@ -170,33 +166,9 @@ def test_text_without_a_signature_is_returned_as_is(text: str) -> None:
 
 
 def _clean_texts() -> tuple[list[str], set[str]]:
-    """Every clean fixture line (as JSON text) and every item text (normalized with
-    redaction switched off), and the words that must survive: rare facts, ids and addresses,
-    sourceHashes, uuids and hex runs (git shas, hashes)."""
-    texts: list[str] = []
-    protected: set[str] = set()
-    for root in CLEAN_FIXTURES:
-        for path in iter_session_files(root):
-            for line in path.read_bytes().splitlines():
-                try:
-                    texts.append(orjson.dumps(orjson.loads(line)).decode())
-                except orjson.JSONDecodeError:
-                    continue
-            try:
-                session = read_session(path)
-            except Exception:
-                continue
-            protected.add(session.source_hash)
-            for item in normalize_session(session).items:
-                texts.append(item.text)
-                protected.update((item.address, item.entry_id))
-    for entry in corpus_index()["files"]:
-        if entry.get("entryCount"):
-            protected.update(f["fact"] for f in corpus_json(entry["truth"])["rareFacts"])
-    for text in texts:
-        protected.update(_HEX.findall(text))
-        protected.update(_UUID.findall(text))
-    return texts, protected
+    """Every clean fixture line (as JSON text) and every item text, and the words that must
+    survive (see ``clean_corpus``)."""
+    return clean_corpus(CLEAN_FIXTURES, lambda value: [orjson.dumps(value).decode()])
 
 
 def test_no_false_positive_in_the_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
