@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,32 @@ def cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start ``fabric-memory args...`` (as ``python -m fabric_memory.cli``)."""
     return subprocess.Popen([sys.executable, "-m", "fabric_memory.cli", *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+@contextlib.contextmanager
+def watching(*args: str, **kwargs: Any) -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
+    """Run ``fabric-memory reindex --watch --json args...``; yield it with its catch-up step.
+    Leaving the block sends SIGTERM and requires exit 0; a process still running after a
+    failure (or past the bound) is killed."""
+    process = cli("reindex", "--watch", "--json", *args, **kwargs)
+    try:
+        assert process.stdout is not None
+        yield process, orjson.loads(process.stdout.readline())
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=PROCESS_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert status == 0, process.stderr.read().decode() if process.stderr else ""
+
+
+def until(condition: Callable[[], bool], failure: str) -> None:
+    """Poll ``condition`` every 0.1 s; fail with ``failure`` if it is not met in time."""
+    deadline = time.monotonic() + PROCESS_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.1)
 
 
 def finish(proc: subprocess.Popen[bytes]) -> tuple[int, bytes, bytes]:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -18,8 +14,7 @@ from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex, reindex_paths
 
 from .memory_builder import SessionBuilder
-
-DEADLINE = 60.0
+from .reliability import until, watching
 
 
 @pytest.fixture
@@ -93,30 +88,16 @@ def test_reindex_watch_process(roots: dict[str, Path]) -> None:
     """`reindex --watch` catches up, indexes a file written while it runs, prints one JSON
     line per step with --json, and exits 0 on SIGTERM."""
     sessions, index = roots["sessions"], roots["index"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fabric_memory.cli", "reindex", "--watch", "--json",
-         "--sessions", str(sessions), "--index", str(index)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert process.stdout is not None
-        first = orjson.loads(process.stdout.readline())
+    with watching("--sessions", str(sessions), "--index", str(index)) as (process, first):
         assert (first["step"], first["sessions"]) == ("catch-up", 3)
         fresh = SessionBuilder(sessions / "--later--" / "five.jsonl")
         fresh.user("the pangolin was indexed live")
         fresh.write()
+        assert process.stdout is not None
         step = orjson.loads(process.stdout.readline())
         assert (step["step"], step["indexed"]) == ("changes", 1)
-        deadline = time.monotonic() + DEADLINE
-        while recall("pangolin", index=index, sessions=sessions)["total"] != 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        status = process.wait(timeout=DEADLINE)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert status == 0, process.stderr.read().decode() if process.stderr else ""
+        until(lambda: recall("pangolin", index=index, sessions=sessions)["total"] == 1,
+              "the live session was never recallable")
 
 
 def test_recently_indexed_files_are_rechecked(tmp_path: Path) -> None:

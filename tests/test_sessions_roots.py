@@ -4,13 +4,8 @@ it exists, read by reindex, recall, expand, the live index and ``serve`` as one 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import orjson
 import pytest
 
 from fabric_memory.errors import ExpandError, LocationRefusedError, UsageError
@@ -21,8 +16,8 @@ from fabric_memory.memory.reindex import reindex
 from fabric_memory.serve import Places
 
 from .memory_builder import SessionBuilder
+from .reliability import until, watching
 
-DEADLINE = 60.0
 LOCATION_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "PI_CODING_AGENT_DIR",
                       "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR")
 
@@ -140,24 +135,9 @@ def test_serve_accepts_each_configured_root_and_refuses_others(
 def test_watch_follows_both_roots(home: Path, omp: Path) -> None:
     """`reindex --watch` with the default roots indexes a session written in oh-my-pi's
     folder while it runs."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fabric_memory.cli", "reindex", "--watch", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
-    try:
-        assert process.stdout is not None
-        first = orjson.loads(process.stdout.readline())
+    with watching(env=dict(os.environ)) as (_, first):
         assert (first["step"], first["sessions"]) == ("catch-up", 2)
         fresh = SessionBuilder(omp / "--later--" / "late.jsonl", "omp-late")
         fresh.user("the pangolin was written under oh-my-pi")
         fresh.write()
-        deadline = time.monotonic() + DEADLINE
-        while recall("pangolin")["total"] != 1:
-            assert time.monotonic() < deadline, "the omp session was never indexed"
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        status = process.wait(timeout=DEADLINE)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert status == 0, process.stderr.read().decode() if process.stderr else ""
+        until(lambda: recall("pangolin")["total"] == 1, "the omp session was never indexed")
