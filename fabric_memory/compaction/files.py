@@ -34,7 +34,6 @@ from .prepare import (
     Preparation,
     build_session_context,
     current_system_message,
-    estimate_projected_context_tokens,
     explain_preparation,
     project_branch,
     should_compact,
@@ -122,7 +121,8 @@ def compact_session(
     prepared = explain_preparation(branch, settings, context)
     if not isinstance(prepared, Preparation):
         raise CompactionError(f"{session.path}: nothing to compact ({prepared.reason})")
-    tokens = estimate_projected_context_tokens(context, branch).tokens
+    # Pi's tokensBefore is this same projected estimate of the context.
+    tokens = prepared.tokens_before
     outcome = compact_branch(
         [entry.view for entry in branch],
         prepared.first_kept_entry_id,
