@@ -26,6 +26,7 @@ from ..session import (
     DEFAULT_MAX_LINE_BYTES,
     Session,
     fingerprint_file,
+    no_cyclic_gc,
     read_session,
 )
 from .compactor import Cancel, Compaction, compact_branch
@@ -99,6 +100,8 @@ class SessionCompaction:
         return "\n".join(lines)
 
 
+# Everything read from the file stays alive until the summary is written.
+@no_cyclic_gc()
 def compact_session(
     path: str | os.PathLike[str],
     settings: CompactionSettings | None = None,
