@@ -269,7 +269,9 @@ class ContextMessage:
         return role if isinstance(role, str) else None
 
 
-@dataclass(frozen=True, slots=True)
+# Built for every entry of a projected branch and never changed afterwards; not ``frozen``,
+# which would make building it ~3x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
 class ProjectedEntry:
     """Pi's ``ProjectedSessionEntry``: a context entry and its messages after edits
     (empty for settings, labels, omitted messages and older compactions)."""
