@@ -59,7 +59,9 @@ SPARE_ORDER: Final = (
 user stated and what is still broken before the history."""
 
 
-@dataclass(frozen=True, slots=True)
+# Built per section on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~7x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
 class Section:
     """One rendered section and what it left out."""
 
@@ -147,8 +149,8 @@ class _Layout:
     """A section's lines, laid out once per summary whatever budgets it is then tried at:
     each item's line and size, the heading, and the bytes the whole section needs."""
 
-    __slots__ = ("heading", "heading_size", "items", "ledger", "lines", "need", "session",
-                 "sizes", "spec")
+    __slots__ = ("body", "heading", "heading_size", "items", "ledger", "lines", "need",
+                 "session", "sizes", "spec")
 
     def __init__(self, spec: SectionSpec, ledger: Ledger, session: str) -> None:
         self.spec = spec
@@ -158,10 +160,13 @@ class _Layout:
         self.heading = _heading(spec, ledger.total)
         self.heading_size = utf8_size(self.heading)
         self.lines = [_line(item) for item in self.items]
-        self.sizes = list(map(utf8_size, self.lines))
+        self.body = "".join(self.lines)
+        # Lines of ASCII (the usual case) are sized by ``len`` in one C loop.
+        measure = len if self.body.isascii() else utf8_size
+        self.sizes = list(map(measure, self.lines))
         # With nothing omitted: heading, every line, the closing blank line (and the line
         # naming what the state itself already dropped).
-        self.need = self.heading_size + sum(self.sizes) + 1
+        self.need = self.heading_size + measure(self.body) + 1
         if ledger.dropped:
             bounds = (ledger.dropped_first or "", ledger.dropped_last or "")
             self.need += utf8_size(_omission(ledger.dropped, *bounds, session))
@@ -172,7 +177,7 @@ class _Layout:
         ledger, items, sizes = self.ledger, self.items, self.sizes
         n = len(items)
         if not ledger.dropped and self.need <= budget:
-            text = self.heading + "".join(self.lines) + "\n"
+            text = self.heading + self.body + "\n"
             return self._section(budget, text, self.need, n, 0, False, None)
         # Neither end may reach past the state's own gap: the omission line must cover it.
         front_limit = len(ledger.head) if ledger.dropped else n
