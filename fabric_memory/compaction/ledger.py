@@ -197,11 +197,13 @@ CAPS: Final[Mapping[LedgerName, Cap]] = {
 # would make building it ~5x slower (each field set through ``object.__setattr__``).
 @dataclass(slots=True)
 class Pending:
-    """An item whose text is written only if the ledger keeps it."""
+    """An item whose text is written only if the ledger keeps it (``key``: the written
+    item's, so that a keyed item can be removed unwritten)."""
 
     first: str
     last: str
     write: Callable[[], Item]
+    key: str = ""
 
 
 class Addressed(Protocol):
@@ -266,7 +268,7 @@ class LedgerBuilder:
         self.dropped = ledger.dropped
         self.dropped_first = ledger.dropped_first
         self.dropped_last = ledger.dropped_last
-        self.keys: dict[str, list[Item]] = {}
+        self.keys: dict[str, list[Item | Pending]] = {}
         """key → its items, earliest first (a key stays listed, empty, once popped)."""
         self.removed: set[int] = set()
         """``id()`` of removed items still in ``head``/``tail``."""
@@ -274,13 +276,13 @@ class LedgerBuilder:
             if item.key:
                 self.keys.setdefault(item.key, []).append(item)
 
-    def add(self, item: Item) -> None:
+    def add(self, item: Item | Pending) -> None:
         self.tail.append(item)
         if item.key:
             self.keys.setdefault(item.key, []).append(item)
 
     def add_pending(self, item: Pending | Run) -> None:
-        """Add items without a key, to be written only if kept."""
+        """Add items to be written only if kept."""
         self.tail.append(item)
 
     def add_unique(self, item: Item) -> None:
@@ -306,9 +308,8 @@ class LedgerBuilder:
             self.keys[item.key].pop()
         return item
 
-    def remove(self, key: str) -> list[Item]:
-        """Remove every item with ``key``; return them, earliest first (only keyed items
-        are ever removed, and keyed items are never pending)."""
+    def remove(self, key: str) -> list[Item | Pending]:
+        """Remove every item with ``key``; return them, earliest first."""
         items = self.keys.get(key)
         if not items:
             return []
