@@ -310,7 +310,10 @@ def compaction_rows(ctx: Context) -> list[Row]:
     for kib in ctx.scale.compaction_kib:
         path = data.rich_sessions(ctx.root, 1, kib * 1024)[0]
         pair = workloads.compaction_pair(path)
-        ours, floor = interleaved(pair, 3 * ctx.scale.repeats)
+        # About as many source bytes timed at every size: a 10 KiB cycle takes 1-2 ms, and
+        # nine such samples on a shared machine are mostly noise.
+        repeats = 3 * ctx.scale.repeats
+        ours, floor = interleaved(pair, max(repeats, repeats * 1024 // kib))
         cycle, parse = statistics.median(ours), statistics.median(floor)
         sizes.append(pair.units)
         cycles.append(cycle)

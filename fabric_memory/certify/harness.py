@@ -19,7 +19,6 @@ a test can swap in a broken one and see the right check fail.
 
 from __future__ import annotations
 
-import gc
 import importlib.metadata
 import platform
 import tempfile
@@ -37,6 +36,7 @@ from ..compaction.hook import compaction_hook
 from ..compaction.render import SUMMARY_MAX_BYTES
 from ..errors import CertificationError, UsageError
 from ..memory.expand import MAX_SELECTORS, expand_request
+from ..session import no_cyclic_gc
 from .closure import FIXTURES as CLOSURE_FIXTURES
 from .closure import run_closure
 from .continuation import create_fixtures
@@ -169,20 +169,6 @@ def certify(
     return report
 
 
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    # The run parses the growing endurance file hundreds of times: millions of short-lived,
-    # acyclic objects. The cyclic collector would rescan the whole live heap every few
-    # thousand of them (it doubled the run time); reference counting frees them anyway.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 @dataclass(slots=True)
 class _Clock:
     timings: dict[str, float] = field(default_factory=dict)
@@ -208,7 +194,7 @@ def _run(
     locations = Locations(sessions, work / "index")
     hook = components.compaction_hook
     checks: list[Check] = []
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         with clock.phase("corpus"):
             if progress is not None:
                 progress("generating sessions", 0, config.sessions)

@@ -86,20 +86,14 @@ class CumulativeState:
 
     def addresses(self) -> list[str]:
         """Every address the state holds, in a stable order."""
-        found: dict[str, None] = {}
-        for bound in (self.coverage.first, self.coverage.last):
-            if bound:
-                found[bound] = None
-        for item in self.status:
-            found.update(dict.fromkeys(item.addresses))
+        coverage = self.coverage
+        found = [bound for bound in (coverage.first, coverage.last) if bound]
+        found += [address for item in self.status for address in (item.first, item.last)]
         for name in LEDGERS:
             ledger = self.ledgers[name]
-            for item in ledger.items:
-                found.update(dict.fromkeys(item.addresses))
-            for bound in (ledger.dropped_first, ledger.dropped_last):
-                if bound:
-                    found[bound] = None
-        return list(found)
+            found += [address for item in ledger.items for address in (item.first, item.last)]
+            found += [bound for bound in (ledger.dropped_first, ledger.dropped_last) if bound]
+        return list(dict.fromkeys(found))
 
 
 def read_state(value: Any) -> CumulativeState | None:
@@ -240,7 +234,7 @@ def build_details(
         "compactor": COMPACTOR,
         "version": DETAILS_VERSION,
         "sessionId": session_id,
-        "summaryBytes": len(rendered.summary.encode()),
+        "summaryBytes": rendered.size,
         "firstKeptAdjustedFrom": adjusted_from,
         "sections": [section.to_json() for section in rendered.sections],
         "coverage": {"source": state.coverage.to_json(), "live": live.to_json()},

@@ -26,6 +26,7 @@ from ..session import (
     DEFAULT_MAX_LINE_BYTES,
     Session,
     fingerprint_file,
+    no_cyclic_gc,
     read_session,
 )
 from .compactor import Cancel, Compaction, compact_branch
@@ -34,7 +35,6 @@ from .prepare import (
     Preparation,
     build_session_context,
     current_system_message,
-    estimate_projected_context_tokens,
     explain_preparation,
     project_branch,
     should_compact,
@@ -100,6 +100,8 @@ class SessionCompaction:
         return "\n".join(lines)
 
 
+# Everything read from the file stays alive until the summary is written.
+@no_cyclic_gc()
 def compact_session(
     path: str | os.PathLike[str],
     settings: CompactionSettings | None = None,
@@ -122,7 +124,8 @@ def compact_session(
     prepared = explain_preparation(branch, settings, context)
     if not isinstance(prepared, Preparation):
         raise CompactionError(f"{session.path}: nothing to compact ({prepared.reason})")
-    tokens = estimate_projected_context_tokens(context, branch).tokens
+    # Pi's tokensBefore is this same projected estimate of the context.
+    tokens = prepared.tokens_before
     outcome = compact_branch(
         [entry.view for entry in branch],
         prepared.first_kept_entry_id,

@@ -32,8 +32,9 @@ well-formed session cannot contain:
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict, TypeGuard
 
@@ -268,7 +269,9 @@ class ContextMessage:
         return role if isinstance(role, str) else None
 
 
-@dataclass(frozen=True, slots=True)
+# Built for every entry of a projected branch and never changed afterwards; not ``frozen``,
+# which would make building it ~3x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
 class ProjectedEntry:
     """Pi's ``ProjectedSessionEntry``: a context entry and its messages after edits
     (empty for settings, labels, omitted messages and older compactions)."""
@@ -279,22 +282,47 @@ class ProjectedEntry:
 
 @dataclass(frozen=True, slots=True)
 class SessionContext:
-    """Pi's session projection: what the model sees on one branch, with provenance."""
+    """Pi's session projection: what the model sees on one branch, with provenance.
+
+    The messages and the settings are read out of ``entries`` and ``path`` on each access:
+    a compaction cycle needs neither.
+    """
 
     path: tuple[Entry, ...]
     """The branch, root first."""
     entries: tuple[ProjectedEntry, ...]
     """Pi's ``buildContextEntries``: the latest compaction, its kept entries, then the rest."""
-    messages: tuple[ContextMessage, ...]
-    thinking_level: str
-    model: dict[str, Any] | None
+
+    @property
+    def messages(self) -> tuple[ContextMessage, ...]:
+        return tuple(
+            ContextMessage(item.entry, message)
+            for item in self.entries
+            for message in item.messages
+        )
+
+    @property
+    def thinking_level(self) -> str:
+        return _settings(self.path)[0]
+
+    @property
+    def model(self) -> dict[str, Any] | None:
+        return _settings(self.path)[1]
 
     @property
     def context_entry_ids(self) -> list[str]:
         return [projected.entry.id for projected in self.entries]
 
     def message_dicts(self) -> list[Mapping[str, Any]]:
-        return [item.message for item in self.messages]
+        return [message for item in self.entries for message in item.messages]
+
+    def message_entry(self, index: int) -> Entry:
+        """The entry message ``index`` of :meth:`message_dicts` comes from."""
+        for item in self.entries:
+            if index < len(item.messages):
+                return item.entry
+            index -= len(item.messages)
+        raise IndexError(index)
 
 
 def build_session_context(entries: Sequence[Entry], leaf_id: str | None) -> SessionContext:
@@ -334,11 +362,7 @@ def project_branch(path: Sequence[Entry]) -> SessionContext:
         )
         for index, entry in enumerate(context_entries)
     )
-    messages = tuple(
-        ContextMessage(item.entry, message) for item in projected for message in item.messages
-    )
-    thinking_level, model = _settings(path)
-    return SessionContext(tuple(path), projected, messages, thinking_level, model)
+    return SessionContext(tuple(path), projected)
 
 
 def _context_entries(path: Sequence[Entry]) -> list[Entry]:
@@ -463,7 +487,7 @@ def estimate_projected_context_tokens(
     messages = context.message_dicts()
     estimate = estimate_context_tokens(messages)
     if estimate.last_usage_index is not None:
-        usage_entry_id = context.messages[estimate.last_usage_index].entry_id
+        usage_entry_id = context.message_entry(estimate.last_usage_index).id
         usage_index = next((i for i, e in enumerate(branch) if e.id == usage_entry_id), -1)
         invalidating = next(
             (
@@ -562,16 +586,35 @@ class PreparationJson(TypedDict, total=False):
 
 @dataclass(frozen=True, slots=True)
 class Preparation:
-    """What to compact: Pi's ``CompactionPreparation``, with each message's entry kept."""
+    """What to compact: Pi's ``CompactionPreparation``, with each message's entry kept.
+
+    The messages and file operations are read out of the projected entries on each
+    access: the engine's own compactor needs only the cut and ``tokens_before``.
+    """
 
     first_kept_entry_id: str
-    messages_to_summarize: tuple[ContextMessage, ...]
-    turn_prefix_messages: tuple[ContextMessage, ...]
     is_split_turn: bool
     tokens_before: int
     previous_compaction: Entry | None
-    file_ops: FileOps
     settings: CompactionSettings
+    history: tuple[ProjectedEntry, ...]
+    """The projected entries the summary covers: after the previous compaction, up to the
+    cut (to the split turn's start when the cut splits a turn)."""
+    turn_prefix: tuple[ProjectedEntry, ...]
+    """The split turn's entries before the cut (none unless ``is_split_turn``)."""
+
+    @property
+    def messages_to_summarize(self) -> tuple[ContextMessage, ...]:
+        return tuple(_summarizable(self.history))
+
+    @property
+    def turn_prefix_messages(self) -> tuple[ContextMessage, ...]:
+        return tuple(_summarizable(self.turn_prefix))
+
+    @property
+    def file_ops(self) -> FileOps:
+        return _file_ops(self.previous_compaction, _summarizable((*self.history,
+                                                                   *self.turn_prefix)))
 
     def to_event(self) -> PreparationJson:
         """The ``preparation`` of the host's ``session_before_compact`` event."""
@@ -628,27 +671,24 @@ def explain_preparation(
     first_kept, turn_start, split = _find_cut(entries, start, settings.keep_recent_tokens)
     if first_kept >= len(entries):
         return NoPreparation(NOTHING_TO_COMPACT)
-    history_end = turn_start if split else first_kept
-    to_summarize = _summarizable(entries[start:history_end])
-    prefix = _summarizable(entries[turn_start:first_kept]) if split else ()
-    if not to_summarize and not prefix:
+    history = entries[start : turn_start if split else first_kept]
+    prefix = entries[turn_start:first_kept] if split else ()
+    if next(_summarizable((*history, *prefix)), None) is None:
         return NoPreparation(NOTHING_TO_COMPACT)
-    previous_entry = entries[previous].entry if previous >= 0 else None
     return Preparation(
         first_kept_entry_id=entries[first_kept].entry.id,
-        messages_to_summarize=to_summarize,
-        turn_prefix_messages=prefix,
         is_split_turn=split,
         tokens_before=tokens_before,
-        previous_compaction=previous_entry,
-        file_ops=_file_ops(previous_entry, (*to_summarize, *prefix)),
+        previous_compaction=entries[previous].entry if previous >= 0 else None,
         settings=settings,
+        history=history,
+        turn_prefix=prefix,
     )
 
 
-def _summarizable(entries: Sequence[ProjectedEntry]) -> tuple[ContextMessage, ...]:
+def _summarizable(entries: Iterable[ProjectedEntry]) -> Iterator[ContextMessage]:
     """Messages a summary covers: no compaction replay, no system prompt state."""
-    return tuple(
+    return (
         ContextMessage(item.entry, message)
         for item in entries
         if item.entry.type != "compaction"
@@ -680,12 +720,12 @@ def _find_cut(
 ) -> tuple[int, int, bool]:
     """Pi's ``findProjectedCutPoint``: ``(first kept index, turn start index, split turn)``."""
     end = len(entries)
-    cut_points = [i for i in range(start, end) if _is_cut_point(entries[i])]
-    if not cut_points:
+    first = next((i for i in range(start, end) if _is_cut_point(entries[i])), None)
+    if first is None:
         return start, -1, False
     accumulated = 0
     exceeded = False
-    cut = cut_points[0]
+    cut = first
     for i in range(end - 1, start - 1, -1):
         tokens = sum(estimate_tokens(m) for m in entries[i].messages)
         if tokens == 0:
@@ -693,7 +733,11 @@ def _find_cut(
         accumulated += tokens
         if accumulated >= keep_recent_tokens:
             exceeded = True
-            cut = next((c for c in cut_points if c >= i), cut_points[-1])
+            # The first cut point at or after i, else the last one: looked for around i
+            # only, since the walk stops near the end of a long branch.
+            later = (c for c in range(i, end) if _is_cut_point(entries[c]))
+            earlier = (c for c in range(i - 1, first - 1, -1) if _is_cut_point(entries[c]))
+            cut = next(itertools.chain(later, earlier))
             break
     if exceeded and _is_recovery_omission_suffix(entries[cut + 1 : end]):
         cut += 1

@@ -59,7 +59,9 @@ SPARE_ORDER: Final = (
 user stated and what is still broken before the history."""
 
 
-@dataclass(frozen=True, slots=True)
+# Built per section on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~7x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
 class Section:
     """One rendered section and what it left out."""
 
@@ -67,6 +69,8 @@ class Section:
     title: str
     budget: int
     text: str
+    size: int
+    """``text`` in UTF-8 bytes."""
     items: int
     head: int
     """How many of the earliest items are shown."""
@@ -76,11 +80,6 @@ class Section:
     truncated: bool
     omitted_first: str | None
     omitted_last: str | None
-    addresses: tuple[str, ...]
-
-    @property
-    def size(self) -> int:
-        return utf8_size(self.text)
 
     def to_json(self) -> SectionJson:
         return {
@@ -102,6 +101,8 @@ class Rendered:
     """The summary text and its sections."""
 
     summary: str
+    size: int
+    """``summary`` in UTF-8 bytes."""
     sections: tuple[Section, ...]
     addresses: tuple[str, ...]
     """Every address the summary names, in order of first appearance."""
@@ -137,10 +138,6 @@ def _omission(count: int, first: str, last: str, session: str) -> str:
     )
 
 
-def _size(text: str) -> int:
-    return utf8_size(text)
-
-
 # --- sections ------------------------------------------------------------------------
 
 
@@ -148,100 +145,94 @@ def _heading(spec: SectionSpec, total: int) -> str:
     return f"## {spec.title} ({total})\n" if spec.counted else f"## {spec.title}\n"
 
 
-def _lines(ledger: Ledger) -> tuple[list[str], list[int]]:
-    """Every item's line and its size in bytes (laid out once per summary)."""
-    lines = [_line(item) for item in ledger.items]
-    return lines, [_size(line) for line in lines]
+class _Layout:
+    """A section's lines, laid out once per summary whatever budgets it is then tried at:
+    each item's line and size, the heading, and the bytes the whole section needs."""
 
+    __slots__ = ("body", "heading", "heading_size", "items", "ledger", "lines", "need",
+                 "session", "sizes", "spec")
 
-def _section_need(spec: SectionSpec, ledger: Ledger, session: str, sizes: list[int]) -> int:
-    """Bytes ``ledger`` takes with nothing omitted (bar what the state already dropped)."""
-    if not ledger.total:
-        return 0
-    need = _size(_heading(spec, ledger.total)) + sum(sizes) + 1
-    if ledger.dropped:
-        bounds = (ledger.dropped_first or "", ledger.dropped_last or "")
-        need += _size(_omission(ledger.dropped, *bounds, session))
-    return need
+    def __init__(self, spec: SectionSpec, ledger: Ledger, session: str) -> None:
+        self.spec = spec
+        self.ledger = ledger
+        self.session = session
+        self.items = ledger.items
+        self.heading = _heading(spec, ledger.total)
+        self.heading_size = utf8_size(self.heading)
+        self.lines = [_line(item) for item in self.items]
+        self.body = "".join(self.lines)
+        # Lines of ASCII (the usual case) are sized by ``len`` in one C loop.
+        measure = len if self.body.isascii() else utf8_size
+        self.sizes = list(map(measure, self.lines))
+        # With nothing omitted: heading, every line, the closing blank line (and the line
+        # naming what the state itself already dropped).
+        self.need = self.heading_size + measure(self.body) + 1
+        if ledger.dropped:
+            bounds = (ledger.dropped_first or "", ledger.dropped_last or "")
+            self.need += utf8_size(_omission(ledger.dropped, *bounds, session))
 
+    def within(self, budget: int) -> Section:
+        """The section within ``budget`` bytes: earliest and latest items, one cut item
+        next to the gap, and a line naming what was omitted."""
+        ledger, items, sizes = self.ledger, self.items, self.sizes
+        n = len(items)
+        if not ledger.dropped and self.need <= budget:
+            text = self.heading + self.body + "\n"
+            return self._section(budget, text, self.need, n, 0, False, None)
+        # Neither end may reach past the state's own gap: the omission line must cover it.
+        front_limit = len(ledger.head) if ledger.dropped else n
+        back_limit = len(ledger.tail) if ledger.dropped else n
+        widest = max(
+            len(ledger.dropped_first or ""),
+            len(ledger.dropped_last or ""),
+            *[len(address) for item in items for address in (item.first, item.last)],
+        )
+        reserve = utf8_size(_omission(ledger.total, "x" * widest, "y" * widest, self.session))
+        room = budget - self.heading_size - 1 - reserve
+        head = tail = used = 0
+        while head < front_limit and used + sizes[head] <= room // HEAD_SHARE:
+            used += sizes[head]
+            head += 1
+        while tail < back_limit and head + tail < n and used + sizes[n - 1 - tail] <= room:
+            used += sizes[n - 1 - tail]
+            tail += 1
+        while head < front_limit and head + tail < n and used + sizes[head] <= room:
+            used += sizes[head]
+            head += 1
+        cut: str | None = None
+        if tail < back_limit and head + tail < n and room - used >= MIN_PARTIAL_BYTES:
+            cut = _cut_line(items[n - 1 - tail], room - used)
+        shown_tail = tail + (cut is not None)
+        gap = ledger.gap(head, shown_tail)
+        middle = (_omission(*gap, self.session) if gap is not None else "") + (cut or "")
+        text = self.heading + "".join(self.lines[:head]) + middle + "".join(self.lines[n - tail :])
+        size = self.heading_size + used + utf8_size(middle) + 1
+        return self._section(budget, text + "\n", size, head, shown_tail, cut is not None, gap)
 
-def _section(
-    spec: SectionSpec,
-    ledger: Ledger,
-    budget: int,
-    session: str,
-    laid: tuple[list[str], list[int]] | None = None,
-) -> Section:
-    """``ledger`` laid out within ``budget`` bytes: earliest and latest items, one cut
-    item next to the gap, and a line naming what was omitted (``laid``: :func:`_lines`)."""
-    items = ledger.items
-    n = len(items)
-    heading = _heading(spec, ledger.total)
-    lines, sizes = laid if laid is not None else _lines(ledger)
-    if not ledger.dropped and _size(heading) + sum(sizes) + 1 <= budget:
-        return _finish(spec, ledger, budget, heading + "".join(lines), n, 0, False, None)
-    # Neither end may reach past the state's own gap: the omission line must cover it.
-    front_limit = len(ledger.head) if ledger.dropped else n
-    back_limit = len(ledger.tail) if ledger.dropped else n
-    widest = max(
-        [len(a) for item in items for a in item.addresses]
-        + [len(ledger.dropped_first or ""), len(ledger.dropped_last or "")]
-    )
-    reserve = _size(_omission(ledger.total, "x" * widest, "y" * widest, session))
-    room = budget - _size(heading) - 1 - reserve
-    head = tail = used = 0
-    while head < front_limit and used + sizes[head] <= room // HEAD_SHARE:
-        used += sizes[head]
-        head += 1
-    while tail < back_limit and head + tail < n and used + sizes[n - 1 - tail] <= room:
-        used += sizes[n - 1 - tail]
-        tail += 1
-    while head < front_limit and head + tail < n and used + sizes[head] <= room:
-        used += sizes[head]
-        head += 1
-    cut: str | None = None
-    if tail < back_limit and head + tail < n and room - used >= MIN_PARTIAL_BYTES:
-        cut = _cut_line(items[n - 1 - tail], room - used)
-    shown_tail = tail + (cut is not None)
-    gap = ledger.gap(head, shown_tail)
-    text = heading + "".join(lines[:head])
-    if gap is not None:
-        text += _omission(*gap, session)
-    if cut is not None:
-        text += cut
-    text += "".join(lines[n - tail :])
-    return _finish(spec, ledger, budget, text, head, shown_tail, cut is not None, gap)
+    def _section(
+        self,
+        budget: int,
+        text: str,
+        size: int,
+        head: int,
+        tail: int,
+        truncated: bool,
+        gap: tuple[int, str, str] | None,
+    ) -> Section:
+        spec = self.spec
+        omitted, first, last = gap if gap is not None else (0, None, None)
+        return Section(spec.name, spec.title, budget, text, size, self.ledger.total, head, tail,
+                       omitted, truncated, first, last)
 
-
-def _finish(
-    spec: SectionSpec,
-    ledger: Ledger,
-    budget: int,
-    text: str,
-    head: int,
-    tail: int,
-    truncated: bool,
-    gap: tuple[int, str, str] | None,
-) -> Section:
-    items = ledger.items
-    shown = (*items[:head], *items[len(items) - tail :])
-    addresses = [address for item in shown for address in item.addresses]
-    if gap is not None:
-        addresses.extend(gap[1:])
-    return Section(
-        spec.name,
-        spec.title,
-        budget,
-        text + "\n",
-        ledger.total,
-        head,
-        tail,
-        gap[0] if gap else 0,
-        truncated,
-        gap[1] if gap else None,
-        gap[2] if gap else None,
-        tuple(dict.fromkeys(address for address in addresses if address)),
-    )
+    def addresses(self, section: Section) -> list[str]:
+        """The addresses ``section`` names, with repeats (and ``""``): its shown items' and
+        the bounds of its gap."""
+        items = self.items
+        shown = items[: section.head] + items[len(items) - section.tail :]
+        found = [address for item in shown for address in (item.first, item.last)]
+        if section.omitted:
+            found += (section.omitted_first or "", section.omitted_last or "")
+        return found
 
 
 # --- the summary ---------------------------------------------------------------------
@@ -299,33 +290,28 @@ def render_summary(state: CumulativeState, live: LiveRange, *, session_id: str |
     footer = _footer(state, live, session)
     ledgers: dict[str, Ledger] = {name: state.ledgers[name] for name in LEDGERS}
     ledgers["status"] = _status_ledger(state, live)
-    laid = {name: _lines(ledger) for name, ledger in ledgers.items()}
-    needs = {
-        spec.name: _section_need(spec, ledgers[spec.name], session, laid[spec.name][1])
-        for spec in SECTIONS
-    }
-    room = SUMMARY_MAX_BYTES - _size(title) - _size(footer)
-    budgets = _allocate(needs, room)
+    layouts = [
+        _Layout(spec, ledgers[spec.name], session) for spec in SECTIONS if ledgers[spec.name].total
+    ]
+    needs = dict.fromkeys(ledgers, 0) | {layout.spec.name: layout.need for layout in layouts}
+    frame = utf8_size(title) + utf8_size(footer)
+    budgets = _allocate(needs, SUMMARY_MAX_BYTES - frame)
     while True:
-        sections = tuple(
-            _section(spec, ledgers[spec.name], budgets[spec.name], session, laid[spec.name])
-            for spec in SECTIONS
-            if ledgers[spec.name].total
-        )
-        summary = title + "".join(section.text for section in sections) + footer
-        excess = _size(summary) - SUMMARY_MAX_BYTES
+        sections = [layout.within(budgets[layout.spec.name]) for layout in layouts]
+        excess = frame + sum(section.size for section in sections) - SUMMARY_MAX_BYTES
         # Sections keep to their budgets; should one overshoot, the biggest one pays.
         if excess <= 0 or max(budgets.values()) <= excess:
             break
         budgets[max(budgets, key=lambda name: budgets[name])] -= excess
-    summary = clip(summary, SUMMARY_MAX_BYTES)
-    addresses: dict[str, None] = {}
-    for section in sections:
-        addresses.update(dict.fromkeys(section.addresses))
+    summary = clip(title + "".join(section.text for section in sections) + footer,
+                   SUMMARY_MAX_BYTES)
+    named = zip(layouts, sections, strict=True)
+    addresses = dict.fromkeys([a for layout, section in named for a in layout.addresses(section)])
     for bound in (state.coverage.first, state.coverage.last, live.first, live.last):
         if bound:
             addresses[bound] = None
-    return Rendered(summary, sections, tuple(addresses))
+    addresses.pop("", None)
+    return Rendered(summary, utf8_size(summary), tuple(sections), tuple(addresses))
 
 
 def _footer(state: CumulativeState, live: LiveRange, session: str) -> str:
