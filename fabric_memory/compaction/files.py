@@ -100,8 +100,6 @@ class SessionCompaction:
         return "\n".join(lines)
 
 
-# Everything read from the file stays alive until the summary is written.
-@no_cyclic_gc()
 def compact_session(
     path: str | os.PathLike[str],
     settings: CompactionSettings | None = None,
@@ -117,36 +115,38 @@ def compact_session(
     made either way. Raises :class:`CompactionError` when there is nothing to compact.
     """
     settings = settings or CompactionSettings()
-    session = read_session(path, max_line_bytes=max_line_bytes)
-    branch = session.active_branch()
-    # Pi's buildSessionContext(entries, leaf) projects this same branch: project it once.
-    context = project_branch(branch)
-    prepared = explain_preparation(branch, settings, context)
-    if not isinstance(prepared, Preparation):
-        raise CompactionError(f"{session.path}: nothing to compact ({prepared.reason})")
-    # Pi's tokensBefore is this same projected estimate of the context.
-    tokens = prepared.tokens_before
-    outcome = compact_branch(
-        [entry.view for entry in branch],
-        prepared.first_kept_entry_id,
-        prepared.tokens_before,
-        session_id=session.session_id,
-    )
-    appended = (
-        append_compaction(session, outcome)
-        if append and isinstance(outcome, Compaction)
-        else None
-    )
-    return SessionCompaction(
-        session=session,
-        context_tokens=tokens,
-        should_compact=None
-        if context_window is None
-        else should_compact(tokens, context_window, settings),
-        is_split_turn=prepared.is_split_turn,
-        outcome=outcome,
-        appended=appended,
-    )
+    # Everything read from the file stays alive until the summary is written.
+    with no_cyclic_gc():
+        session = read_session(path, max_line_bytes=max_line_bytes)
+        branch = session.active_branch()
+        # Pi's buildSessionContext(entries, leaf) projects this same branch: project it once.
+        context = project_branch(branch)
+        prepared = explain_preparation(branch, settings, context)
+        if not isinstance(prepared, Preparation):
+            raise CompactionError(f"{session.path}: nothing to compact ({prepared.reason})")
+        # Pi's tokensBefore is this same projected estimate of the context.
+        tokens = prepared.tokens_before
+        outcome = compact_branch(
+            [entry.view for entry in branch],
+            prepared.first_kept_entry_id,
+            prepared.tokens_before,
+            session_id=session.session_id,
+        )
+        appended = (
+            append_compaction(session, outcome)
+            if append and isinstance(outcome, Compaction)
+            else None
+        )
+        return SessionCompaction(
+            session=session,
+            context_tokens=tokens,
+            should_compact=None
+            if context_window is None
+            else should_compact(tokens, context_window, settings),
+            is_split_turn=prepared.is_split_turn,
+            outcome=outcome,
+            appended=appended,
+        )
 
 
 def new_entry_id(source_hash: str, taken: Container[str]) -> str:
