@@ -111,20 +111,21 @@ def _read_content(content: Any, caller: str | None) -> tuple[str, tuple[ToolCall
         if not isinstance(content, list):
             return "", ()
     texts = []
-    calls = []
+    calls: list[ToolCall] | None = None  # most messages have none
     for block in content:
         # ``type() is dict`` first: an ABC check costs ten times more.
         if not (type(block) is dict or isinstance(block, Mapping)):
             continue
-        get = block.get
-        kind = get("type")
+        kind = block.get("type")
         if kind == "text":
-            text = get("text")
+            text = block.get("text")
             if type(text) is str or isinstance(text, str):
                 texts.append(text)
         elif kind == "toolCall" and caller is not None:
-            call_id, name, arguments = get("id"), get("name"), get("arguments")
+            call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments")
             if call_id and (type(call_id) is str or isinstance(call_id, str)):
+                if calls is None:
+                    calls = []
                 calls.append(
                     ToolCall(
                         caller,

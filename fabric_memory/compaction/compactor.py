@@ -17,7 +17,6 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Final, Literal
 
 from ..errors import clipped
@@ -192,24 +191,26 @@ def _trace_event(entry_id: str, op: FabricExecutionTraceOperationV1) -> Operatio
     )
 
 
-def _legacy_item(entry_id: str, op: FabricExecutionTraceOperationV1) -> Item:
+def _legacy_item(fabric: FabricResult, index: int) -> Item:
     """A kept legacy audit's line (written straight from the operation: no event)."""
-    address = operation_address(entry_id, op["sequence"])
+    op = fabric.records[index]
+    address = operation_address(fabric.entry_id, op["sequence"])
     text = _operation_line(op["ref"], target_of(op["args"]), op["outcome"], None, None, True)
     return Item(address, address, text)
 
 
-def _trace_item(entry_id: str, op: FabricExecutionTraceOperationV1) -> Item:
+def _trace_item(fabric: FabricResult, index: int) -> Item:
     """A kept trace operation's line (written straight from the operation: no event)."""
-    address = operation_address(entry_id, op["sequence"])
+    op = fabric.records[index]
+    address = operation_address(fabric.entry_id, op["sequence"])
     text = _operation_line(op["ref"], target_of(op["args"]), op["outcome"],
                            op.get("failureStage"), op.get("error"), False)
     return Item(address, address, text)
 
 
-def _phase_item(entry_id: str, names: Sequence[str], index: int) -> Item:
-    address = phase_address(entry_id, index)
-    return Item(address, address, f'phase "{clip(names[index], TARGET_BYTES)}"')
+def _phase_item(fabric: FabricResult, index: int) -> Item:
+    address = phase_address(fabric.entry_id, index)
+    return Item(address, address, f'phase "{clip(fabric.phase_names[index], TARGET_BYTES)}"')
 
 
 def _unread_item(fabric: FabricResult) -> Pending:
@@ -389,13 +390,11 @@ class _Cycle:
         # The result's own operation objects, addressed only when an item is written.
         entry_id, records, names = fabric.entry_id, fabric.records, fabric.phase_names
         if names:
-            activity.add_pending(Run(range(len(names)), partial(_phase_item, entry_id, names)))
+            activity.add_pending(Run(names, _phase_item, fabric))
         counts["phases"] += len(names)
         legacy = fabric.verdict == "legacy"
         if records:
-            activity.add_pending(
-                Run(records, partial(_legacy_item if legacy else _trace_item, entry_id))
-            )
+            activity.add_pending(Run(records, _legacy_item if legacy else _trace_item, fabric))
         failed = 0
         error_refs = self.error_refs
         for op in records:

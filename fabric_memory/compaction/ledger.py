@@ -207,11 +207,13 @@ class Pending:
 # Not frozen: see :class:`Item`.
 @dataclass(slots=True)
 class Run:
-    """Items from one source (a Fabric result's phases or operations), each written from
-    its source only if the ledger keeps it; until then a run costs nothing per item."""
+    """Items from one source (a Fabric result's phases or operations), item ``i`` written as
+    ``write(owner, i)`` only if the ledger keeps it; until then a run costs nothing per item
+    (and no per-run closure: ``owner`` is what ``write`` reads from)."""
 
     sources: Sequence[Any]
-    write: Callable[[Any], Item]
+    write: Callable[[Any, int], Item]
+    owner: Any
 
 
 def _written(entry: Item | Pending) -> Item:
@@ -227,7 +229,7 @@ def _walk(tail: list[Item | Pending | Run], backward: bool) -> Iterator[tuple[in
         if type(entry) is Run:
             sources = entry.sources
             for index in reversed(range(len(sources))) if backward else range(len(sources)):
-                yield position, entry.write(sources[index])
+                yield position, entry.write(entry.owner, index)
         else:
             yield position, _written(cast(Item | Pending, entry))
 
@@ -238,7 +240,7 @@ def _bound(tail: list[Item | Pending | Run], at: int) -> tuple[str, str]:
     for entry in tail:
         if type(entry) is Run:
             if at < len(entry.sources):
-                item = entry.write(entry.sources[at])
+                item = entry.write(entry.owner, at)
                 return item.first, item.last
             at -= len(entry.sources)
         elif at:
