@@ -94,21 +94,7 @@ class EntryView:
 def content_text(content: Any) -> str:
     """The text of a message's ``content``: the string itself, or its text blocks, one per
     line."""
-    if type(content) is not list:
-        if isinstance(content, str):
-            return content
-        if not isinstance(content, list):
-            return ""
-    texts = []
-    for block in content:
-        # ``type() is dict`` first: an ABC check costs ten times more.
-        if type(block) is dict or isinstance(block, Mapping):
-            get = block.get
-            if get("type") == "text":
-                text = get("text")
-                if type(text) is str or isinstance(text, str):
-                    texts.append(text)
-    return "\n".join(texts)
+    return _read_content(content, None)[0]
 
 
 def _is_object(value: object) -> bool:
@@ -116,27 +102,39 @@ def _is_object(value: object) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-def _tool_calls(entry_id: str, content: Any) -> tuple[ToolCall, ...]:
-    if type(content) is not list and not isinstance(content, list):
-        return ()
-    calls = []
+def _read_content(content: Any, caller: str | None) -> tuple[str, tuple[ToolCall, ...]]:
+    """The text of ``content`` (:func:`content_text`) and, for an assistant entry (``caller``:
+    its id), its ``toolCall`` blocks: one pass over the blocks for both."""
+    if type(content) is not list:
+        if isinstance(content, str):
+            return content, ()
+        if not isinstance(content, list):
+            return "", ()
+    texts = []
+    calls: list[ToolCall] | None = None  # most messages have none
     for block in content:
+        # ``type() is dict`` first: an ABC check costs ten times more.
         if not (type(block) is dict or isinstance(block, Mapping)):
             continue
-        get = block.get
-        if get("type") != "toolCall":
-            continue
-        call_id, name, arguments = get("id"), get("name"), get("arguments")
-        if call_id and (type(call_id) is str or isinstance(call_id, str)):
-            calls.append(
-                ToolCall(
-                    entry_id,
-                    call_id,
-                    name if type(name) is str or isinstance(name, str) else "",
-                    cast(Mapping[str, Any], arguments) if _is_object(arguments) else {},
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if type(text) is str or isinstance(text, str):
+                texts.append(text)
+        elif kind == "toolCall" and caller is not None:
+            call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments")
+            if call_id and (type(call_id) is str or isinstance(call_id, str)):
+                if calls is None:
+                    calls = []
+                calls.append(
+                    ToolCall(
+                        caller,
+                        call_id,
+                        name if type(name) is str or isinstance(name, str) else "",
+                        cast(Mapping[str, Any], arguments) if _is_object(arguments) else {},
+                    )
                 )
-            )
-    return tuple(calls) if calls else ()
+    return "\n".join(texts), tuple(calls) if calls else ()
 
 
 def view_entry(
@@ -162,9 +160,7 @@ def view_entry(
         tool_name = name if type(name) is str else None
         call_id = answered if type(answered) is str and answered else None
     elif role in _TEXT_ROLES:
-        content = message.get("content")
-        text = content_text(content)
-        if role == "assistant":
-            calls = _tool_calls(entry_id, content)
+        caller = entry_id if role == "assistant" else None
+        text, calls = _read_content(message.get("content"), caller)
     return EntryView(entry_id, parent_id, entry_type, timestamp, raw, message, role, tool_name,
                      call_id, text, calls)

@@ -703,6 +703,27 @@ def test_guard_common_path_defers_keys_that_are_not_exact_strings() -> None:
         assert not is_fabric_execution_trace_v1(trace)
 
 
+@pytest.mark.parametrize(
+    ("place", "reason"),
+    [
+        ("kind", "kind: unknown kind"),
+        ("outcome", "outcome: expected one of"),
+        ("type", "operations[1].type: expected"),
+        ("failureStage", "operations[1].failureStage: expected one of"),
+        ("id", 'operations[1]: unexpected key "id"'),
+    ],
+)
+def test_guard_common_path_defers_what_it_only_compares(place: str, reason: str) -> None:
+    """A ``str``-subclass value equal to an allowed name (the common path compares it, orjson
+    proves its type) or a key no rule names never passes the common path; the exact check
+    gives the reason."""
+    trace = make_trace()
+    holder = trace if place in ("kind", "outcome") else trace["operations"][1]
+    holder[place] = StrSubclass(holder.get(place, "x"))
+    assert guard_module._plain_trace_size(trace) is None
+    assert (trace_rejection(trace) or "").startswith(reason)
+
+
 @settings(max_examples=16, deadline=None)
 @given(
     st.integers(LIMIT - 40, LIMIT + 40),

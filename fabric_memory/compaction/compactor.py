@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
 from ..errors import clipped
-from ..trace import FabricResult, TraceOperation, TracePhase
+from ..trace import (
+    FabricExecutionTraceOperationV1,
+    FabricResult,
+    operation_address,
+    phase_address,
+)
 from ..view import EntryView, ToolCall
 from .closure import index_tool_calls, safe_cut, window_start
 from .details import (
@@ -185,33 +190,39 @@ def _operation_line(
     return text
 
 
-def _trace_event(op: TraceOperation, legacy: bool) -> OperationEvent:
+def _trace_event(entry_id: str, op: FabricExecutionTraceOperationV1) -> OperationEvent:
+    """A failed operation of a valid trace, as an outstanding error."""
     return OperationEvent(
-        address=op.address,
-        ref=op.ref,
-        target=target_of(op.args),
-        outcome=op.outcome,
-        stage=op.failure_stage,
-        error=None if legacy else op.error,
-        origin="legacy" if legacy else "trace",
+        address=operation_address(entry_id, op["sequence"]),
+        ref=op["ref"],
+        target=target_of(op["args"]),
+        outcome=op["outcome"],
+        stage=op.get("failureStage"),
+        error=op.get("error"),
+        origin="trace",
     )
 
 
-def _legacy_item(op: TraceOperation) -> Item:
+def _legacy_item(fabric: FabricResult, index: int) -> Item:
     """A kept legacy audit's line (written straight from the operation: no event)."""
-    text = _operation_line(op.ref, target_of(op.args), op.outcome, op.failure_stage, None, True)
-    return Item(op.address, op.address, text)
+    op = fabric.records[index]
+    address = operation_address(fabric.entry_id, op["sequence"])
+    text = _operation_line(op["ref"], target_of(op["args"]), op["outcome"], None, None, True)
+    return Item(address, address, text)
 
 
-def _trace_item(op: TraceOperation) -> Item:
+def _trace_item(fabric: FabricResult, index: int) -> Item:
     """A kept trace operation's line (written straight from the operation: no event)."""
-    text = _operation_line(op.ref, target_of(op.args), op.outcome, op.failure_stage, op.error,
-                           False)
-    return Item(op.address, op.address, text)
+    op = fabric.records[index]
+    address = operation_address(fabric.entry_id, op["sequence"])
+    text = _operation_line(op["ref"], target_of(op["args"]), op["outcome"],
+                           op.get("failureStage"), op.get("error"), False)
+    return Item(address, address, text)
 
 
-def _phase_item(phase: TracePhase) -> Item:
-    return Item(phase.address, phase.address, f'phase "{clip(phase.name, TARGET_BYTES)}"')
+def _phase_item(fabric: FabricResult, index: int) -> Item:
+    address = phase_address(fabric.entry_id, index)
+    return Item(address, address, f'phase "{clip(fabric.phase_names[index], TARGET_BYTES)}"')
 
 
 def _unread_item(fabric: FabricResult) -> Pending:
@@ -401,26 +412,28 @@ class _Cycle:
         if fabric.verdict in ("invalid", "none"):
             activity.add_pending(_unread_item(fabric))
             return
-        if fabric.phases:
-            activity.add_pending(Run(fabric.phases, _phase_item))
-        counts["phases"] += len(fabric.phases)
+        # The result's own operation objects, addressed only when an item is written.
+        entry_id, records, names = fabric.entry_id, fabric.records, fabric.phase_names
+        if names:
+            activity.add_pending(Run(names, _phase_item, fabric))
+        counts["phases"] += len(names)
         legacy = fabric.verdict == "legacy"
-        if fabric.operations:
-            activity.add_pending(Run(fabric.operations, _legacy_item if legacy else _trace_item))
+        if records:
+            activity.add_pending(Run(records, _legacy_item if legacy else _trace_item, fabric))
         failed = 0
         error_refs = self.error_refs
-        for op in fabric.operations:
-            if op.outcome != "succeeded":
+        for op in records:
+            ref = op["ref"]
+            if op["outcome"] != "succeeded":
                 failed += 1
                 if not legacy:  # outstanding errors follow valid traces (and plain tools) only
-                    self._error(_trace_event(op, legacy))
+                    self._error(_trace_event(entry_id, op))
                 continue
-            ref = op.ref
             if not legacy and ref in error_refs:
-                self._resolve(ref, op.args)
+                self._resolve(ref, op["args"])
             if ref in FILE_REFS:
-                self._file_touch(op)
-        operations = len(fabric.operations)
+                self._file_touch(entry_id, op)
+        operations = len(records)
         counts["operations"] += operations
         counts["failedOperations"] += failed
         turn.operations += operations
@@ -457,19 +470,20 @@ class _Cycle:
         )
         self.error_refs.add(event.ref)
 
-    def _file_touch(self, op: TraceOperation) -> None:
-        provider, _, action = op.ref.partition(".")
+    def _file_touch(self, entry_id: str, op: FabricExecutionTraceOperationV1) -> None:
+        provider, _, action = op["ref"].partition(".")
         if provider not in FILE_PROVIDERS or action not in FILE_ACTIONS:
             return
-        path = op.args.get("path")
+        path = op["args"].get("path")
         if not isinstance(path, str) or not path:
             return
         # The write-side projection keeps exactly ``{created: true}`` as a write's result.
-        result = op.record.get("result")
+        result = op.get("result")
         created = (
             action == "write" and isinstance(result, Mapping) and result.get("created") is True
         )
-        self._touch(path, "created" if created else FILE_ACTIONS[action], op.address)
+        address = operation_address(entry_id, op["sequence"])
+        self._touch(path, "created" if created else FILE_ACTIONS[action], address)
 
     def _touch(self, path: str, action: str, address: str) -> None:
         """Upsert ``path`` (masked here, where it enters the state: the file's text and key)

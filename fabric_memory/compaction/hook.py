@@ -42,22 +42,20 @@ def entries_from_json(values: Any, where: str = "$.branchEntries") -> tuple[Entr
     if not isinstance(values, list):
         raise HookInputError(f"{where}: expected an array of session entries")
     views: list[EntryView] = []
-    append = views.append
     for index, value in enumerate(values):
         # ``type() is`` first on every entry: an ABC ``isinstance`` costs ten times more.
         if type(value) is not dict:
             if not isinstance(value, Mapping):
                 raise HookInputError(f"{where}[{index}]: expected a session entry object")
             value = dict(value)
-        get = value.get
-        entry_id, entry_type = get("id"), get("type")
+        entry_id, entry_type = value.get("id"), value.get("type")
         if (
             not (type(entry_id) is str or isinstance(entry_id, str)) or not entry_id
             or not (type(entry_type) is str or isinstance(entry_type, str))
         ):
             raise HookInputError(f"{where}[{index}]: entry needs a string \"type\" and \"id\"")
-        parent, timestamp = get("parentId"), get("timestamp")
-        append(
+        parent, timestamp = value.get("parentId"), value.get("timestamp")
+        views.append(
             view_entry(
                 entry_id,
                 entry_type,

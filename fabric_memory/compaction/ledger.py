@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, TypedDict, cast
+from typing import Any, Final, Literal, TypedDict, cast
 
 from .._js import is_count
 from .text import utf8_size
@@ -206,19 +206,16 @@ class Pending:
     key: str = ""
 
 
-class Addressed(Protocol):
-    @property
-    def address(self) -> str: ...
-
-
 # Not frozen: see :class:`Item`.
 @dataclass(slots=True)
 class Run:
-    """Items from one source (a Fabric result's phases or operations), each written from
-    its source only if the ledger keeps it; until then a run costs nothing per item."""
+    """Items from one source (a Fabric result's phases or operations), item ``i`` written as
+    ``write(owner, i)`` only if the ledger keeps it; until then a run costs nothing per item
+    (and no per-run closure: ``owner`` is what ``write`` reads from)."""
 
-    sources: Sequence[Addressed]
-    write: Callable[[Any], Item]
+    sources: Sequence[Any]
+    write: Callable[[Any, int], Item]
+    owner: Any
 
 
 def _written(entry: Item | Pending) -> Item:
@@ -234,18 +231,19 @@ def _walk(tail: list[Item | Pending | Run], backward: bool) -> Iterator[tuple[in
         if type(entry) is Run:
             sources = entry.sources
             for index in reversed(range(len(sources))) if backward else range(len(sources)):
-                yield position, entry.write(sources[index])
+                yield position, entry.write(entry.owner, index)
         else:
             yield position, _written(cast(Item | Pending, entry))
 
 
 def _bound(tail: list[Item | Pending | Run], at: int) -> tuple[str, str]:
-    """The first and last address of item ``at`` of ``tail`` (runs expanded), unwritten."""
+    """The first and last address of item ``at`` of ``tail`` (runs expanded); a run's item
+    is written to learn them (a settle asks for two bounds at most)."""
     for entry in tail:
         if type(entry) is Run:
             if at < len(entry.sources):
-                address = entry.sources[at].address
-                return address, address
+                item = entry.write(entry.owner, at)
+                return item.first, item.last
             at -= len(entry.sources)
         elif at:
             at -= 1

@@ -22,6 +22,8 @@ from .read import (
     FabricResult,
     TraceOperation,
     TracePhase,
+    operation_address,
+    phase_address,
     read_fabric_execution_render_details,
     read_fabric_result,
 )
@@ -67,6 +69,8 @@ __all__ = [
     "create_fabric_persisted_execution_details",
     "is_fabric_execution_trace_operation_v1",
     "is_fabric_execution_trace_v1",
+    "operation_address",
+    "phase_address",
     "project_args",
     "project_result",
     "projection_violations",

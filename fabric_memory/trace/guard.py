@@ -278,89 +278,104 @@ def structure_failure(value: object, delta: list[int]) -> Failure | None:
     return None
 
 
+_EXACT_TYPES: Final = orjson.OPT_PASSTHROUGH_SUBCLASS
+"""orjson refuses a subclass of ``str``, ``int``, ``dict`` or ``list`` with this option (and
+any ``float`` subclass always), so one ``dumps`` proves every value is of an exact JSON type."""
+
+
 def _plain_trace_size(value: object) -> int | None:
     """The common path of :func:`_trace_failure` in one pass, without reasons.
 
     Returns the serialized size of a trace that passes every structural rule, or
     None to leave the decision (and the reason) to the exact check. It accepts only
-    what the exact check accepts: keys are checked against the allowed names here
-    and proved to be exact ``str`` by ``orjson.dumps``, which refuses any other key
-    type (and which the size needs anyway). Numbers written as floats (``1.0``),
-    nested arguments with unusual values, and anything else uncommon simply take the
-    exact path.
+    what the exact check accepts. The closing ``orjson.dumps`` (which the size needs
+    anyway) proves every key and value is of an exact JSON type, so a value compared
+    with a string or looked up in a set of strings needs no type check of its own;
+    one that is neither (an unhashable value, an odd object) raises, which also means
+    "take the exact path". Keys are counted rather than matched against the allowed
+    names: the required five are read, each optional one present is checked, and any
+    key left over is unknown. Numbers written as floats (``1.0``), nested arguments
+    with unusual values, and anything else uncommon simply take the exact path.
     """
     if type(value) is not dict or not TRACE_KEYS.issuperset(value):
         return None
     try:
         kind, version, outcome = value["kind"], value["version"], value["outcome"]
         phases, operations, counts = value["phases"], value["operations"], value["counts"]
-    except KeyError:
-        return None
-    if (
-        type(kind) is not str or kind not in TRACE_KINDS
-        or type(version) is not int or version != 1
-        or type(outcome) is not str or outcome not in OUTCOMES
-        or type(phases) is not list or type(operations) is not list or type(counts) is not dict
-        or ("error" in value and type(value["error"]) is not str)
-        or len(counts) != len(COUNT_KEYS) or not COUNT_KEY_SET.issuperset(counts)
-    ):
-        return None
-    for phase in phases:
-        if type(phase) is not str:
-            return None
-    for count in counts.values():
-        if type(count) is not int or not 0 <= count <= MAX_SAFE_INTEGER:
-            return None
-    delta = 0
-    previous = -1
-    known_keys, outcomes, largest = OPERATION_KEYS.issuperset, OUTCOMES, MAX_SAFE_INTEGER
-    for op in operations:
-        if type(op) is not dict or not known_keys(op):
-            return None
-        try:
-            call, sequence, ref, args, result = (
-                op["type"], op["sequence"], op["ref"], op["args"], op["outcome"]
-            )
-        except KeyError:
-            return None
         if (
-            type(call) is not str or call != "call"
-            or type(sequence) is not int or not previous < sequence <= largest
-            or type(ref) is not str or type(args) is not dict
-            or type(result) is not str or result not in outcomes
+            kind not in TRACE_KINDS
+            or type(version) is not int or version != 1
+            or outcome not in OUTCOMES
+            or type(phases) is not list or type(operations) is not list or type(counts) is not dict
+            or ("error" in value and type(value["error"]) is not str)
+            or len(counts) != len(COUNT_KEYS) or not COUNT_KEY_SET.issuperset(counts)
         ):
             return None
-        previous = sequence
-        for item in args.values():
-            item_kind = type(item)
-            if item_kind is str or item_kind is bool or item is None:
-                continue
-            if item_kind is int and -largest <= item <= largest:
-                continue
-            correction = [0]
-            if json_failure(item, 1, correction) is not None:
+        for phase in phases:
+            if type(phase) is not str:
                 return None
-            delta += correction[0]
-        if len(op) > 5:  # more than the required keys
+        for count in counts.values():
+            if type(count) is not int or not 0 <= count <= MAX_SAFE_INTEGER:
+                return None
+        delta = 0
+        previous = -1
+        outcomes, stages, largest = OUTCOMES, FAILURE_STAGES, MAX_SAFE_INTEGER
+        for op in operations:
+            sequence, ref, args = op["sequence"], op["ref"], op["args"]
             if (
-                ("provider" in op and type(op["provider"]) is not str)
-                or ("action" in op and type(op["action"]) is not str)
-                or ("error" in op and type(op["error"]) is not str)
-                or ("failureStage" in op and (
-                    type(op["failureStage"]) is not str
-                    or op["failureStage"] not in FAILURE_STAGES
-                ))
-                or ("resultTruncated" in op and type(op["resultTruncated"]) is not bool)
+                op["type"] != "call"
+                or type(sequence) is not int or not previous < sequence <= largest
+                or type(ref) is not str or type(args) is not dict
+                or op["outcome"] not in outcomes
             ):
                 return None
+            previous = sequence
+            for item in args.values():
+                item_kind = type(item)
+                if item_kind is str or item_kind is bool or item is None:
+                    continue
+                if item_kind is int and -largest <= item <= largest:
+                    continue
+                correction = [0]
+                if json_failure(item, 1, correction) is not None:
+                    return None
+                delta += correction[0]
+            unread = len(op) - 5  # keys beyond the required five
+            if not unread:
+                continue
+            # Most operations carry exactly provider and action: checked first.
+            if "provider" in op:
+                if type(op["provider"]) is not str:
+                    return None
+                unread -= 1
+            if "action" in op:
+                if type(op["action"]) is not str:
+                    return None
+                unread -= 1
+            if not unread:
+                continue
+            if "error" in op:
+                if type(op["error"]) is not str:
+                    return None
+                unread -= 1
+            if "failureStage" in op:
+                if op["failureStage"] not in stages:
+                    return None
+                unread -= 1
+            if "resultTruncated" in op:
+                if type(op["resultTruncated"]) is not bool:
+                    return None
+                unread -= 1
             if "result" in op:
                 correction = [0]
                 if json_failure(op["result"], 0, correction) is not None:
                     return None
                 delta += correction[0]
-    try:
-        return len(orjson.dumps(value)) + delta
-    except orjson.JSONEncodeError:  # a key that is not an exact str, a lone surrogate, ...
+                unread -= 1
+            if unread:  # a key that is not an operation key
+                return None
+        return len(orjson.dumps(value, option=_EXACT_TYPES)) + delta
+    except Exception:  # a missing key, a non-JSON value, an odd object: the exact path decides
         return None
 
 

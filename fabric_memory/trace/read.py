@@ -3,8 +3,8 @@ with the legacy audits adapter) and the lenient render-side reader."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .guard import read_fabric_execution_trace_v1, trace_rejection
@@ -94,27 +94,17 @@ def read_fabric_execution_render_details(details: object) -> FabricRenderDetails
 # --- the strict legacy audits adapter --------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class LegacyOperation:
-    """One old-session audit admitted by the strict adapter; ``sequence`` is its index."""
-
-    sequence: int
-    ref: str
-    args: dict[str, Any]
-    success: bool
-    error: str | None
-    record: dict[str, Any]
-
-
 def _adapt_legacy_audits(
     details: object,
-) -> tuple[tuple[LegacyOperation, ...] | None, str | None]:
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """Every audit of ``details`` as a trace-shaped operation (``sequence`` = its index,
+    ``outcome`` from ``success``), or None and why the first one that breaks a rule does."""
     if type(details) is not dict:
         return None, "details is not an object"
     audits = cast(dict[str, Any], details).get("audits")
     if type(audits) is not list:
         return None, "audits is not an array"
-    admitted: list[LegacyOperation] = []
+    adapted: list[dict[str, Any]] = []
     for index, audit in enumerate(cast(list[object], audits)):
         where = f"audits[{index}]"
         if type(audit) is not dict:
@@ -127,18 +117,33 @@ def _adapt_legacy_audits(
             return None, f"{where}.args is not an object"
         if type(success) is not bool:
             return None, f"{where}.success is not a boolean"
-        error = record.get("error")
-        if "error" in record and type(error) is not str:
+        if "error" in record and type(record["error"]) is not str:
             return None, f"{where}.error is not a string"
-        admitted.append(LegacyOperation(index, ref, args, success, error, record))
-    return tuple(admitted), None
+        op = {"type": "call", "sequence": index, "ref": ref, "args": args,
+              "outcome": "succeeded" if success else "failed"}
+        for key in ("error", "result"):
+            if key in record:
+                op[key] = record[key]
+        adapted.append(op)
+    return adapted, None
 
 
 # --- the per-entry decision ----------------------------------------------------------
 
 
-# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
-# would make building it ~5x slower (each field set through ``object.__setattr__``).
+def operation_address(entry_id: str, sequence: int | float) -> str:
+    """``<entryId>/<sequence>`` (docs/addresses.md); a sequence written ``3.0`` reads ``3``."""
+    return f"{entry_id}/{sequence if type(sequence) is int else int(sequence)}"
+
+
+def phase_address(entry_id: str, index: int) -> str:
+    """``<entryId>/phase:<i>``: the ``i``-th phase occurrence of that entry's trace."""
+    return f"{entry_id}/phase:{index}"
+
+
+# Built on request only (the compaction hook reads the operation objects themselves); not
+# ``frozen``, which would make building it ~5x slower (each field set through
+# ``object.__setattr__``).
 @dataclass(slots=True)
 class TraceOperation:
     """One addressed operation of a ``fabric_exec`` result (from the trace or legacy audits)."""
@@ -156,8 +161,7 @@ class TraceOperation:
     """The operation (or legacy audit) exactly as persisted."""
 
 
-# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
-# would make building it ~5x slower (each field set through ``object.__setattr__``).
+# Built on request only; not ``frozen`` (see :class:`TraceOperation`).
 @dataclass(slots=True)
 class TracePhase:
     """One phase occurrence of a valid trace, in order (repeats stay in place)."""
@@ -167,8 +171,21 @@ class TracePhase:
     name: str
 
 
-# Built per entry on the hook's path and never changed afterwards; not ``frozen``, which
-# would make building it ~5x slower (each field set through ``object.__setattr__``).
+def _trace_operation(
+    entry_id: str, op: FabricExecutionTraceOperationV1, record: dict[str, Any]
+) -> TraceOperation:
+    # The guard passed: sequence is an integral number (``int`` unless written ``3.0``).
+    sequence = op["sequence"]
+    if type(sequence) is not int:
+        sequence = int(sequence)
+    return TraceOperation(
+        f"{entry_id}/{sequence}", sequence, op["ref"], op.get("provider"), op.get("action"),
+        op["args"], op["outcome"], op.get("failureStage"), op.get("error"), record,
+    )
+
+
+# Built per ``fabric_exec`` result on the hook's path; not ``frozen`` (see
+# :class:`TraceOperation`).
 @dataclass(slots=True)
 class FabricResult:
     """What one ``fabric_exec`` tool result contributes: the single shared verdict.
@@ -184,45 +201,46 @@ class FabricResult:
     reason: str | None
     kind: str | None
     outcome: str | None
-    operations: tuple[TraceOperation, ...]
-    phases: tuple[TracePhase, ...]
-
-
-def _trace_operations(entry_id: str, trace: FabricExecutionTraceV1) -> tuple[TraceOperation, ...]:
-    prefix = entry_id + "/"
-    operations: list[TraceOperation] = []
-    append = operations.append
-    for op in cast(list[dict[str, Any]], trace["operations"]):
-        # The guard passed: sequence is an integral number (``int`` unless written ``3.0``).
-        sequence = op["sequence"]
-        if type(sequence) is not int:
-            sequence = int(sequence)
-        get = op.get
-        append(TraceOperation(
-            prefix + str(sequence), sequence, op["ref"], get("provider"), get("action"),
-            op["args"], op["outcome"], get("failureStage"), get("error"), op,
-        ))
-    return tuple(operations)
-
-
-def _legacy_operations(
-    entry_id: str, legacy: tuple[LegacyOperation, ...]
-) -> tuple[TraceOperation, ...]:
-    return tuple(
-        TraceOperation(
-            address=f"{entry_id}/{op.sequence}",
-            sequence=op.sequence,
-            ref=op.ref,
-            provider=None,
-            action=None,
-            args=op.args,
-            outcome="succeeded" if op.success else "failed",
-            failure_stage=None,
-            error=op.error,
-            record=op.record,
-        )
-        for op in legacy
+    records: Sequence[FabricExecutionTraceOperationV1] = ()
+    """The operations as trace operation objects, unaddressed: a valid trace's own (guarded,
+    never copied) or each admitted legacy audit adapted to that shape. A reader that
+    writes only some of them (the compaction hook) reads these and addresses an operation
+    (:func:`operation_address`) only when it writes it."""
+    phase_names: Sequence[str] = ()
+    """A valid trace's ``phases``, in order (:func:`phase_address` addresses them)."""
+    audits: Sequence[dict[str, Any]] | None = None
+    """Legacy only: the audits exactly as persisted, one per record."""
+    _operations: tuple[TraceOperation, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
     )
+    _phases: tuple[TracePhase, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    @property
+    def operations(self) -> tuple[TraceOperation, ...]:
+        """The operations, addressed (built on first use)."""
+        operations = self._operations
+        if operations is None:
+            entry_id, records = self.entry_id, self.records
+            persisted = self.audits if self.audits is not None else records
+            operations = self._operations = tuple([
+                _trace_operation(entry_id, op, cast(dict[str, Any], record))
+                for op, record in zip(records, persisted, strict=True)
+            ])
+        return operations
+
+    @property
+    def phases(self) -> tuple[TracePhase, ...]:
+        """The phase occurrences, addressed (built on first use)."""
+        phases = self._phases
+        if phases is None:
+            entry_id = self.entry_id
+            phases = self._phases = tuple([
+                TracePhase(phase_address(entry_id, index), index, name)
+                for index, name in enumerate(self.phase_names)
+            ])
+        return phases
 
 
 def read_fabric_result(entry_id: str, message: Mapping[str, Any]) -> FabricResult | None:
@@ -235,7 +253,7 @@ def read_fabric_result(entry_id: str, message: Mapping[str, Any]) -> FabricResul
         return None
     details = message.get("details")
     if type(details) is not dict:
-        return FabricResult(entry_id, "none", "no details", None, None, (), ())
+        return FabricResult(entry_id, "none", "no details", None, None)
     envelope = cast(dict[str, Any], details)
     if "trace" in envelope:
         raw = envelope["trace"]
@@ -243,32 +261,19 @@ def read_fabric_result(entry_id: str, message: Mapping[str, Any]) -> FabricResul
         if reason is not None:
             kind = raw.get("kind") if type(raw) is dict else None
             return FabricResult(
-                entry_id, "invalid", reason, kind if type(kind) is str else None, None, (), ()
+                entry_id, "invalid", reason, kind if type(kind) is str else None, None
             )
         trace = cast(FabricExecutionTraceV1, raw)
-        prefix = entry_id + "/phase:"
-        phases = tuple([
-            TracePhase(prefix + str(index), index, name)
-            for index, name in enumerate(trace["phases"])
-        ])
         return FabricResult(
-            entry_id,
-            "valid",
-            None,
-            trace["kind"],
-            trace["outcome"],
-            _trace_operations(entry_id, trace),
-            phases,
+            entry_id, "valid", None, trace["kind"], trace["outcome"], trace["operations"],
+            trace["phases"],
         )
     if "audits" not in envelope:
-        return FabricResult(entry_id, "none", "no trace and no audits", None, None, (), ())
-    legacy, why = _adapt_legacy_audits(envelope)
-    if legacy is None:
-        return FabricResult(
-            entry_id, "invalid", f"legacy audits rejected: {why}", None, None, (), ()
-        )
-    operations = _legacy_operations(entry_id, legacy)
-    return FabricResult(entry_id, "legacy", None, None, None, operations, ())
-
-
-# --- write-side argument projection ----------------------------------------------------
+        return FabricResult(entry_id, "none", "no trace and no audits", None, None)
+    adapted, why = _adapt_legacy_audits(envelope)
+    if adapted is None:
+        return FabricResult(entry_id, "invalid", f"legacy audits rejected: {why}", None, None)
+    return FabricResult(
+        entry_id, "legacy", None, None, None, cast(list[FabricExecutionTraceOperationV1], adapted),
+        (), envelope["audits"],
+    )
