@@ -193,13 +193,8 @@ def _operation_line(
 def _trace_event(entry_id: str, op: FabricExecutionTraceOperationV1) -> OperationEvent:
     """A failed operation of a valid trace, as an outstanding error."""
     return OperationEvent(
-        address=operation_address(entry_id, op["sequence"]),
-        ref=op["ref"],
-        target=target_of(op["args"]),
-        outcome=op["outcome"],
-        stage=op.get("failureStage"),
-        error=op.get("error"),
-        origin="trace",
+        operation_address(entry_id, op["sequence"]), op["ref"], target_of(op["args"]),
+        op["outcome"], op.get("failureStage"), op.get("error"), "trace",
     )
 
 

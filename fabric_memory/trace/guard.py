@@ -343,7 +343,9 @@ def _plain_trace_size(value: object) -> int | None:
             unread = len(op) - 5  # keys beyond the required five
             if not unread:
                 continue
-            # Most operations carry exactly provider and action: checked first.
+            # Most operations carry exactly provider and action besides those.
+            if unread == 2 and type(op.get("provider")) is str and type(op.get("action")) is str:
+                continue
             if "provider" in op:
                 if type(op["provider"]) is not str:
                     return None
@@ -352,8 +354,6 @@ def _plain_trace_size(value: object) -> int | None:
                 if type(op["action"]) is not str:
                     return None
                 unread -= 1
-            if not unread:
-                continue
             if "error" in op:
                 if type(op["error"]) is not str:
                     return None
