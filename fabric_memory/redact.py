@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import xxhash
@@ -362,6 +362,26 @@ def _masked(text: str, findings: list[Finding], counts: Counter[str] | None) -> 
 def might_hold_secrets(text: str) -> bool:
     """False when no rule can match ``text`` (the prefilter alone: one lowercase copy)."""
     return _ANY_SIGNATURE.search(text.lower()) is not None
+
+
+SIGNATURE_REACH: Final = 80
+"""How far after a match's start its first signature ends, at most, in every rule but
+``openai-key``: a secret-named assignment's name runs 60 characters before its word (14 at
+most), a URL's scheme 21 before ``://``; every other rule starts with its signature."""
+_UNREACHED_START: Final = "sk-"
+"""``openai-key`` starts with it, its signature any distance after."""
+
+
+def clean_head(text: str, head: int) -> bool:
+    """Whether no secret of ``text`` starts before ``head`` (False: one may), from a look at
+    its first ``head + SIGNATURE_REACH`` characters only: a long text cut short needs no
+    masking of the rest. Not where lower() and IGNORECASE part (:data:`_FOLDS_APART`): a
+    rule the rest selects could match there without a signature the head shows."""
+    window = text[: head + SIGNATURE_REACH]
+    if any(char in window for char in _FOLDS_APART):
+        return False
+    lowered = window.lower()
+    return _UNREACHED_START not in lowered and _ANY_SIGNATURE.search(lowered) is None
 
 
 def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:

@@ -45,7 +45,9 @@ from fabric_memory.compaction.render import (
     SUMMARY_MAX_BYTES,
     _Layout,
 )
+from fabric_memory.compaction.text import clip
 from fabric_memory.errors import CompactionError, HookInputError, SessionChangedError
+from fabric_memory.redact import redact
 from fabric_memory.session import Session, read_session
 from fabric_memory.trace import create_fabric_persisted_execution_details, read_fabric_result
 
@@ -354,6 +356,27 @@ def test_secrets_are_masked_where_they_enter_the_state(tmp_path: Path) -> None:
     for name in ("files", "errors", "turns"):
         items = ledgers[name]["head"] + ledgers[name]["tail"]
         assert any("[REDACTED:github-token]" in str(item) for item in items), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(MAKERS)),
+    rng=st.randoms(use_true_random=False),
+    before=st.integers(0, 700),
+    filler=st.sampled_from(["word ", "é ", "東京 ", "a", "ſ "]),
+    max_bytes=st.sampled_from([120, 160, 200, 300]),
+)
+def test_long_text_clipped_as_if_masked_whole(
+    kind: str, rng: random.Random, before: int, filler: str, max_bytes: int
+) -> None:
+    """Clipping a long text looks at its head only when no secret can start there, and
+    gives what masking the whole text and then cutting it gives."""
+    text = filler * before + MAKERS[kind](rng).text + " tail" * 300
+    masked = redact(text)
+    data = masked.encode()
+    expected = masked if len(data) <= max_bytes else (
+        data[: max_bytes - 3].decode("utf-8", "ignore") + "...")
+    assert clip(text, max_bytes) == expected
 
 
 _STATEMENT_PIECES = (

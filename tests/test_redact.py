@@ -22,6 +22,7 @@ from fabric_memory.redact import (
     Rule,
     _matches,
     _present,
+    clean_head,
     find_secrets,
     might_hold_secrets,
     redact,
@@ -132,6 +133,46 @@ _PIECES = (
 )
 """Keywords (with IGNORECASE look-alikes), the assignment syntax, and runs at the
 lengths where the pattern's name (60) and value (256) bounds sit."""
+
+
+_FAR_SIGNATURES = (
+    "x " + "a" * 60 + "encryption_key = Zx9abcdefgh",
+    "x sk-" + "a1" * 60 + "B" * 16 + "T3BlbkFJ" + "c" * 20,
+    "x " + "a" * 20 + "://user:pass1234@host",
+)
+"""Matches whose signature sits as far from their start as the rules allow."""
+
+
+@pytest.mark.parametrize("kind", [*MAKERS, *range(len(_FAR_SIGNATURES))])
+def test_a_match_is_seen_from_a_head_reaching_its_start(kind: str | int) -> None:
+    """Every rule's match holds one of its signatures within SIGNATURE_REACH of its start
+    (openai-key: starts with sk-), so a head that holds a match's start is never clean."""
+    rng = random.Random(f"head-{kind}")
+    texts = ([f"x {MAKERS[kind](rng).text} y" for _ in range(20)] if isinstance(kind, str)
+             else [_FAR_SIGNATURES[kind]])
+    for text in texts:
+        starts = [m.start() for rule in RULES for m in rule.pattern.finditer(text)]
+        assert starts
+        for start in starts:
+            assert not clean_head(text, start + 1), (text, start)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(sorted(MAKERS)), min_size=1, max_size=3),
+    rng=st.randoms(use_true_random=False),
+    noise=st.lists(st.sampled_from(_PIECES) | st.text(max_size=30), max_size=6),
+    head=st.integers(0, 400),
+)
+def test_clean_head_means_no_secret_starts_there(
+    kinds: list[str], rng: random.Random, noise: list[str], head: int
+) -> None:
+    """When the head is called clean, no finding starts in it."""
+    parts = [*noise, *(MAKERS[kind](rng).text for kind in kinds)]
+    rng.shuffle(parts)
+    text = " ".join(parts)
+    if clean_head(text, head):
+        assert all(finding.start >= head for finding in find_secrets(text))
 
 
 def _all_matches(rule: Rule, text: str) -> list[tuple[int, int, dict[str, str | None]]]:

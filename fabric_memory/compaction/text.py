@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final, cast
 
-from ..redact import redact
+from ..redact import SIGNATURE_REACH, clean_head, redact
 
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
@@ -47,12 +47,22 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     masked where they enter the state), so this is where the compaction masks secrets
     (docs/secrets.md): before the cut, which could otherwise leave part of one.
     """
+    if len(text) > 2 * (max_bytes + SIGNATURE_REACH) and clean_head(text, max_bytes):
+        # No secret starts in the first max_bytes characters (as many bytes at least):
+        # masked, the text would start with them and be longer, so the cut falls in them.
+        return _cut(text[:max_bytes].encode(), max_bytes, marker)
     text = mask(text)
     if len(text) <= max_bytes and text.isascii():  # (isascii is O(1): no encoding needed)
         return text
     data = text.encode()
     if len(data) <= max_bytes:
         return text
+    return _cut(data, max_bytes, marker)
+
+
+def _cut(data: bytes, max_bytes: int, marker: str) -> str:
+    """The start of ``data`` (a longer text's, at least ``max_bytes``) and ``marker``, in
+    ``max_bytes`` at most."""
     room = max_bytes - len(marker.encode())
     if room <= 0:
         return ""
