@@ -34,8 +34,8 @@ MASK = "[REDACTED:{kind}]"
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One secret format: where its value is (``group``) and what must be in a text for
-    it to be there at all (``signatures``: patterns of the lowercased text, each starting
-    with a literal, which the regex engine finds almost as fast as a substring)."""
+    it to be there at all (``signatures``: substrings of the lowercased text, one of which
+    every match holds)."""
 
     kind: str
     pattern: re.Pattern[str]
@@ -139,27 +139,29 @@ RULES: tuple[Rule, ...] = (
           r"[^\n\\]{0,200})*+(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?",
           ("-----begin",)),
     _rule("aws-access-key-id", _B + r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _E,
-          ("a(?:kia|sia|bia|cca|3t)",)),
+          ("akia", "asia", "abia", "acca", "a3t")),
     _rule("aws-secret-access-key",
           r"aws.{0,20}?(?:secret|key|pwd|pw|password|pass|token).{0,20}?[\s'\"=:]"
           r"\\?['\"]?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
           ("aws",), group=1, flags=re.IGNORECASE),
     _rule("gcp-service-account-key",
           r"private_key_id\\?[\"']?\s*[:=]\s*\\?[\"']?([0-9a-f]{40})" + _E,
-          ("key",), group=1),
+          ("private_key_id",), group=1),
     _rule("gcp-api-key", _B + r"AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9_\-])", ("aiza",)),
     _rule("azure-connection-string",
           r"(?:AccountKey|SharedAccessKey)\s*=\s*([A-Za-z0-9+/]{20,}={0,2})",
-          ("key",), group=1, flags=re.IGNORECASE),
+          # No "s" in the second: IGNORECASE takes "ſ" for "s", lower() keeps it "ſ".
+          ("accountkey", "haredacce"), group=1, flags=re.IGNORECASE),
     _rule("github-token",
           _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,244})" + _E,
-          ("gh[pousr]_", "github_pat_")),
+          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
     _rule("gitlab-token",
           _B + r"(?:(?:glpat|gldt|glft|glsoat|glrt)-[A-Za-z0-9_\-]{20,50}"
           r"|GR1348941[A-Za-z0-9_\-]{20,50}|glcbt-(?:[0-9a-fA-F]{2}_)?[A-Za-z0-9_\-]{20,50}"
           r"|glimt-[A-Za-z0-9_\-]{25}|glptt-[A-Za-z0-9_\-]{40}|glagent-[A-Za-z0-9_\-]{50,1024}"
           r"|gloas-[A-Za-z0-9_\-]{64})(?![A-Za-z0-9_\-])",
-          ("gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-", "gr1348941")),
+          ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-",
+           "glagent-", "gloas-", "gr1348941")),
     _rule("anthropic-key", _B + r"sk-ant-[a-z]{2,10}\d{2}-[A-Za-z0-9_\-]{32,200}", ("sk-ant-",)),
     _rule("openai-key",
           _B + r"sk-[A-Za-z0-9_\-]*[A-Za-z0-9]{16}T3BlbkFJ[A-Za-z0-9_\-]{16,}", ("t3blbkfj",)),
@@ -167,10 +169,10 @@ RULES: tuple[Rule, ...] = (
           _B + r"(?:xox[abposre]-(?:\d+-)+[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*"
           r"|xapp-\d+-[A-Za-z0-9]+-\d+-[A-Za-z0-9]+"
           r"|https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+)",
-          ("x(?:ox|app-)", "://"), flags=re.IGNORECASE),
+          ("xox", "xapp-", "://"), flags=re.IGNORECASE),
     _rule("stripe-key", _B + r"(?:(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{24,247}"
           r"|whsec_[0-9A-Za-z]{32,})" + _E,
-          ("k_(?:live|test)_", "whsec_")),
+          ("k_live_", "k_test_", "whsec_")),
     _rule("jwt", _B + r"eyJ[A-Za-z0-9_\-]{5,}={0,2}\.eyJ[A-Za-z0-9_\-]{5,}={0,2}"
           r"\.[A-Za-z0-9_\-]*={0,2}", ("eyj",)),
     _rule("url-password",
@@ -207,11 +209,54 @@ RULES_FINGERPRINT = rules_fingerprint(RULES)
 """Part of the memory index schema (an index built under other rules is rebuilt)."""
 
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in RULES))
-_SIGNATURES = {s: re.compile(s) for rule in RULES for s in rule.signatures}
-_NEEDLES = tuple((s, re.compile(s.encode())) for s in _SIGNATURES)
-_ANY_SIGNATURE = re.compile("|".join(f"(?:{s})" for s in _SIGNATURES))
-"""Any signature at all: one search (~2x faster than one per signature) tells clean text,
-most text, from text some rule may match."""
+_SIGNATURES: tuple[str, ...] = tuple(dict.fromkeys(s for rule in RULES for s in rule.signatures))
+
+
+def _alternation(words: Sequence[str]) -> str:
+    """A regex matching any of ``words``, their shared prefixes factored out: the engine
+    tries an alternation's branches one by one at every position, and one branch per
+    first letter makes the search ~30% faster than one branch per word."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def branch(node: dict[str, Any]) -> str:
+        ways = [re.escape(char) + branch(rest) for char, rest in sorted(node.items()) if char]
+        if not ways:
+            return ""
+        body = ways[0] if len(ways) == 1 else f"(?:{'|'.join(ways)})"
+        return f"(?:{body})?" if "" in node else body
+
+    return branch(trie)
+
+
+_ANY_SIGNATURE = re.compile(_alternation(_SIGNATURES))
+_NEEDLES = tuple(re.compile(pattern.encode()) for pattern in dict.fromkeys(
+    _alternation([s for s in rule.signatures if s[0] == first])
+    for rule in RULES for first in dict.fromkeys(s[0] for s in rule.signatures)
+))
+"""For many texts at once: one search per rule and first letter of its signatures (a
+pattern starting with a literal, which the engine skips to fast), a hit telling that its
+text holds one of the rule's signatures (the one found: all that selecting it needs)."""
+_STARTING = {s: frozenset(p for p in _SIGNATURES if s.startswith(p)) for s in _SIGNATURES}
+"""A hit is the longest signature at its position; those it starts with are there too."""
+_NONE: frozenset[str] = frozenset()
+
+
+def _present(lowered: str) -> frozenset[str]:
+    """Every signature in ``lowered``, in one scan (resumed one past each hit, as two
+    signatures may overlap) instead of one search per signature."""
+    hit = _ANY_SIGNATURE.search(lowered)
+    if hit is None:
+        return _NONE
+    found: set[str] = set()
+    while hit is not None:
+        found |= _STARTING[hit.group()]
+        hit = _ANY_SIGNATURE.search(lowered, hit.start() + 1)
+    return frozenset(found)
 
 
 def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Finding]:
@@ -220,10 +265,7 @@ def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Findi
     ``present``: the signatures known to be in ``text`` (see :func:`redact_texts`).
     """
     if present is None:
-        lowered = text.lower()
-        if _ANY_SIGNATURE.search(lowered) is None:
-            return []
-        present = frozenset(s for s, needle in _SIGNATURES.items() if needle.search(lowered))
+        present = _present(text.lower())
     if not present:
         return []
     found: list[tuple[int, int, int, str]] = []
@@ -281,19 +323,19 @@ def redact(text: str, counts: Counter[str] | None = None) -> str:
 def redact_texts(texts: Sequence[str], counts: Counter[str] | None = None) -> list[str]:
     """:func:`redact` of each text, the prefilter run once over all of them.
 
-    A session's items are many short texts: one search per signature over all of them
-    (as UTF-8, where the search is several times faster than in a wide string) replaces
-    one search per signature per text.
+    A session's items are many short texts: about twenty searches over all of them (as
+    UTF-8, where the search is several times faster than in a wide string) replace as
+    many per text.
     """
     encoded = [text.lower().encode("utf-8", "surrogatepass") for text in texts]
     joined = b"\0".join(encoded)  # no signature holds a NUL: none spans two texts
     ends = list(accumulate(len(data) + 1 for data in encoded))
     present: dict[int, set[str]] = {}
-    for signature, needle in _NEEDLES:
+    for needle in _NEEDLES:
         found = needle.search(joined)
         while found is not None:
             which = bisect_right(ends, found.start())
-            present.setdefault(which, set()).add(signature)
+            present.setdefault(which, set()).add(found.group().decode())
             found = needle.search(joined, ends[which])
     out = list(texts)
     for which, signatures in present.items():

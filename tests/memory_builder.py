@@ -120,6 +120,14 @@ class SessionBuilder:
                          "arguments": arguments}],
         })
 
+    def tool_result(self, call_id: str, tool: str, *, is_error: bool = False) -> str:
+        """A plain (not Fabric) tool's result."""
+        return self._entry("message", message={
+            "role": "toolResult", "toolCallId": call_id, "toolName": tool,
+            "content": [{"type": "text", "text": "failed" if is_error else "ok"}],
+            "isError": is_error, "timestamp": 0,
+        })
+
     def assistant(self, content: list[dict[str, Any]]) -> str:
         """An assistant message with these content blocks (text, thinking, toolCall)."""
         return self._entry("message", message={

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 import re
 import shutil
 import sys
@@ -29,6 +30,7 @@ from fabric_memory.compaction import (
     compaction_hook,
     run_hook,
 )
+from fabric_memory.compaction.compactor import _STATEMENT, _may_state
 from fabric_memory.compaction.files import compaction_entry
 from fabric_memory.compaction.ledger import Item, Ledger
 from fabric_memory.compaction.prepare import (
@@ -49,6 +51,8 @@ from fabric_memory.trace import create_fabric_persisted_execution_details, read_
 
 from .conftest import CORPUS, FIXTURES
 from .corpus import corpus_index, corpus_json
+from .memory_builder import SessionBuilder
+from .secret_samples import MAKERS
 
 SMALL = CompactionSettings(True, 63, 1)
 GOLDEN = Path(__file__).parent / "golden"
@@ -321,6 +325,51 @@ def test_golden_compaction(name: str, key: str, update_golden: bool) -> None:
     assert golden.read_bytes() == data
     assert "compaction" in result
     assert compact_session(_corpus(name), SETTINGS[key]).outcome.to_hook_result() == result
+
+
+# --- masking and statements --------------------------------------------------------
+
+
+def test_secrets_are_masked_where_they_enter_the_state(tmp_path: Path) -> None:
+    """A secret in a file path, a failed tool's target, a tool's name or a custom message's
+    type is masked in the state the details carry, keys included, not only in the summary."""
+    token = MAKERS["github-token"](random.Random(12)).values[0]
+    builder = SessionBuilder(tmp_path / "secrets.jsonl")
+    builder.user("Fix the build.")
+    builder.assistant_call("c1", f"t-{token}", {})
+    builder.tool_result("c1", f"t-{token}")
+    builder.custom_message(f"note-{token}", "hello")
+    builder.assistant_call("c2", "read", {"path": f"/srv/{token}/config.txt"})
+    builder.tool_result("c2", "read")
+    builder.assistant_call("c3", "bash", {"command": f"curl -u {token} https://x"})
+    builder.tool_result("c3", "bash", is_error=True)
+    for n in range(3):
+        builder.user(f"What is left after step {n}?")
+        builder.assistant([{"type": "text", "text": "Nothing more to do here. " * 4}])
+    outcome = compact_session(builder.write(), CompactionSettings(keep_recent_tokens=20)).outcome
+    assert isinstance(outcome, Compaction)
+    state = orjson.dumps(outcome.details["state"]).decode()
+    assert token not in state and token not in outcome.summary
+    ledgers = outcome.details["state"]["ledgers"]
+    for name in ("files", "errors", "turns"):
+        items = ledgers[name]["head"] + ledgers[name]["tail"]
+        assert any("[REDACTED:github-token]" in str(item) for item in items), name
+
+
+_STATEMENT_PIECES = (
+    "never", "NEVER", "Must", "mustn't", "don't", "DO NOT", "always", "constraint",
+    "forbidden", "Required", "requirement", "goal", "remember", "don't forget",
+    "keep in mind", "\u212aeep in mind", "note that", "ſ", "ı", "İ", "mu", "st", " ", ".",
+    "x", "'", "_",
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_STATEMENT_PIECES) | st.text(max_size=6), max_size=20))
+def test_statement_prefilter_never_hides_a_statement(parts: list[str]) -> None:
+    """Whatever the statement words' regex finds, the faster prefilter lets through."""
+    text = "".join(parts)
+    assert _may_state(text) or not _STATEMENT.search(text)
 
 
 # --- sampling ------------------------------------------------------------------------

@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 from fabric_memory.memory import normalize
 from fabric_memory.redact import (
     _FOLDS_APART,
+    _SIGNATURES,
     KINDS,
     RULES,
     Rule,
     _matches,
+    _present,
     find_secrets,
     might_hold_secrets,
     redact,
@@ -94,6 +96,30 @@ def test_prefilter_never_hides_a_match(
     everything = frozenset(s for rule in RULES for s in rule.signatures)
     assert find_secrets(text) == find_secrets(text, everything)
     assert redact_texts([*noise, text]) == [redact(t) for t in [*noise, text]]
+
+
+_SIGNATURE_PIECES = (*_SIGNATURES, *(s[:k] for s in _SIGNATURES for k in (1, 2, 3)),
+                     *(s[k:] for s in _SIGNATURES for k in (1, 2, 3)), "aiz", "acc", "ke")
+"""Signatures and their ends, so that generated texts hold overlapping and adjacent ones."""
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_SIGNATURE_PIECES) | st.text(max_size=6), max_size=30))
+def test_one_scan_finds_every_signature(parts: list[str]) -> None:
+    """The single scan of the prefilter finds exactly the signatures a substring test of
+    each one finds, overlapping ones included."""
+    text = "".join(parts).lower()
+    assert _present(text) == {s for s in _SIGNATURES if s in text}
+
+
+@pytest.mark.parametrize("text", [
+    "AccountKey=" + "A1b2" * 10, "Account\u212aey=" + "A1b2" * 10,
+    "SharedAccessKey=" + "A1b2" * 10, "\u017fharedAcce\u017f\u017fKey=" + "A1b2" * 10,
+], ids=["account", "kelvin", "shared", "long-s"])
+def test_azure_signatures_cover_ignorecase_lookalikes(text: str) -> None:
+    """The Azure rule's signatures (narrower than ``key``) still admit every spelling its
+    IGNORECASE pattern matches."""
+    assert [f.kind for f in find_secrets(text)] == ["azure-connection-string"]
 
 
 _ANCHORED = [rule for rule in RULES if rule.anchor is not None]

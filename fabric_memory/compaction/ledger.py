@@ -55,7 +55,7 @@ class Item:
                 utf8_size(self.text)
                 + len(self.first)
                 + (len(self.last) if self.last != self.first else 0)
-                + sum(len(tag) + 2 for tag in self.tags)
+                + (sum(len(tag) + 2 for tag in self.tags) if self.tags else 0)
                 + 8
             )
         return self._weight
@@ -197,11 +197,13 @@ CAPS: Final[Mapping[LedgerName, Cap]] = {
 # would make building it ~5x slower (each field set through ``object.__setattr__``).
 @dataclass(slots=True)
 class Pending:
-    """An item whose text is written only if the ledger keeps it."""
+    """An item whose text is written only if the ledger keeps it (``key``: the written
+    item's, so that a keyed item can be removed unwritten)."""
 
     first: str
     last: str
     write: Callable[[], Item]
+    key: str = ""
 
 
 # Not frozen: see :class:`Item`.
@@ -264,7 +266,7 @@ class LedgerBuilder:
         self.dropped = ledger.dropped
         self.dropped_first = ledger.dropped_first
         self.dropped_last = ledger.dropped_last
-        self.keys: dict[str, list[Item]] = {}
+        self.keys: dict[str, list[Item | Pending]] = {}
         """key → its items, earliest first (a key stays listed, empty, once popped)."""
         self.removed: set[int] = set()
         """``id()`` of removed items still in ``head``/``tail``."""
@@ -272,13 +274,13 @@ class LedgerBuilder:
             if item.key:
                 self.keys.setdefault(item.key, []).append(item)
 
-    def add(self, item: Item) -> None:
+    def add(self, item: Item | Pending) -> None:
         self.tail.append(item)
         if item.key:
             self.keys.setdefault(item.key, []).append(item)
 
     def add_pending(self, item: Pending | Run) -> None:
-        """Add items without a key, to be written only if kept."""
+        """Add items to be written only if kept."""
         self.tail.append(item)
 
     def add_unique(self, item: Item) -> None:
@@ -304,9 +306,8 @@ class LedgerBuilder:
             self.keys[item.key].pop()
         return item
 
-    def remove(self, key: str) -> list[Item]:
-        """Remove every item with ``key``; return them, earliest first (only keyed items
-        are ever removed, and keyed items are never pending)."""
+    def remove(self, key: str) -> list[Item | Pending]:
+        """Remove every item with ``key``; return them, earliest first."""
         items = self.keys.get(key)
         if not items:
             return []
@@ -319,6 +320,9 @@ class LedgerBuilder:
         bytes, earlier items to the head while it has room and nothing was dropped yet, the
         rest counted in the gap. Only kept items (and the gap's two bounds) are written."""
         self._purge()
+        if not self.tail:  # (most ledgers of a short cycle: nothing to walk)
+            return Ledger(tuple(self.head), (), self.dropped, self.dropped_first,
+                          self.dropped_last)
         total = sum(len(e.sources) if type(e) is Run else 1 for e in self.tail)
         kept: list[Item] = []
         tail_bytes = 0

@@ -3,7 +3,9 @@ an operation's target."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final, cast
 
 from ..redact import redact
@@ -11,15 +13,41 @@ from ..redact import redact
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
 
+_MASKED: ContextVar[dict[str, str] | None] = ContextVar("_MASKED", default=None)
+
+
+@contextmanager
+def masking_once() -> Iterator[None]:
+    """Within the block, :func:`mask` masks each distinct text once: one compaction shows
+    the same path, target or user text many times (a path per touch, a user's words as
+    goal, status and turn). Nothing is kept past the block."""
+    token = _MASKED.set({})
+    try:
+        yield
+    finally:
+        _MASKED.reset(token)
+
+
+def mask(text: str) -> str:
+    """``text`` with its secrets masked (:func:`~fabric_memory.redact.redact`)."""
+    masked = _MASKED.get()
+    if masked is None:
+        return redact(text)
+    done = masked.get(text)
+    if done is None:
+        done = masked[text] = redact(text)
+    return done
+
+
 def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     """``text`` with its secrets masked, cut to at most ``max_bytes`` UTF-8 bytes (marker
     included), never inside a character.
 
-    Every text of the state and the summary is bounded here, the finished summary
-    included, so this is where the compaction masks secrets (docs/secrets.md): before the
-    cut, which could otherwise leave part of one.
+    Every text of the state and the summary is bounded here (file paths, never cut, are
+    masked where they enter the state), so this is where the compaction masks secrets
+    (docs/secrets.md): before the cut, which could otherwise leave part of one.
     """
-    text = redact(text)
+    text = mask(text)
     if len(text) <= max_bytes and text.isascii():  # (isascii is O(1): no encoding needed)
         return text
     data = text.encode()
