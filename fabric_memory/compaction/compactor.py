@@ -44,7 +44,8 @@ FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
 """Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
 FILE_TAG_ORDER: Final = ("created", "written", "modified", "read")
 FILE_PROVIDERS: Final = frozenset({"pi", "omp"})
-FILE_REFS: Final = frozenset(f"{p}.{a}" for p in FILE_PROVIDERS for a in FILE_ACTIONS)
+FILE_REFS: Final = {f"{p}.{a}": a for p in FILE_PROVIDERS for a in FILE_ACTIONS}
+"""Fabric ref (``pi.read``, ``omp.edit``, ...) → its tool in :data:`FILE_ACTIONS`."""
 
 GOAL_BYTES: Final = 600
 STATEMENT_BYTES: Final = 300
@@ -479,9 +480,8 @@ class _Cycle:
         self.error_refs.add(event.ref)
 
     def _file_touch(self, entry_id: str, op: FabricExecutionTraceOperationV1) -> None:
-        provider, _, action = op["ref"].partition(".")
-        if provider not in FILE_PROVIDERS or action not in FILE_ACTIONS:
-            return
+        """A succeeded operation whose ref is one of :data:`FILE_REFS`: the file it touched."""
+        action = FILE_REFS[op["ref"]]
         path = op["args"].get("path")
         if not isinstance(path, str) or not path:
             return

@@ -233,7 +233,7 @@ def _walk(tail: list[Item | Pending | Run], backward: bool) -> Iterator[tuple[in
             for index in reversed(range(len(sources))) if backward else range(len(sources)):
                 yield position, entry.write(entry.owner, index)
         else:
-            yield position, _written(cast(Item | Pending, entry))
+            yield position, _written(cast("Item | Pending", entry))  # quoted: no union per item
 
 
 def _bound(tail: list[Item | Pending | Run], at: int) -> tuple[str, str]:
