@@ -77,7 +77,7 @@ class EntryView:
                 if self.tool_name == FABRIC_TOOL and message is not None
                 else None
             )
-        return cast(FabricResult | None, fabric)
+        return cast("FabricResult | None", fabric)  # quoted: no union built per call
 
     @property
     def time_ms(self) -> int | None:
@@ -131,7 +131,7 @@ def _read_content(content: Any, caller: str | None) -> tuple[str, tuple[ToolCall
                         caller,
                         call_id,
                         name if type(name) is str or isinstance(name, str) else "",
-                        cast(Mapping[str, Any], arguments) if _is_object(arguments) else {},
+                        cast("Mapping[str, Any]", arguments) if _is_object(arguments) else {},
                     )
                 )
     return "\n".join(texts), tuple(calls) if calls else ()

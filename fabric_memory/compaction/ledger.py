@@ -55,7 +55,7 @@ class Item:
                 utf8_size(self.text)
                 + len(self.first)
                 + (len(self.last) if self.last != self.first else 0)
-                + sum(len(tag) + 2 for tag in self.tags)
+                + (sum(len(tag) + 2 for tag in self.tags) if self.tags else 0)
                 + 8
             )
         return self._weight
@@ -233,7 +233,7 @@ def _walk(tail: list[Item | Pending | Run], backward: bool) -> Iterator[tuple[in
             for index in reversed(range(len(sources))) if backward else range(len(sources)):
                 yield position, entry.write(entry.owner, index)
         else:
-            yield position, _written(cast(Item | Pending, entry))
+            yield position, _written(cast("Item | Pending", entry))  # quoted: no union per item
 
 
 def _bound(tail: list[Item | Pending | Run], at: int) -> tuple[str, str]:
@@ -320,6 +320,9 @@ class LedgerBuilder:
         bytes, earlier items to the head while it has room and nothing was dropped yet, the
         rest counted in the gap. Only kept items (and the gap's two bounds) are written."""
         self._purge()
+        if not self.tail:  # (most ledgers of a short cycle: nothing to walk)
+            return Ledger(tuple(self.head), (), self.dropped, self.dropped_first,
+                          self.dropped_last)
         total = sum(len(e.sources) if type(e) is Run else 1 for e in self.tail)
         kept: list[Item] = []
         tail_bytes = 0

@@ -254,7 +254,7 @@ def read_fabric_result(entry_id: str, message: Mapping[str, Any]) -> FabricResul
     details = message.get("details")
     if type(details) is not dict:
         return FabricResult(entry_id, "none", "no details", None, None)
-    envelope = cast(dict[str, Any], details)
+    envelope: dict[str, Any] = details
     if "trace" in envelope:
         raw = envelope["trace"]
         reason = trace_rejection(raw)
@@ -263,7 +263,7 @@ def read_fabric_result(entry_id: str, message: Mapping[str, Any]) -> FabricResul
             return FabricResult(
                 entry_id, "invalid", reason, kind if type(kind) is str else None, None
             )
-        trace = cast(FabricExecutionTraceV1, raw)
+        trace: FabricExecutionTraceV1 = raw
         return FabricResult(
             entry_id, "valid", None, trace["kind"], trace["outcome"], trace["operations"],
             trace["phases"],
