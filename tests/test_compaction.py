@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import random
 import re
@@ -738,6 +739,22 @@ def test_malformed_events_name_the_json_path(event: Any, where: str) -> None:
     """A malformed event raises HookInputError naming where it is wrong."""
     with pytest.raises(HookInputError, match=where):
         compaction_hook(event)
+
+
+def test_hook_leaves_the_cyclic_collector_as_it_found_it() -> None:
+    """The hook pauses the cyclic collector only while it runs, on success and on a
+    malformed event alike, and leaves it off when the host had it off."""
+    event = _event(read_session(_corpus("fabric-valid-3")), SMALL)
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            assert "compaction" in compaction_hook(event)
+            assert gc.isenabled() is enabled
+            with pytest.raises(HookInputError):
+                compaction_hook({"preparation": 3})
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
 
 
 def test_stdio_hook_round_trip(

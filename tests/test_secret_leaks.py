@@ -278,3 +278,45 @@ def test_sabotage_without_redaction_every_check_finds_leaks(
     reindex(**unmasked.roots, workers=1)
     leaked = {name: len(check(unmasked)) for name, check in CHECKS.items() if name != "audit"}
     assert all(leaked.values()), leaked
+
+
+KEPT_WHOLE = ("tool-name", "operation-ref", "custom-type", "exit-code", "file-path",
+              "operation-path", "failed-target")
+"""Places whose text the compactor keeps whole (never clipped) or as a key."""
+
+
+def _plant_kept_whole(builder: SessionBuilder, place: str, text: str) -> None:
+    if place in ("tool-name", "file-path", "failed-target"):
+        tool, args = {"tool-name": (text, {}), "file-path": ("read", {"path": text}),
+                      "failed-target": ("bash", {"command": text})}[place]
+        builder.assistant_call("call-w", tool, args)
+        builder.tool_result("call-w", tool, is_error=place == "failed-target")
+    elif place in ("operation-ref", "operation-path"):
+        ref, args = (text, {}) if place == "operation-ref" else ("pi.write", {"path": text})
+        builder.assistant_call("call-w", "fabric_exec", {"code": "await x()"})
+        builder.fabric_result("call-w", [operation(1, ref, args)])
+    elif place == "custom-type":
+        builder.custom_message(text, "hello")
+    else:
+        builder.bash("make", "built", exit_code=text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("place", KEPT_WHOLE)
+def test_texts_kept_whole_are_masked(place: str, tmp_path: Path) -> None:
+    """A secret of any kind in a tool name, an operation ref, a custom message type, an exit
+    code, a file path or a failed call's target reaches neither the summary nor the details
+    (masked where it enters the state: the summary has no mask pass of its own)."""
+    rng = random.Random(2024)
+    for kind, make in MAKERS.items():
+        sample = make(rng)
+        builder = SessionBuilder(tmp_path / kind / "s.jsonl")
+        builder.user("Please build it")
+        _plant_kept_whole(builder, place, sample.text)
+        for n in range(4):
+            builder.user(f"next {n}")
+            builder.assistant([{"type": "text", "text": f"ok {n}"}])
+        outcome = compact_session(builder.write(), CompactionSettings(keep_recent_tokens=5)).outcome
+        assert isinstance(outcome, Compaction)
+        written = outcome.summary + orjson.dumps(outcome.details).decode()
+        assert "[REDACTED:" in outcome.summary, kind
+        assert [value for value in sample.values if value in written] == [], kind

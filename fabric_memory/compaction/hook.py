@@ -20,6 +20,7 @@ import orjson
 
 from .._js import is_count
 from ..errors import HookInputError, clipped
+from ..session import no_cyclic_gc
 from ..view import EntryView, view_entry
 from .compactor import Cancel, compact_branch
 
@@ -111,16 +112,20 @@ def compaction_hook(event: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises :class:`HookInputError` when the event is malformed.
     """
-    request = read_event(event)
-    if request.aborted:
-        return Cancel("the host aborted the compaction").to_hook_result()
-    outcome = compact_branch(
-        request.branch,
-        request.first_kept_entry_id,
-        request.tokens_before,
-        session_id=request.session_id,
-    )
-    return outcome.to_hook_result()
+    # The branch's views and the state built from them stay alive until the result is
+    # returned: a cyclic collection on the way rescans them and frees nothing (a tenth of a
+    # 2,900-entry call). Reference counting frees them as the call returns.
+    with no_cyclic_gc():
+        request = read_event(event)
+        if request.aborted:
+            return Cancel("the host aborted the compaction").to_hook_result()
+        outcome = compact_branch(
+            request.branch,
+            request.first_kept_entry_id,
+            request.tokens_before,
+            session_id=request.session_id,
+        )
+        return outcome.to_hook_result()
 
 
 def run_hook(data: bytes) -> tuple[dict[str, Any], int]:

@@ -6,7 +6,9 @@ rich source fills the summary instead of throwing information away. A section th
 still overflows keeps its earliest and latest items, names the omitted middle with
 an explicit line (count, first and last address, how to expand it) and fills what
 is left with one item cut at a character boundary. Nothing here reads a clock:
-the same state gives the same bytes.
+the same state gives the same bytes. Nothing here masks secrets either: every text
+taken from the state was masked where it entered the state (:mod:`.text`), and the
+rest is fixed wording, counts, addresses and the session id.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Final
 
 from .details import CumulativeState, LiveRange, SectionJson
 from .ledger import LEDGERS, Item, Ledger
-from .text import clip, utf8_size
+from .text import bounded, utf8_size
 
 SUMMARY_MAX_BYTES: Final = 32 * 1024
 MIN_PARTIAL_BYTES: Final = 48
@@ -127,7 +129,7 @@ def _cut_line(item: Item, room: int) -> str | None:
     if room - frame < MIN_PARTIAL_BYTES // 2:
         return None
     text = item.text if not item.tags else f"{item.text} ({', '.join(item.tags)})"
-    return _line(Item(item.first, item.last, clip(text, room - frame)))
+    return _line(Item(item.first, item.last, bounded(text, room - frame)))
 
 
 def _omission(count: int, first: str, last: str, session: str) -> str:
@@ -298,20 +300,23 @@ def render_summary(state: CumulativeState, live: LiveRange, *, session_id: str |
     budgets = _allocate(needs, SUMMARY_MAX_BYTES - frame)
     while True:
         sections = [layout.within(budgets[layout.spec.name]) for layout in layouts]
-        excess = frame + sum(section.size for section in sections) - SUMMARY_MAX_BYTES
+        size = frame + sum(section.size for section in sections)
+        excess = size - SUMMARY_MAX_BYTES
         # Sections keep to their budgets; should one overshoot, the biggest one pays.
         if excess <= 0 or max(budgets.values()) <= excess:
             break
         budgets[max(budgets, key=lambda name: budgets[name])] -= excess
-    summary = clip(title + "".join(section.text for section in sections) + footer,
-                   SUMMARY_MAX_BYTES)
+    summary = title + "".join(section.text for section in sections) + footer
+    if size > SUMMARY_MAX_BYTES:
+        summary = bounded(summary, SUMMARY_MAX_BYTES)
+        size = utf8_size(summary)
     named = zip(layouts, sections, strict=True)
     addresses = dict.fromkeys([a for layout, section in named for a in layout.addresses(section)])
     for bound in (state.coverage.first, state.coverage.last, live.first, live.last):
         if bound:
             addresses[bound] = None
     addresses.pop("", None)
-    return Rendered(summary, utf8_size(summary), tuple(sections), tuple(addresses))
+    return Rendered(summary, size, tuple(sections), tuple(addresses))
 
 
 def _footer(state: CumulativeState, live: LiveRange, session: str) -> str:

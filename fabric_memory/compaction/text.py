@@ -1,5 +1,5 @@
-"""Text helpers of the summary and the state: byte-bounded clipping, collapsed whitespace,
-an operation's target."""
+"""Text helpers of the summary and the state: masking, byte-bounded clipping, collapsed
+whitespace, an operation's target."""
 
 from __future__ import annotations
 
@@ -43,15 +43,21 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     """``text`` with its secrets masked, cut to at most ``max_bytes`` UTF-8 bytes (marker
     included), never inside a character.
 
-    Every text of the state and the summary is bounded here (file paths, never cut, are
-    masked where they enter the state), so this is where the compaction masks secrets
-    (docs/secrets.md): before the cut, which could otherwise leave part of one.
+    Every text the state takes from a session is bounded here or, kept whole (file paths,
+    refs, tool names), masked by :func:`mask` where it enters the state: this is where the
+    compaction masks secrets (docs/secrets.md), before the cut, which could otherwise leave
+    part of one. The summary is laid out from the state's texts and is not masked again.
     """
     if len(text) > 2 * (max_bytes + SIGNATURE_REACH) and clean_head(text, max_bytes):
         # No secret starts in the first max_bytes characters (as many bytes at least):
         # masked, the text would start with them and be longer, so the cut falls in them.
         return _cut(text[:max_bytes].encode(), max_bytes, marker)
-    text = mask(text)
+    return bounded(mask(text), max_bytes, marker)
+
+
+def bounded(text: str, max_bytes: int, marker: str = "...") -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (marker included), never inside a
+    character: :func:`clip` for text masked already."""
     if len(text) <= max_bytes and text.isascii():  # (isascii is O(1): no encoding needed)
         return text
     data = text.encode()
