@@ -31,6 +31,7 @@ from fabric_memory.compaction import (
     compaction_hook,
     run_hook,
 )
+from fabric_memory.compaction.closure import entry_ids, index_tool_calls, safe_cut, window_start
 from fabric_memory.compaction.compactor import _STATEMENT, _may_state
 from fabric_memory.compaction.files import compaction_entry
 from fabric_memory.compaction.ledger import Item, Ledger
@@ -51,6 +52,7 @@ from fabric_memory.errors import CompactionError, HookInputError, SessionChanged
 from fabric_memory.redact import redact
 from fabric_memory.session import Session, read_session
 from fabric_memory.trace import create_fabric_persisted_execution_details, read_fabric_result
+from fabric_memory.view import EntryView, ToolCall
 
 from .conftest import CORPUS, FIXTURES
 from .corpus import corpus_index, corpus_json
@@ -544,6 +546,78 @@ def test_any_requested_cut_keeps_pairs_together(source: Path, position: int) -> 
     assert cut <= (ids.index(requested) if requested else len(ids))
     assert [(a, r) for a, r in _pairs(session) if min(a, r) < cut <= max(a, r)] == []
     assert len(outcome.summary.encode()) <= SUMMARY_MAX_BYTES
+
+
+def _ref_window_start(branch: list[EntryView]) -> int:
+    """Where the live window starts, read entry by entry (the reference for window_start)."""
+    latest = max((i for i, view in enumerate(branch) if view.type == "compaction"), default=None)
+    if latest is None:
+        return 0
+    first_kept = branch[latest].raw.get("firstKeptEntryId")
+    return next((i for i in range(latest) if branch[i].id == first_kept
+                 and branch[i].type != "compaction"), latest + 1)
+
+
+def _ref_safe_cut(branch: list[EntryView], cut: int, floor: int) -> int | None:
+    """The safe cut, each candidate checked against every pair (the reference for safe_cut):
+    a result's call is the first one with its id, at the last entry bearing the caller's id."""
+    pairs = []
+    for index, view in enumerate(branch):
+        call = next((c for v in branch for c in v.tool_calls if c.call_id == view.call_id), None)
+        if view.call_id and call is not None:
+            at = max(i for i, other in enumerate(branch) if other.id == call.entry_id)
+            pairs.append((min(at, index), max(at, index)))
+    for position in range(cut, floor, -1):
+        if position < len(branch) and (
+            branch[position].role == "toolResult" or branch[position].type == "compaction"
+        ):
+            continue
+        if not any(earlier < position <= later for earlier, later in pairs):
+            return position
+    return None
+
+
+_CLOSURE_IDS = st.sampled_from(["a", "b", "c", "d", "e", "f"])  # few: ids and calls repeat
+
+
+@st.composite
+def _closure_branches(draw: st.DrawFn) -> list[EntryView]:
+    """Branches of calls, results (either order, dangling, repeated), compactions pointing
+    anywhere, and repeated entry ids."""
+    views = []
+    for _ in range(draw(st.integers(0, 14))):
+        entry_id = draw(_CLOSURE_IDS)
+        kind = draw(st.sampled_from(["user", "call", "result", "compaction"]))
+        if kind == "compaction":
+            raw = {"firstKeptEntryId": draw(_CLOSURE_IDS | st.sampled_from(["", None, 3]))}
+            views.append(EntryView(entry_id, None, "compaction", None, raw, None, None, None,
+                                   None, "", ()))
+        elif kind == "call":
+            calls = tuple(ToolCall(entry_id, call_id, "read", {})
+                          for call_id in draw(st.lists(st.sampled_from("xyz"), max_size=2)))
+            views.append(EntryView(entry_id, None, "message", None, {}, {}, "assistant", None,
+                                   None, "", calls))
+        else:
+            role = "toolResult" if kind == "result" else "user"
+            answered = draw(st.sampled_from("xyz")) if kind == "result" else None
+            views.append(EntryView(entry_id, None, "message", None, {}, {}, role, "read",
+                                   answered, "", ()))
+    return views
+
+
+@settings(max_examples=400, deadline=None)
+@given(_closure_branches(), st.integers(0, 15), st.integers(-1, 15))
+def test_closure_search_agrees_with_the_entry_by_entry_reference(
+    branch: list[EntryView], cut: int, floor: int
+) -> None:
+    """window_start and safe_cut (list searches, one crossing count) pick what checking
+    every entry and every pair picks, repeated ids and call ids included."""
+    cut, floor = min(cut, len(branch)), min(floor, len(branch))
+    ids = entry_ids(branch)
+    assert window_start(branch, ids) == _ref_window_start(branch)
+    assert safe_cut(branch, cut, floor, index_tool_calls(branch), ids) == _ref_safe_cut(
+        branch, cut, floor
+    )
 
 
 def test_closure_sabotage_is_detected(tmp_path: Path) -> None:

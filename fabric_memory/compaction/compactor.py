@@ -27,7 +27,7 @@ from ..trace import (
     phase_address,
 )
 from ..view import EntryView, ToolCall
-from .closure import index_tool_calls, safe_cut, window_start
+from .closure import entry_ids, index_tool_calls, safe_cut, window_start
 from .details import (
     Coverage,
     CumulativeState,
@@ -555,17 +555,19 @@ def compact_branch(
     everything)."""
     if not branch:
         return Cancel("the branch is empty")
+    ids = entry_ids(branch)
     if first_kept_entry_id:
-        cut = next((i for i, e in enumerate(branch) if e.id == first_kept_entry_id), None)
-        if cut is None:
+        try:
+            cut = ids.index(first_kept_entry_id)
+        except ValueError:
             return Cancel(f"firstKeptEntryId {clipped(first_kept_entry_id)} is not on the branch")
     else:
         cut = len(branch)
-    floor = window_start(branch)
+    floor = window_start(branch, ids)
     if cut <= floor:
         return Cancel(f"nothing to summarize before {_where(first_kept_entry_id)}")
     calls = index_tool_calls(branch)
-    safe = safe_cut(branch, cut, floor, calls)
+    safe = safe_cut(branch, cut, floor, calls, ids)
     if safe is None:
         return Cancel(
             f"no cut point at or before {_where(first_kept_entry_id)} keeps every tool "
