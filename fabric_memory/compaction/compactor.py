@@ -374,8 +374,9 @@ class _Cycle:
                     tools[name] = tools.get(name, 0) + 1
         elif role == "toolResult":
             self.tool_results += 1
-            if view.fabric is not None:
-                self._fabric(view.fabric, turn)
+            fabric = view.fabric
+            if fabric is not None:
+                self._fabric(fabric, turn)
             else:
                 self._tool(view)
         elif role == "bashExecution":
