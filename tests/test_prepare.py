@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
 
-from fabric_memory._js import js_stringify
+from fabric_memory._js import js_length, js_stringify, js_stringify_length
 from fabric_memory.compaction import prepare
 from fabric_memory.compaction.prepare import (
     ALREADY_COMPACTED,
@@ -32,6 +33,7 @@ from fabric_memory.session import Entry, Session, read_session
 
 from .conftest import CORPUS
 from .corpus import corpus_index, corpus_json
+from .fuzz import json_values, nested
 
 
 def _truth_files() -> list[dict[str, Any]]:
@@ -265,6 +267,42 @@ def test_tool_call_arguments_count_as_javascript_serializes_them() -> None:
         "content": [{"type": "toolCall", "name": "read", "arguments": arguments}],
     }
     assert estimate_tokens(message) == -(-(4 + len(js_stringify(arguments))) // 4)
+
+
+def _lengths(value: Any) -> tuple[int | str, int | str]:
+    """The fast length and the length of JSON.stringify's text (or the error each raised)."""
+    results: list[int | str] = []
+    for measure in (js_stringify_length, lambda v: js_length(js_stringify(v))):
+        try:
+            results.append(measure(value))
+        except TypeError as exc:  # lone surrogates: never in a session read (see decode_line)
+            results.append(type(exc).__name__)
+    return results[0], results[1]
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values(30))
+def test_stringify_length_agrees_with_the_stringified_text(value: Any) -> None:
+    """The fast length (orjson plus number corrections) is the length of JSON.stringify's text:
+    floats, integers past 2^53 and 64 bits, NaN and infinities, astral characters."""
+    fast, slow = _lengths(value)
+    assert fast == slow
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": 1.0, "z": -0.0, "e": 1e-7, "big": 1e21, "s": "Zürich 😀", "1": [True, None]},
+        [2**53 + 1, -(2**53) - 1, 2**64, -(2**63) - 1, 1.5e300, float("inf"), 5e-324],
+        {"line": "\u2028\x00\x1f\x7f\"\\/", "lone": "a\ud800b"},
+        nested(300),
+        {"deep": nested(1000)},
+    ],
+)
+def test_stringify_length_of_what_orjson_writes_differently(value: Any) -> None:
+    """Numbers JavaScript writes otherwise, escapes, nesting past orjson's limit."""
+    fast, slow = _lengths(value)
+    assert fast == slow
 
 
 def test_system_message_counts_content_sections_and_tools() -> None:
