@@ -317,7 +317,10 @@ def _spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
 
 def redact(text: str, counts: Counter[str] | None = None) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]`` (counted in ``counts``)."""
-    return _masked(text, find_secrets(text), counts)
+    present = _present(text.lower())
+    if not present:  # (most texts: ``text`` itself, two calls fewer than through the rules)
+        return text
+    return _masked(text, find_secrets(text, present), counts)
 
 
 def redact_texts(texts: Sequence[str], counts: Counter[str] | None = None) -> list[str]:

@@ -47,7 +47,7 @@ from fabric_memory.compaction.render import (
     SUMMARY_MAX_BYTES,
     _Layout,
 )
-from fabric_memory.compaction.text import clip
+from fabric_memory.compaction.text import clip, clip_collapsed, collapse
 from fabric_memory.errors import CompactionError, HookInputError, SessionChangedError
 from fabric_memory.redact import redact
 from fabric_memory.session import Session, read_session
@@ -380,6 +380,33 @@ def test_long_text_clipped_as_if_masked_whole(
     expected = masked if len(data) <= max_bytes else (
         data[: max_bytes - 3].decode("utf-8", "ignore") + "...")
     assert clip(text, max_bytes) == expected
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(MAKERS)),
+    rng=st.randoms(use_true_random=False),
+    before=st.integers(0, 900),
+    filler=st.sampled_from(["word ", "a\n\n\t ", "   ", "é ", "東京 ", "x", "ſ\u2028", " \u3000"]),
+    secret=st.booleans(),
+    max_bytes=st.sampled_from([120, 160, 300]),
+)
+def test_clip_collapsed_is_clip_of_the_collapsed_text(
+    kind: str, rng: random.Random, before: int, filler: str, secret: bool, max_bytes: int
+) -> None:
+    """Collapsing only a long text's start gives what collapsing all of it gives, secrets
+    (anywhere, split by whitespace or not) masked the same."""
+    sample = MAKERS[kind](rng).text if secret else "plain words"
+    text = filler * before + sample + (" tail\n" + filler) * rng.randrange(0, 400)
+    assert clip_collapsed(text, max_bytes) == clip(collapse(text), max_bytes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.sampled_from(" \n\tab-:/_Ké東\u2028sk"), max_size=3000),
+       max_bytes=st.sampled_from([8, 120, 160, 300]))
+def test_clip_collapsed_agrees_on_any_whitespace(text: str, max_bytes: int) -> None:
+    assert clip_collapsed(text, max_bytes) == clip(collapse(text), max_bytes)
 
 
 _STATEMENT_PIECES = (

@@ -38,7 +38,7 @@ from .details import (
 )
 from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
-from .text import clip, collapse, mask, masking_once, target_key, target_of
+from .text import clip, clip_collapsed, collapse, mask, masking_once, target_key, target_of
 
 FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
 """Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
@@ -184,12 +184,11 @@ def _operation_line(
     ref: str, target: str, outcome: str, stage: str | None, error: str | None, legacy: bool
 ) -> str:
     ref = mask(ref)  # a tool's name, or a trace's ref: any string
-    head = f"{ref} `{clip(target, TARGET_BYTES)}`" if target else ref
-    text = f"{head} -> {outcome}"
+    text = f"{ref} `{clip(target, TARGET_BYTES)}` -> {outcome}" if target else f"{ref} -> {outcome}"
     if stage:
         text += f" at {stage}"
     if error:
-        text += f": {clip(collapse(error), ERROR_BYTES)}"
+        text += f": {clip_collapsed(error, ERROR_BYTES)}"
     if legacy:
         text += " (legacy audit)"
     return text
@@ -229,7 +228,7 @@ def _unread_item(fabric: FabricResult) -> Pending:
     address = fabric.entry_id
 
     def write() -> Item:
-        reason = clip(collapse(fabric.reason or fabric.verdict), ERROR_BYTES)
+        reason = clip_collapsed(fabric.reason or fabric.verdict, ERROR_BYTES)
         return Item(address, address, f"fabric_exec result not read ({reason})")
 
     return Pending(address, address, write)
@@ -286,7 +285,7 @@ class _Turn:
     def text(self) -> str:
         parts = [f'user: "{clip(self.user, USER_SNIPPET_BYTES)}"'] if self.user else []
         if self.assistant:
-            assistant = clip(collapse(self.assistant), ASSISTANT_SNIPPET_BYTES)
+            assistant = clip_collapsed(self.assistant, ASSISTANT_SNIPPET_BYTES)
             parts.append(f'assistant: "{assistant}"')
         if self.tools:
             named = ((mask(name), n) for name, n in self.tools.items())
@@ -523,8 +522,9 @@ class _Cycle:
         counts["resolvedErrors"] += self.resolved
         status = {item.key: item for item in previous.status}
         for role, (address, text) in self.status.items():
-            shown = text if role == "user" else collapse(text)
-            status[role] = Item(address, address, clip(shown, STATUS_BYTES), key=role)
+            # A user's text is collapsed already, an assistant's not.
+            shown = (clip if role == "user" else clip_collapsed)(text, STATUS_BYTES)
+            status[role] = Item(address, address, shown, key=role)
         coverage = Coverage(
             previous.coverage.first or self.first,
             self.last or previous.coverage.last,

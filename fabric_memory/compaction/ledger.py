@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypedDict, cast
 
 from .._js import is_count
-from .text import utf8_size
 
 LedgerName = Literal["goal", "constraints", "facts", "errors", "files", "activity", "turns"]
 LEDGERS: Final[tuple[LedgerName, ...]] = (
@@ -51,8 +50,9 @@ class Item:
     def weight(self) -> int:
         """Approximate rendered bytes, used to bound the state (measured once)."""
         if self._weight < 0:
+            text = self.text
             self._weight = (
-                utf8_size(self.text)
+                (len(text) if text.isascii() else len(text.encode()))  # utf8_size, one call less
                 + len(self.first)
                 + (len(self.last) if self.last != self.first else 0)
                 + (sum(len(tag) + 2 for tag in self.tags) if self.tags else 0)
@@ -88,6 +88,17 @@ class Item:
         if not all(isinstance(tag, str) for tag in tags):
             return None
         return Item(value[0], value[1], value[2], key, tuple(tags))
+
+
+def _items_json(items: Sequence[Item]) -> list[list[Any]]:
+    """:meth:`Item.to_json` of each item, the usual ``[address, text]`` written inline (~40%
+    cheaper than a call per item)."""
+    return [
+        [item.first, item.text]
+        if item.last == item.first and not item.key and not item.tags
+        else item.to_json()
+        for item in items
+    ]
 
 
 class LedgerJson(TypedDict):
@@ -145,8 +156,8 @@ class Ledger:
 
     def to_json(self) -> LedgerJson:
         return {
-            "head": [item.to_json() for item in self.head],
-            "tail": [item.to_json() for item in self.tail],
+            "head": _items_json(self.head),
+            "tail": _items_json(self.tail),
             "dropped": self.dropped,
             "droppedFirst": self.dropped_first,
             "droppedLast": self.dropped_last,
@@ -222,18 +233,18 @@ def _written(entry: Item | Pending) -> Item:
     return entry if type(entry) is Item else cast(Pending, entry).write()
 
 
-def _walk(tail: list[Item | Pending | Run], backward: bool) -> Iterator[tuple[int, Item]]:
-    """``(position, item)`` of every item in ``tail`` (runs expanded, items written as they
-    are reached), from the end when ``backward``; stop iterating to stop writing."""
-    positions = range(len(tail) - 1, -1, -1) if backward else range(len(tail))
-    for position in positions:
-        entry = tail[position]
-        if type(entry) is Run:
-            sources = entry.sources
-            for index in reversed(range(len(sources))) if backward else range(len(sources)):
-                yield position, entry.write(entry.owner, index)
+def _walk(tail: list[Item | Pending | Run], backward: bool) -> Iterator[Item]:
+    """Every item in ``tail`` (runs expanded, items written as they are reached), from the
+    end when ``backward``; stop iterating to stop writing."""
+    for entry in reversed(tail) if backward else tail:
+        if isinstance(entry, Item):  # (isinstance narrows in C: no typing.cast call per item)
+            yield entry
+        elif isinstance(entry, Pending):
+            yield entry.write()
         else:
-            yield position, _written(cast("Item | Pending", entry))  # quoted: no union per item
+            write, owner, n = entry.write, entry.owner, len(entry.sources)
+            for index in range(n - 1, -1, -1) if backward else range(n):
+                yield write(owner, index)
 
 
 def _bound(tail: list[Item | Pending | Run], at: int) -> tuple[str, str]:
@@ -323,21 +334,24 @@ class LedgerBuilder:
         if not self.tail:  # (most ledgers of a short cycle: nothing to walk)
             return Ledger(tuple(self.head), (), self.dropped, self.dropped_first,
                           self.dropped_last)
-        total = sum(len(e.sources) if type(e) is Run else 1 for e in self.tail)
         kept: list[Item] = []
-        tail_bytes = 0
-        for _, item in _walk(self.tail, backward=True):
+        room = cap.tail
+        for item in _walk(self.tail, backward=True):
             weight = item.weight
-            if tail_bytes + weight > cap.tail:
+            if weight > room:
                 break
-            tail_bytes += weight
+            room -= weight
             kept.append(item)
+        else:  # every item fits (the usual case): nothing to count, move or drop
+            kept.reverse()
+            return Ledger(tuple(self.head), tuple(kept), self.dropped, self.dropped_first,
+                          self.dropped_last)
         kept.reverse()
-        start = total - len(kept)
+        start = sum(len(e.sources) if type(e) is Run else 1 for e in self.tail) - len(kept)
         moved = 0
         if start and not self.dropped:
             head_bytes = sum(item.weight for item in self.head)
-            for _, item in _walk(self.tail, backward=False):
+            for item in _walk(self.tail, backward=False):
                 if moved == start or head_bytes + item.weight > cap.head:
                     break
                 self.head.append(item)

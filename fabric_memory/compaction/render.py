@@ -161,14 +161,24 @@ class _Layout:
         self.items = ledger.items
         self.heading = _heading(spec, ledger.total)
         self.heading_size = utf8_size(self.heading)
-        self.lines = [_line(item) for item in self.items]
+        # The usual line (one address, no tags) written here: ~1/3 cheaper than a call each.
+        self.lines = [
+            f"- [{item.first}] {item.text}\n"
+            if item.last == item.first and item.first and not item.tags
+            else _line(item)
+            for item in self.items
+        ]
         self.body = "".join(self.lines)
-        # Lines of ASCII (the usual case) are sized by ``len`` in one C loop.
-        measure = len if self.body.isascii() else utf8_size
-        self.sizes = list(map(measure, self.lines))
+        # Lines are sized in one C loop: by ``len`` when ASCII (the usual case), else encoded.
+        if self.body.isascii():
+            self.sizes = list(map(len, self.lines))
+            body_size = len(self.body)
+        else:
+            self.sizes = list(map(len, map(str.encode, self.lines)))
+            body_size = sum(self.sizes)
         # With nothing omitted: heading, every line, the closing blank line (and the line
         # naming what the state itself already dropped).
-        self.need = self.heading_size + measure(self.body) + 1
+        self.need = self.heading_size + body_size + 1
         if ledger.dropped:
             bounds = (ledger.dropped_first or "", ledger.dropped_last or "")
             self.need += utf8_size(_omission(ledger.dropped, *bounds, session))

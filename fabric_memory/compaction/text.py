@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from ..redact import SIGNATURE_REACH, clean_head, redact
 
@@ -52,7 +52,23 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
         # No secret starts in the first max_bytes characters (as many bytes at least):
         # masked, the text would start with them and be longer, so the cut falls in them.
         return _cut(text[:max_bytes].encode(), max_bytes, marker)
-    return bounded(mask(text), max_bytes, marker)
+    masked = mask(text)
+    if len(masked) <= max_bytes and masked.isascii():  # (most texts: no call to bounded)
+        return masked
+    return bounded(masked, max_bytes, marker)
+
+
+def clip_collapsed(text: str, max_bytes: int) -> str:
+    """``clip(collapse(text), max_bytes)``, collapsing only the start of a long text when
+    the start decides it: ``collapse`` of a prefix is a prefix of ``collapse`` of the text,
+    so once that start is longer than :func:`clip` needs to take its shortcut, the rest
+    cannot change the result (a 9 KB assistant reply: ~6x cheaper)."""
+    reach = 2 * (max_bytes + SIGNATURE_REACH)
+    if len(text) > 2 * reach:
+        start = collapse(text[: 2 * reach])
+        if len(start) > reach and clean_head(start, max_bytes):
+            return _cut(start[:max_bytes].encode(), max_bytes, "...")
+    return clip(collapse(text), max_bytes)
 
 
 def bounded(text: str, max_bytes: int, marker: str = "...") -> str:
@@ -90,18 +106,19 @@ def collapse(text: str) -> str:
 
 def target_of(args: Mapping[str, Any]) -> str:
     """The first of ``path|command|key|id|topic|prefix`` that ``args`` holds, as text."""
-    get = args.get
     for name in TARGET_ARGS:
-        value = get(name)
+        # ``in``, then one lookup: ~1/3 cheaper than a ``get`` call per name (most
+        # operations name their target late or not at all).
+        if name not in args:
+            continue
+        value = args[name]
         if value is None:
             continue
+        if isinstance(value, str):  # (narrows without typing.cast, a Python call per target)
+            return value
         kind = type(value)
-        if kind is str:
-            return cast(str, value)
         if kind is int or kind is float:
             return str(value)
-        if isinstance(value, str):
-            return value
         if isinstance(value, int | float) and not isinstance(value, bool):
             return str(value)
     return ""
