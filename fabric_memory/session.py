@@ -674,8 +674,8 @@ def _line_entry(value: Any, line: int, offset: int, length: int) -> Entry:
         line,
         offset,
         length,
-        has_id,
-        not has_id,
+        has_id=has_id,
+        migrated=not has_id,
     )
 
 
@@ -703,7 +703,8 @@ def _migrate_v1(kept: list[_Line | None], malformed: list[LineProblem]) -> list[
         if raw.get("type") == "compaction":
             raw = _first_kept_by_index(raw, position, kept, ids)
         entries.append(
-            _entry(raw, ids[position], previous, item.line, item.offset, item.length, True, True)
+            _entry(raw, ids[position], previous, item.line, item.offset, item.length,
+                   has_id=True, migrated=True)
         )
         previous = ids[position]
     return entries
@@ -747,6 +748,7 @@ def _entry(
     line: int,
     offset: int,
     length: int,
+    *,
     has_id: bool,
     migrated: bool,
 ) -> Entry:

@@ -382,7 +382,6 @@ def test_long_text_clipped_as_if_masked_whole(
     assert clip(text, max_bytes) == expected
 
 
-
 @settings(max_examples=300, deadline=None)
 @given(
     kind=st.sampled_from(sorted(MAKERS)),

@@ -48,14 +48,19 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     compaction masks secrets (docs/secrets.md), before the cut, which could otherwise leave
     part of one. The summary is laid out from the state's texts and is not masked again.
     """
+    head = _clean_head_cut(text, max_bytes, marker)
+    if head is not None:
+        return head
+    return bounded(mask(text), max_bytes, marker)
+
+
+def _clean_head_cut(text: str, max_bytes: int, marker: str) -> str | None:
+    """:func:`clip` of a long ``text`` in which no secret starts in the first ``max_bytes``
+    characters (as many bytes at least), without masking it: masked, the text would start
+    with them and be longer, so the cut falls in them. None when that does not hold."""
     if len(text) > 2 * (max_bytes + SIGNATURE_REACH) and clean_head(text, max_bytes):
-        # No secret starts in the first max_bytes characters (as many bytes at least):
-        # masked, the text would start with them and be longer, so the cut falls in them.
         return _cut(text[:max_bytes].encode(), max_bytes, marker)
-    masked = mask(text)
-    if len(masked) <= max_bytes and masked.isascii():  # (most texts: no call to bounded)
-        return masked
-    return bounded(masked, max_bytes, marker)
+    return None
 
 
 def clip_collapsed(text: str, max_bytes: int) -> str:
@@ -63,11 +68,11 @@ def clip_collapsed(text: str, max_bytes: int) -> str:
     the start decides it: ``collapse`` of a prefix is a prefix of ``collapse`` of the text,
     so once that start is longer than :func:`clip` needs to take its shortcut, the rest
     cannot change the result (a 9 KB assistant reply: ~6x cheaper)."""
-    reach = 2 * (max_bytes + SIGNATURE_REACH)
-    if len(text) > 2 * reach:
-        start = collapse(text[: 2 * reach])
-        if len(start) > reach and clean_head(start, max_bytes):
-            return _cut(start[:max_bytes].encode(), max_bytes, "...")
+    reach = 4 * (max_bytes + SIGNATURE_REACH)  # twice the length the shortcut asks for
+    if len(text) > reach:
+        head = _clean_head_cut(collapse(text[:reach]), max_bytes, "...")
+        if head is not None:
+            return head
     return clip(collapse(text), max_bytes)
 
 
