@@ -7,8 +7,9 @@ nothing until a caller touches the compactor or the index.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from ._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from .audit import audit_sessions
@@ -90,7 +91,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
     ),
 }
-_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+_attribute = lazy_attributes(globals(), _HOMES)
 
 
 def __getattr__(name: str) -> Any:
@@ -100,12 +101,7 @@ def __getattr__(name: str) -> Any:
         value: Any = metadata.version("fabric-memory")
         globals()[name] = value
         return value
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return _attribute(name)
 
 
 def __dir__() -> list[str]:

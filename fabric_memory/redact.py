@@ -12,7 +12,8 @@ Clean text costs one lowercase copy and a few literal-prefixed searches: a rule'
 regex runs only when one of its signatures (short patterns of lowercase text) is
 there. Changing a rule changes :data:`RULES_FINGERPRINT`, which is part of the index
 schema, so an index built under other rules is rebuilt instead of serving text they
-did not mask.
+did not mask. Patterns compile on first use: most texts need none of them, and
+compiling them all was a fifth of starting ``fabric-memory hook``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import accumulate
 from typing import Any, Final
 
@@ -31,6 +33,12 @@ import xxhash
 MASK = "[REDACTED:{kind}]"
 
 
+@cache
+def _compiled(source: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile`` once per process, kept whatever else fills ``re``'s own cache."""
+    return re.compile(source, flags)
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One secret format: where its value is (``group``) and what must be in a text for
@@ -38,13 +46,19 @@ class Rule:
     every match holds)."""
 
     kind: str
-    pattern: re.Pattern[str]
+    source: str
+    """The regular expression (:attr:`pattern`, compiled on first use)."""
     signatures: tuple[str, ...]
     group: int | str = 0
+    flags: int = 0
     accept: Callable[[str], bool] | None = None
     """A further check of the matched value (drops placeholders and identifiers)."""
     anchor: Anchor | None = None
     """Where a match can be, when the pattern itself starts with no literal."""
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _compiled(self.source, self.flags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +74,20 @@ class Anchor:
     the whole text, without trying its leading name at every position of it.
     """
 
-    keyword: re.Pattern[str]
+    source: str
+    flags: int
     before: int
     after: int
-    lowered: re.Pattern[str]
-    """``keyword`` without IGNORECASE, for the lowercased text: ~5x faster, and the same
-    hits at the same offsets unless the text holds one of :data:`_FOLDS_APART`."""
+
+    @property
+    def keyword(self) -> re.Pattern[str]:
+        return _compiled(self.source, self.flags)
+
+    @property
+    def lowered(self) -> re.Pattern[str]:
+        """``keyword`` without IGNORECASE, for the lowercased text: ~5x faster, and the same
+        hits at the same offsets unless the text holds one of :data:`_FOLDS_APART`."""
+        return _compiled(self.source)
 
 
 _FOLDS_APART = ("\u0130", "\u0131", "\u017f")
@@ -91,9 +113,9 @@ _NOT_SECRETS = frozenset({
     "string[]", "str", "int", "any", "unknown", "never", "void",
 })
 _WORD = r"(?:[a-z_$]+(?:[A-Z][a-z]+)*|[A-Z][a-z]+(?:[A-Z][a-z]+)*|[A-Z_]+)\d{0,2}"
-_REFERENCE = re.compile(rf"{_WORD}(?:(?:\.|\?\.|::|->){_WORD})+(?:\(\)?)?")
+_REFERENCE = rf"{_WORD}(?:(?:\.|\?\.|::|->){_WORD})+(?:\(\)?)?"
 """``process.env.TOKEN``, ``config.apiKey``, ``self.secret()``: code naming a value."""
-_IDENTIFIER = re.compile(r"[a-z_\-]+|[A-Z_]+|[a-z]{2,}(?:[A-Z][a-z]{2,})+|[A-Za-z_$][\w$.]*\(\)?")
+_IDENTIFIER = r"[a-z_\-]+|[A-Z_]+|[a-z]{2,}(?:[A-Z][a-z]{2,})+|[A-Za-z_$][\w$.]*\(\)?"
 """A lone word, a CONSTANT_NAME, a camelCase name or a call: not a credential."""
 
 
@@ -103,7 +125,7 @@ def _assigned_value(value: str) -> bool:
         return False
     if value.lower() in _NOT_SECRETS or len(set(value)) < 3:
         return False
-    return not (_REFERENCE.fullmatch(value) or _IDENTIFIER.fullmatch(value))
+    return not (_compiled(_REFERENCE).fullmatch(value) or _compiled(_IDENTIFIER).fullmatch(value))
 
 
 _SECRET_WORD = (r"(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
@@ -111,7 +133,6 @@ _SECRET_WORD = (r"(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
                 r"|_key|credentials?)")
 _SECRET_NAME = rf"[A-Za-z0-9_.\-]{{0,60}}?{_SECRET_WORD}"
 """A name whose value is a credential: ``*_TOKEN``, ``*_SECRET``, ``*_KEY``, ``password``..."""
-_SECRET_KEY = re.compile(_SECRET_NAME, re.IGNORECASE)
 
 
 def _url_password(value: str) -> bool:
@@ -123,9 +144,8 @@ def _rule(
     flags: int = 0, accept: Callable[[str], bool] | None = None,
     anchor: tuple[str, int, int] | None = None,
 ) -> Rule:
-    window = None if anchor is None else Anchor(
-        re.compile(anchor[0], flags), anchor[1], anchor[2], re.compile(anchor[0]))
-    return Rule(kind, re.compile(pattern, flags), signatures, group, accept, window)
+    window = None if anchor is None else Anchor(anchor[0], flags, anchor[1], anchor[2])
+    return Rule(kind, pattern, signatures, group, flags, accept, window)
 
 
 _B = r"(?<![A-Za-z0-9_])"
@@ -195,10 +215,12 @@ RULES: tuple[Rule, ...] = (
 
 def rules_fingerprint(rules: Sequence[Rule]) -> str:
     """Eight hex digits that change whenever any rule, or the data its checks use, does."""
-    checks = (MIN_ASSIGNED, _PLACEHOLDER_START, sorted(_NOT_SECRETS), _REFERENCE.pattern,
-              _IDENTIFIER.pattern, MASK)
+    checks = (MIN_ASSIGNED, _PLACEHOLDER_START, sorted(_NOT_SECRETS), _REFERENCE, _IDENTIFIER,
+              MASK)
     described = "\n".join([repr(checks), *(
-        f"{r.kind}\t{r.pattern.pattern}\t{r.pattern.flags}\t{r.group}\t"
+        # (flags as ``re.compile`` reports them, UNICODE added: tests/test_redact.py checks
+        # that they are, so the fingerprint needs no pattern compiled)
+        f"{r.kind}\t{r.source}\t{int(r.flags | re.UNICODE)}\t{r.group}\t"
         f"{','.join(r.signatures)}\t{r.accept.__name__ if r.accept else ''}"
         for r in rules
     )])
@@ -207,6 +229,8 @@ def rules_fingerprint(rules: Sequence[Rule]) -> str:
 
 RULES_FINGERPRINT = rules_fingerprint(RULES)
 """Part of the memory index schema (an index built under other rules is rebuilt)."""
+
+
 
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in RULES))
 _SIGNATURES: tuple[str, ...] = tuple(dict.fromkeys(s for rule in RULES for s in rule.signatures))
@@ -234,13 +258,19 @@ def _alternation(words: Sequence[str]) -> str:
 
 
 _ANY_SIGNATURE = re.compile(_alternation(_SIGNATURES))
-_NEEDLES = tuple(re.compile(pattern.encode()) for pattern in dict.fromkeys(
-    _alternation([s for s in rule.signatures if s[0] == first])
-    for rule in RULES for first in dict.fromkeys(s[0] for s in rule.signatures)
-))
-"""For many texts at once: one search per rule and first letter of its signatures (a
-pattern starting with a literal, which the engine skips to fast), a hit telling that its
-text holds one of the rule's signatures (the one found: all that selecting it needs)."""
+
+
+@cache
+def _needles() -> tuple[re.Pattern[bytes], ...]:
+    """For many texts at once: one search per rule and first letter of its signatures (a
+    pattern starting with a literal, which the engine skips to fast), a hit telling that
+    its text holds one of the rule's signatures (the one found: all that selecting it
+    needs)."""
+    return tuple(re.compile(pattern.encode()) for pattern in dict.fromkeys(
+        _alternation([s for s in rule.signatures if s[0] == first])
+        for rule in RULES for first in dict.fromkeys(s[0] for s in rule.signatures)
+    ))
+
 _STARTING = {s: frozenset(p for p in _SIGNATURES if s.startswith(p)) for s in _SIGNATURES}
 """A hit is the longest signature at its position; those it starts with are there too."""
 _NONE: frozenset[str] = frozenset()
@@ -334,7 +364,7 @@ def redact_texts(texts: Sequence[str], counts: Counter[str] | None = None) -> li
     joined = b"\0".join(encoded)  # no signature holds a NUL: none spans two texts
     ends = list(accumulate(len(data) + 1 for data in encoded))
     present: dict[int, set[str]] = {}
-    for needle in _NEEDLES:
+    for needle in _needles():
         found = needle.search(joined)
         while found is not None:
             which = bisect_right(ends, found.start())
@@ -411,8 +441,8 @@ def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:
 
 
 def _named(key: str, value: Any, counts: Counter[str] | None) -> Any:
-    if (isinstance(value, str) and _SECRET_KEY.fullmatch(key) and _assigned_value(value)
-            and not find_secrets(value)):
+    if (isinstance(value, str) and _compiled(_SECRET_NAME, re.IGNORECASE).fullmatch(key)
+            and _assigned_value(value) and not find_secrets(value)):
         if counts is not None:
             counts["assigned-secret"] += 1
         return MASK.format(kind="assigned-secret")

@@ -9,17 +9,20 @@ from importlib import metadata
 import pytest
 
 import fabric_memory
-from fabric_memory import errors
+from fabric_memory import compaction, errors
 from fabric_memory.errors import ExpandError, FabricMemoryError, clipped
 
 
 def test_every_public_name_resolves_from_its_home() -> None:
     """Each name of __all__ loads from the module _HOMES names, and nothing else is listed."""
-    listed = {name for name in fabric_memory.__all__ if name != "__version__"}
-    assert listed == set(fabric_memory._MODULE_OF)
+    for package in (fabric_memory, compaction):
+        listed = {name for name in package.__all__ if name != "__version__"}
+        assert listed == {name for names in package._HOMES.values() for name in names}
+        for name in listed:
+            assert getattr(package, name) is not None, name
+        with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+            package.nothing  # noqa: B018
     assert fabric_memory.__all__ == sorted(fabric_memory.__all__)
-    for name in listed:
-        assert getattr(fabric_memory, name) is not None, name
 
 
 def test_settings_and_catchable_errors_are_public() -> None:
@@ -46,6 +49,23 @@ def test_importing_the_package_loads_no_engine() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_the_hook_loads_only_what_it_runs() -> None:
+    """``fabric-memory hook`` starts a process per compaction, so its imports are its start
+    time: a host hands it Pi's preparation, so it loads neither the session reader nor
+    the preparation rules (nor Tantivy), and no secret pattern is compiled until a text
+    holds one of its signatures."""
+    code = ("import sys, fabric_memory.compaction.hook, fabric_memory.redact as r; "
+            "print(sorted(sys.modules)); print(r._compiled.cache_info().currsize)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    modules, compiled = eval(out[0]), int(out[1])
+    assert "fabric_memory.compaction.compactor" in modules
+    unneeded = ("tantivy", "fabric_memory.session", "fabric_memory.compaction.prepare",
+                "fabric_memory.compaction.files", "fabric_memory.memory", "argparse")
+    assert [m for m in modules if m.startswith(unneeded)] == []
+    assert compiled == 0
 
 
 @pytest.mark.parametrize(

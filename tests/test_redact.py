@@ -313,9 +313,21 @@ def test_fingerprint_follows_the_rules() -> None:
     """Changing any rule changes the fingerprint the index schema carries."""
     base = rules_fingerprint(RULES)
     assert base == rules_fingerprint(tuple(RULES))
-    changed = (replace(RULES[0], pattern=re.compile(RULES[0].pattern.pattern + "x")), *RULES[1:])
+    changed = (replace(RULES[0], source=RULES[0].source + "x"), *RULES[1:])
     assert rules_fingerprint(changed) != base
+    flagged = (replace(RULES[0], flags=re.IGNORECASE), *RULES[1:])
+    assert rules_fingerprint(flagged) != base
     assert rules_fingerprint(RULES[1:]) != base
+
+
+def test_fingerprint_flags_are_the_compiled_ones() -> None:
+    """The fingerprint reads each rule's flags without compiling it, as ``re.compile``
+    would report them: true only while no pattern sets a flag inline (``(?i)``), which a
+    new rule could; then this fails and the fingerprint must compile its patterns."""
+    for rule in (*RULES, *(replace(rule, source=rule.anchor.source, flags=rule.anchor.flags)
+                           for rule in RULES if rule.anchor is not None)):
+        assert rule.pattern.flags == rule.flags | re.UNICODE, rule.kind
+        assert rule.pattern.pattern == rule.source
 
 
 def test_samples_are_reproducible() -> None:

@@ -32,11 +32,11 @@ from typing import Any, Final
 import orjson
 
 from .. import __version__
+from .._gc import no_cyclic_gc
 from ..compaction.hook import compaction_hook
 from ..compaction.render import SUMMARY_MAX_BYTES
 from ..errors import CertificationError, UsageError
 from ..memory.expand import MAX_SELECTORS, expand_request
-from ..session import no_cyclic_gc
 from .closure import FIXTURES as CLOSURE_FIXTURES
 from .closure import run_closure
 from .continuation import create_fixtures

@@ -2,35 +2,66 @@
 (:mod:`.compactor`: branch → state → summary), closure (:mod:`.closure`: the safe cut),
 ledgers (:mod:`.ledger`), the persisted details, both sides (:mod:`.details`), the
 summary (:mod:`.render`), the host hook (:mod:`.hook`) and session files
-(:mod:`.files`: compact a file, append the compaction)."""
+(:mod:`.files`: compact a file, append the compaction).
 
-from .compactor import Cancel, Compaction, compact_branch
-from .files import SessionCompaction, append_compaction, compact_session
-from .hook import compaction_hook, run_hook
-from .prepare import (
-    ALREADY_COMPACTED,
-    NOTHING_TO_COMPACT,
-    CompactionSettings,
-    ContextMessage,
-    ContextTokens,
-    FileOps,
-    NoPreparation,
-    Preparation,
-    PreparationJson,
-    ProjectedEntry,
-    SessionContext,
-    build_session_context,
-    current_system_message,
-    entry_messages,
-    estimate_context_tokens,
-    estimate_projected_context_tokens,
-    estimate_tokens,
-    explain_preparation,
-    prepare_compaction,
-    project_branch,
-    should_compact,
-    usage_tokens,
-)
+Names load on first use (PEP 562): the hook, which a host calls with Pi's preparation
+already made, starts without the session reader or the preparation rules."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from .compactor import Cancel, Compaction, compact_branch
+    from .files import SessionCompaction, append_compaction, compact_session
+    from .hook import compaction_hook, run_hook
+    from .prepare import (
+        ALREADY_COMPACTED,
+        NOTHING_TO_COMPACT,
+        CompactionSettings,
+        ContextMessage,
+        ContextTokens,
+        FileOps,
+        NoPreparation,
+        Preparation,
+        PreparationJson,
+        ProjectedEntry,
+        SessionContext,
+        build_session_context,
+        current_system_message,
+        entry_messages,
+        estimate_context_tokens,
+        estimate_projected_context_tokens,
+        estimate_tokens,
+        explain_preparation,
+        prepare_compaction,
+        project_branch,
+        should_compact,
+        usage_tokens,
+    )
+
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    ".compactor": ("Cancel", "Compaction", "compact_branch"),
+    ".files": ("SessionCompaction", "append_compaction", "compact_session"),
+    ".hook": ("compaction_hook", "run_hook"),
+    ".prepare": (
+        "ALREADY_COMPACTED", "NOTHING_TO_COMPACT", "CompactionSettings", "ContextMessage",
+        "ContextTokens", "FileOps", "NoPreparation", "Preparation", "PreparationJson",
+        "ProjectedEntry", "SessionContext", "build_session_context", "current_system_message",
+        "entry_messages", "estimate_context_tokens", "estimate_projected_context_tokens",
+        "estimate_tokens", "explain_preparation", "prepare_compaction", "project_branch",
+        "should_compact", "usage_tokens",
+    ),
+}
+__getattr__ = lazy_attributes(globals(), _HOMES)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "ALREADY_COMPACTED",

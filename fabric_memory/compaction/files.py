@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import xxhash
 
+from .._gc import no_cyclic_gc
 from .._js import iso_time
 from ..errors import CompactionError, SessionChangedError, SessionError
 from ..session import (
@@ -26,7 +27,6 @@ from ..session import (
     DEFAULT_MAX_LINE_BYTES,
     Session,
     fingerprint_file,
-    no_cyclic_gc,
     read_session,
 )
 from .compactor import Cancel, Compaction, compact_branch

@@ -18,9 +18,9 @@ from typing import Any, Final
 
 import orjson
 
+from .._gc import no_cyclic_gc
 from .._js import is_count
 from ..errors import HookInputError, clipped
-from ..session import no_cyclic_gc
 from ..view import EntryView, view_entry
 from .compactor import Cancel, compact_branch
 
