@@ -218,8 +218,8 @@ def rules_fingerprint(rules: Sequence[Rule]) -> str:
     checks = (MIN_ASSIGNED, _PLACEHOLDER_START, sorted(_NOT_SECRETS), _REFERENCE, _IDENTIFIER,
               MASK)
     described = "\n".join([repr(checks), *(
-        # (flags as ``re.compile`` reports them, UNICODE added: tests/test_redact.py checks
-        # that they are, so the fingerprint needs no pattern compiled)
+        # (the flags ``re.compile`` reports, read without compiling: tests/test_redact.py
+        # holds them equal, so indexes built when rules compiled at import keep theirs)
         f"{r.kind}\t{r.source}\t{int(r.flags | re.UNICODE)}\t{r.group}\t"
         f"{','.join(r.signatures)}\t{r.accept.__name__ if r.accept else ''}"
         for r in rules

@@ -321,9 +321,9 @@ def test_fingerprint_follows_the_rules() -> None:
 
 
 def test_fingerprint_flags_are_the_compiled_ones() -> None:
-    """The fingerprint reads each rule's flags without compiling it, as ``re.compile``
-    would report them: true only while no pattern sets a flag inline (``(?i)``), which a
-    new rule could; then this fails and the fingerprint must compile its patterns."""
+    """The fingerprint hashes each rule's text and declared flags (UNICODE added) without
+    compiling it: what its compiled pattern reports, which is what the fingerprint hashed
+    when every rule was compiled at import, so indexes built then keep their schema."""
     for rule in (*RULES, *(replace(rule, source=rule.anchor.source, flags=rule.anchor.flags)
                            for rule in RULES if rule.anchor is not None)):
         assert rule.pattern.flags == rule.flags | re.UNICODE, rule.kind
