@@ -94,14 +94,18 @@ _HOMES: dict[str, tuple[str, ...]] = {
 _attribute = lazy_attributes(globals(), _HOMES)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "__version__":  # read from the package metadata on first use: importing
-        from importlib import metadata  # importlib.metadata costs more than a recall
+if TYPE_CHECKING:
+    __version__: str
+else:  # (hidden from type checkers, which then still flag unknown names)
 
-        value: Any = metadata.version("fabric-memory")
-        globals()[name] = value
-        return value
-    return _attribute(name)
+    def __getattr__(name: str) -> Any:
+        if name == "__version__":  # read from the package metadata on first use: importing
+            from importlib import metadata  # importlib.metadata costs more than a recall
+
+            value: Any = metadata.version("fabric-memory")
+            globals()[name] = value
+            return value
+        return _attribute(name)
 
 
 def __dir__() -> list[str]:

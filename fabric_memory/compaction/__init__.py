@@ -56,7 +56,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "should_compact", "usage_tokens",
     ),
 }
-__getattr__ = lazy_attributes(globals(), _HOMES)
+if not TYPE_CHECKING:  # (hidden from type checkers, which then still flag unknown names)
+    __getattr__ = lazy_attributes(globals(), _HOMES)
 
 
 def __dir__() -> list[str]:
