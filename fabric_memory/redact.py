@@ -312,9 +312,9 @@ def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Findi
 
 def _matches(rule: Rule, text: str) -> Iterator[re.Match[str]]:
     """``rule.pattern.finditer(text)``, run only around the keyword hits if it has one."""
-    anchor = rule.anchor
+    pattern, anchor = rule.pattern, rule.anchor  # (a property: looked up once, not per window)
     if anchor is None:
-        yield from rule.pattern.finditer(text)
+        yield from pattern.finditer(text)
         return
     if any(c in text for c in _FOLDS_APART):
         hits = anchor.keyword.finditer(text)
@@ -330,7 +330,7 @@ def _matches(rule: Rule, text: str) -> Iterator[re.Match[str]]:
             windows.append([start, end])
     for start, end in windows:
         # pos keeps the text before it visible to look-behinds (unlike a slice).
-        yield from rule.pattern.finditer(text, start, end)
+        yield from pattern.finditer(text, start, end)
 
 
 def _spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
