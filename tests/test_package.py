@@ -102,3 +102,72 @@ def test_expand_exit_statuses_are_explicit() -> None:
         "ambiguous_session": 16, "text_offset_out_of_bounds": 17,
     }
     assert set(ExpandError.CODES) == set(ExpandError.EXIT_STATUS)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every fabric_memory module and the fabric_memory modules it imports anywhere in its
+    text (top level, under TYPE_CHECKING or inside a function)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(fabric_memory.__file__).parent
+    modules: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                deps.update(c for c in [target, *(f"{target}.{a.name}" for a in node.names)]
+                            if c in modules)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in modules)
+        graph[name] = deps - {name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if dep not in order:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in stack:
+                low[node] = min(low[node], order[dep])
+        if low[node] == order[node]:
+            group = stack[stack.index(node):]
+            del stack[stack.index(node):]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """The package's import graph has no circle, type-checking and lazy imports included."""
+    graph = _import_graph()
+    assert {"fabric_memory.compaction.render", "fabric_memory.cli"} <= set(graph)
+    assert "fabric_memory.compaction.details" in graph["fabric_memory.compaction.render"]
+    assert _circles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    """A graph with a two-module loop (as details and render once were) is reported."""
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": set()}
+    assert _circles(graph) == [["a", "b"]]

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypedDict, cast
+from typing import Any, Final, TypedDict, cast
 
 from .._js import is_count
 from ..view import EntryView
 from .ledger import LEDGERS, Item, Ledger, LedgerJson, LedgerName
-
-if TYPE_CHECKING:
-    from .render import Rendered
 
 COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
@@ -194,6 +191,56 @@ class SectionJson(TypedDict):
 class CoverageDetailsJson(TypedDict):
     source: CoverageJson
     live: LiveJson
+
+
+# Built per section on the hook's path and never changed afterwards; not ``frozen``, which
+# would make building it ~7x slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
+class Section:
+    """One rendered section and what it left out."""
+
+    name: str
+    title: str
+    budget: int
+    text: str
+    size: int
+    """``text`` in UTF-8 bytes."""
+    items: int
+    head: int
+    """How many of the earliest items are shown."""
+    tail: int
+    """How many of the latest items are shown (the first of them possibly cut)."""
+    omitted: int
+    truncated: bool
+    omitted_first: str | None
+    omitted_last: str | None
+
+    def to_json(self) -> SectionJson:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "budget": self.budget,
+            "bytes": self.size,
+            "items": self.items,
+            "shown": self.head + self.tail,
+            "omitted": self.omitted,
+            "truncated": self.truncated,
+            "omittedFirst": self.omitted_first,
+            "omittedLast": self.omitted_last,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """The summary text and its sections."""
+
+    summary: str
+    size: int
+    """``summary`` in UTF-8 bytes."""
+    sections: tuple[Section, ...]
+    addresses: tuple[str, ...]
+    """Every address the summary names, in order of first appearance."""
+
 
 
 class DetailsJson(TypedDict):

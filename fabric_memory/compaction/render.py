@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from .details import CumulativeState, LiveRange, SectionJson
+from .details import CumulativeState, LiveRange, Rendered, Section
 from .ledger import LEDGERS, Item, Ledger
 from .text import bounded, utf8_size
 
@@ -59,55 +59,6 @@ SPARE_ORDER: Final = (
 )
 """Who gets unused bytes first (and, read backwards, who gives them up first): what the
 user stated and what is still broken before the history."""
-
-
-# Built per section on the hook's path and never changed afterwards; not ``frozen``, which
-# would make building it ~7x slower (each field set through ``object.__setattr__``).
-@dataclass(slots=True)
-class Section:
-    """One rendered section and what it left out."""
-
-    name: str
-    title: str
-    budget: int
-    text: str
-    size: int
-    """``text`` in UTF-8 bytes."""
-    items: int
-    head: int
-    """How many of the earliest items are shown."""
-    tail: int
-    """How many of the latest items are shown (the first of them possibly cut)."""
-    omitted: int
-    truncated: bool
-    omitted_first: str | None
-    omitted_last: str | None
-
-    def to_json(self) -> SectionJson:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "budget": self.budget,
-            "bytes": self.size,
-            "items": self.items,
-            "shown": self.head + self.tail,
-            "omitted": self.omitted,
-            "truncated": self.truncated,
-            "omittedFirst": self.omitted_first,
-            "omittedLast": self.omitted_last,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    """The summary text and its sections."""
-
-    summary: str
-    size: int
-    """``summary`` in UTF-8 bytes."""
-    sections: tuple[Section, ...]
-    addresses: tuple[str, ...]
-    """Every address the summary names, in order of first appearance."""
 
 
 # --- lines ---------------------------------------------------------------------------
