@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NotASessionError, clipped
-from ..session import Session
 from .reader import (
     Entries,
     JsonLines,
@@ -34,6 +33,9 @@ from .reader import (
     tool_call_block,
     tool_result,
 )
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
 
 AGENT: Final = "claude-code"
 CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"

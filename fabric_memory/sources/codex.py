@@ -18,12 +18,11 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from ..errors import NotASessionError, clipped
-from ..session import Session
 from .reader import (
     NOT_JSON,
     Entries,
@@ -40,6 +39,9 @@ from .reader import (
     tool_call_block,
     tool_result,
 )
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
 
 AGENT: Final = "codex"
 HOME_ENV: Final = "CODEX_HOME"

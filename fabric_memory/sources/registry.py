@@ -9,12 +9,17 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
-from ..session import DEFAULT_MAX_LINE_BYTES, Session
 from . import claude_code, codex, pi
 from .reader import SourceReader, first_value, under
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
+
+DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+"""The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
 
 READERS: Final[tuple[SourceReader, ...]] = (
     claude_code.CLAUDE_CODE,
@@ -51,6 +56,11 @@ def read_source(path: str | os.PathLike[str],
     return reader_for(name, max_line_bytes).read(name, max_line_bytes)
 
 
+def skipped(path: str) -> bool:
+    """Whether some reader says ``path`` is no session of its own (see ``SourceReader.skips``)."""
+    return any(reader.skips(path) for reader in READERS)
+
+
 def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
     """The agents ``--agents a,b`` (or several ``--agent``) names; ``None`` for all of them.
     An unknown name is a usage error that lists the known ones."""
@@ -68,10 +78,11 @@ def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
 def agent_homes(projects: Collection[str] = (),
                 agents: frozenset[str] | None = None) -> tuple[Path, ...]:
     """Every folder the agents (``agents``: only those) write to by default that exists, each
-    once by its real path, in :data:`READERS` order. ``projects``: the working folders of
+    once by its real path, in :data:`AGENTS` order. ``projects``: the working folders of
     indexed sessions (where workspace-relative folders, such as Catui's traces, are)."""
     found: dict[Path, None] = {}
-    for reader in READERS:
+    ordered = sorted(READERS, key=lambda reader: AGENTS.index(reader.name))
+    for reader in ordered:
         if agents is not None and reader.name not in agents:
             continue
         for home in reader.homes(projects):
