@@ -168,11 +168,14 @@ def message(role: str, content: list[dict[str, Any]], **fields: Any) -> dict[str
     return {"type": "message", "message": {"role": role, "content": content, **fields}}
 
 
-def tool_result(call_id: str, tool: str, text: str, *, is_error: bool) -> dict[str, Any]:
-    """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call)."""
-    return {"type": "message", "message": {"role": "toolResult", "toolCallId": call_id,
-                                           "toolName": tool, "content": [text_block(text)],
-                                           "isError": is_error}}
+def tool_result(call_id: str, tool: str | None, text: str, *, is_error: bool) -> dict[str, Any]:
+    """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call;
+    ``None`` when the call is not in the file)."""
+    result: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id}
+    if tool:
+        result["toolName"] = tool
+    result.update(content=[text_block(text)], isError=is_error)
+    return {"type": "message", "message": result}
 
 
 def compaction(summary: str) -> dict[str, Any]:
@@ -192,7 +195,9 @@ class Entries:
     Each :meth:`add` is one entry of ``line``: the first keeps ``address`` (the agent's own
     id, else ``L<line>``), a further entry from the same line gets ``<address>.<k>``
     (k = 1, 2, …), as glued Pi lines do. Addresses depend only on their line, so they
-    survive appends.
+    survive appends. Entries of one line chain through each other (``<address>`` →
+    ``<address>.1`` → … → the line's parent), so a later line naming ``<address>`` as its
+    parent keeps all of them on its branch.
     """
 
     entries: list[Entry] = field(default_factory=list)
@@ -209,6 +214,9 @@ class Entries:
             self._line, self._count = line.number, 0
         base = address or migrated_id(line.number)
         entry_id = base if self._count == 0 else f"{base}.{self._count}"
+        if self._count:  # the line's parent moves to this entry; the one before points here
+            before = self.entries[-1]
+            before.parent_id = before.raw["parentId"] = entry_id
         self._count += 1
         raw = {"id": entry_id, "parentId": parent, "timestamp": timestamp, **raw}
         kind = raw["type"]

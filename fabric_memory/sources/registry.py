@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
-from . import claude_code, codex, pi
+from .claude_code import CLAUDE_CODE
+from .codex import CODEX
+from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
@@ -22,10 +24,10 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 """The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
 
 READERS: Final[tuple[SourceReader, ...]] = (
-    claude_code.CLAUDE_CODE,
-    codex.CODEX,
-    pi.OMP,
-    pi.PI,
+    CLAUDE_CODE,
+    CODEX,
+    OMP,
+    PI,
 )
 """Tried in this order on a file's first line; the first that recognises it reads it.
 Pi-format flavours told apart by location (``omp``) come before ``pi``, which is last."""
@@ -45,7 +47,7 @@ def reader_for(path: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Sourc
     for reader in READERS:
         if any(under(home, path) for home in reader.homes(())):
             return reader
-    return pi.PI
+    return PI
 
 
 def read_source(path: str | os.PathLike[str],
