@@ -1,5 +1,6 @@
 """bench.compare --update-docs: the full table goes exactly between docs/performance.md's
-markers, the headline rows between README's, and the plots are drawn as small, reproducible SVG files (no timing is asserted here)."""
+markers, the headline rows between README's, and the plots are drawn as small,
+reproducible SVG files (no timing is asserted here)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def test_replace_marked_changes_only_the_region() -> None:
 def test_markers_mentioned_in_prose_are_not_markers() -> None:
     """Only a line holding exactly the marker counts, so README may name the markers."""
     text = f"say `{BEGIN}` and `{END}`\n{BEGIN}\nold\n{END}\ntail\n"
-    assert replace_marked(text, "new", "x.md") == f"say `{BEGIN}` and `{END}`\n{BEGIN}\nnew\n{END}\ntail\n"
+    assert replace_marked(text, "new", "x.md") == (
+        f"say `{BEGIN}` and `{END}`\n{BEGIN}\nnew\n{END}\ntail\n")
 
 
 @pytest.mark.parametrize("text,complaint", [
