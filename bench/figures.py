@@ -4,8 +4,8 @@ docs/performance.md, the headline rows in README, and the plots.
 Each table goes between a pair of marker lines (``<!-- bench:begin -->`` and
 ``<!-- bench:end -->`` in docs/performance.md, ``<!-- bench:headline:begin -->`` and
 ``<!-- bench:headline:end -->`` in README) and nothing outside them changes. The plots
-are small SVG files drawn with matplotlib (the ``bench`` extra; the engine never imports it), written without a date
-or random ids so the same figures give the same bytes.
+are small SVG files drawn with matplotlib (the ``bench`` extra; the engine never imports
+it), written without a date or random ids so the same figures give the same bytes.
 """
 
 from __future__ import annotations
