@@ -6,11 +6,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..sources.pi import omp_sessions_dir, pi_sessions_dir
+
 SESSIONS_ENV = "FABRIC_MEMORY_SESSIONS"
 HOME_ENV = "FABRIC_MEMORY_HOME"
-PI_SESSION_DIR_ENV = "PI_CODING_AGENT_SESSION_DIR"
-PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
-OMP_CONFIG_DIR_ENV = "PI_CONFIG_DIR"
 
 
 def sessions_roots(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, ...]:
@@ -28,32 +27,6 @@ def sessions_roots(explicit: str | os.PathLike[str] | None = None) -> tuple[Path
     if omp.is_dir() and omp not in roots:
         roots.append(omp)
     return tuple(roots)
-
-
-def pi_sessions_dir() -> Path:
-    """Where Pi keeps sessions: ``$PI_CODING_AGENT_SESSION_DIR``, else ``sessions`` of its
-    agent directory (Pi's pi-coding-agent/docs/environment-variables.md)."""
-    configured = os.environ.get(PI_SESSION_DIR_ENV)
-    return Path(configured).expanduser() if configured else pi_agent_dir() / "sessions"
-
-
-def omp_sessions_dir() -> Path:
-    """Where oh-my-pi keeps sessions: ``sessions`` of its agent directory, which is
-    ``$PI_CODING_AGENT_DIR`` (the variable Pi reads too), else ``agent`` of its config
-    folder ``~/$PI_CONFIG_DIR`` (``~/.omp`` by default)."""
-    configured = os.environ.get(PI_AGENT_DIR_ENV)
-    if configured:
-        return Path(configured).expanduser() / "sessions"
-    return Path.home() / (os.environ.get(OMP_CONFIG_DIR_ENV) or ".omp") / "agent" / "sessions"
-
-
-def pi_agent_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``explicit``, else ``$PI_CODING_AGENT_DIR``, else ``~/.pi/agent``, as Pi resolves
-    its agent directory (Pi's pi-coding-agent/docs/configuration.md)."""
-    if explicit is not None:
-        return Path(explicit).expanduser()
-    configured = os.environ.get(PI_AGENT_DIR_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
 
 
 def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:

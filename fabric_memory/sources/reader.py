@@ -1,0 +1,249 @@
+"""What every source reader is and shares: the reader record, a strict JSONL line scanner,
+and the builders of the one normalized stage (Pi-shaped entries).
+
+See :mod:`fabric_memory.sources` for the contract a reader keeps.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+import xxhash
+
+from .._gc import no_cyclic_gc
+from ..errors import SessionError
+from ..session import (
+    CHUNK_BYTES,
+    Entry,
+    LineProblem,
+    Session,
+    decode_line,
+    iter_lines,
+    migrated_id,
+    open_regular,
+)
+
+NOT_JSON: Final = object()
+"""What :attr:`SourceReader.recognises` is given when a file's first line is not JSON."""
+
+Recognises = Callable[[Any, str], bool]
+"""``(first JSON value of the file, its real path) -> whether this reader reads it``."""
+Read = Callable[[str, int], Session]
+"""``(path, max_line_bytes) -> Session``: raises :class:`~fabric_memory.errors.SessionError`."""
+Homes = Callable[[Collection[str]], tuple[Path, ...]]
+"""``(project folders of indexed sessions) -> the folders this agent writes to by default``
+(present or not; environment variables honoured; never reads a file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceReader:
+    """One agent's reader, as :mod:`fabric_memory.sources.registry` lists it."""
+
+    name: str
+    """The agent name every hit and ``sessions`` row shows, and ``--agent`` takes."""
+    recognises: Recognises
+    read: Read
+    homes: Homes
+
+
+# --- reading lines ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """One non-blank JSON line of a source file, and where its bytes are."""
+
+    number: int
+    """1-based physical line number."""
+    offset: int
+    length: int
+    """Byte length without the ``\\n`` (and a stripped ``\\r``)."""
+    value: Any
+
+
+@dataclass(slots=True)
+class JsonLines:
+    """Every JSON line of a file, in order (iterate once): blank lines are skipped, a line
+    that is not JSON becomes a located :class:`~fabric_memory.session.LineProblem` in
+    ``problems`` (a half-written last line: ``truncated``). ``source_hash`` and ``size``
+    cover exactly the bytes read, as :func:`fabric_memory.session.read_session` computes
+    them (so the ``sourceHash`` check of ``expand`` holds for every source)."""
+
+    path: str
+    max_line_bytes: int
+    problems: list[LineProblem] = field(default_factory=list)
+    truncated: LineProblem | None = None
+    size: int = 0
+    _digest: Any = field(default_factory=xxhash.xxh3_128)
+
+    @property
+    def source_hash(self) -> str:
+        return str(self._digest.hexdigest())
+
+    def __iter__(self) -> Iterator[SourceLine]:
+        try:
+            with no_cyclic_gc(), os.fdopen(open_regular(self.path), "rb") as stream:
+                lines = iter_lines(stream, self.path, self.max_line_bytes, self._digest)
+                for number, offset, data, ended in lines:
+                    self.size = offset + len(data) + (1 if ended else 0)
+                    data = data.removesuffix(b"\r")
+                    if not data or data.isspace():
+                        continue
+                    try:
+                        value = decode_line(data)
+                    except orjson.JSONDecodeError as exc:
+                        reason = str(exc).split(":", 1)[0]
+                        if ended:
+                            self.problems.append(
+                                LineProblem(number, f"malformed JSON line skipped ({reason})"))
+                        else:
+                            self.truncated = LineProblem(
+                                number, "truncated_tail: half-written last line ignored")
+                        continue
+                    yield SourceLine(number, offset, len(data), value)
+        except OSError as exc:
+            raise SessionError(self.path, None,
+                               f"cannot read file: {exc.strerror or exc}") from exc
+
+
+def first_value(path: str, max_line_bytes: int) -> Any:
+    """The JSON value of the first non-blank line of ``path`` (:data:`NOT_JSON` when it is
+    not JSON, is longer than ``max_line_bytes``, or there is none). Reads only that far."""
+    try:
+        fd = open_regular(path)
+    except OSError:
+        return NOT_JSON
+    with os.fdopen(fd, "rb") as stream:
+        pending = b""
+        while len(pending) <= max_line_bytes:
+            chunk = stream.read(CHUNK_BYTES)
+            pending += chunk
+            lines = pending.split(b"\n")
+            for line in lines[:-1] if chunk else lines:
+                line = line.removesuffix(b"\r")
+                if line and not line.isspace():
+                    return _decoded(line)
+            if not chunk:
+                return NOT_JSON
+            pending = lines[-1]
+    return NOT_JSON
+
+
+def _decoded(line: bytes) -> Any:
+    try:
+        return decode_line(line)
+    except orjson.JSONDecodeError:
+        return NOT_JSON
+
+
+# --- the normalized stage: Pi-shaped entries ---------------------------------------------
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def thinking_block(text: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": text}
+
+
+def tool_call_block(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call as Pi writes it; ``arguments`` is a JSON object (wrap anything else)."""
+    return {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
+
+
+def message(role: str, content: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    """A ``message`` entry: ``user`` / ``assistant`` (text, thinking and tool-call blocks)."""
+    return {"type": "message", "message": {"role": role, "content": content, **fields}}
+
+
+def tool_result(call_id: str, tool: str, text: str, *, is_error: bool) -> dict[str, Any]:
+    """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call)."""
+    return {"type": "message", "message": {"role": "toolResult", "toolCallId": call_id,
+                                           "toolName": tool, "content": [text_block(text)],
+                                           "isError": is_error}}
+
+
+def compaction(summary: str) -> dict[str, Any]:
+    """An agent's own compaction summary (Claude's ``isCompactSummary``, Codex ``compacted``)."""
+    return {"type": "compaction", "summary": summary}
+
+
+def event(kind: str, text: str) -> dict[str, Any]:
+    """Anything else worth remembering (a system line, run metadata), kept as text."""
+    return {"type": "custom_message", "customType": kind, "content": text}
+
+
+@dataclass(slots=True)
+class Entries:
+    """The entries of one source file, built in file order.
+
+    Each :meth:`add` is one entry of ``line``: the first keeps ``address`` (the agent's own
+    id, else ``L<line>``), a further entry from the same line gets ``<address>.<k>``
+    (k = 1, 2, …), as glued Pi lines do. Addresses depend only on their line, so they
+    survive appends.
+    """
+
+    entries: list[Entry] = field(default_factory=list)
+    notes: list[LineProblem] = field(default_factory=list)
+    _line: int = 0
+    _count: int = 0
+
+    def add(self, line: SourceLine, raw: dict[str, Any], *, address: str | None = None,
+            parent: str | None = None, timestamp: str | None = None) -> Entry:
+        """Add ``raw`` (a builder's result) read from ``line``; returns the entry."""
+        if line.number != self._line:
+            self._line, self._count = line.number, 0
+        base = address or migrated_id(line.number)
+        entry_id = base if self._count == 0 else f"{base}.{self._count}"
+        self._count += 1
+        raw = {"id": entry_id, "parentId": parent, "timestamp": timestamp, **raw}
+        kind = raw["type"]
+        entry = Entry(entry_id, parent, kind, timestamp, line.number, line.offset, line.length,
+                      raw, True, True)
+        self.entries.append(entry)
+        return entry
+
+    def note(self, line: SourceLine | int, reason: str) -> None:
+        """A line (or part of one) that yields no entry, and why (a located note)."""
+        number = line if isinstance(line, int) else line.number
+        self.notes.append(LineProblem(number, reason))
+
+    @property
+    def last_id(self) -> str | None:
+        return self.entries[-1].id if self.entries else None
+
+
+def build_session(
+    lines: JsonLines, entries: Entries, *, agent: str, session_id: str,
+    project: str | None, header: dict[str, Any], version: int = 1,
+) -> Session:
+    """The :class:`~fabric_memory.session.Session` a source reader returns."""
+    by_id: dict[str, Entry] = {}
+    duplicates: list[str] = []
+    for entry in entries.entries:
+        if entry.id in by_id:
+            duplicates.append(entry.id)
+        by_id[entry.id] = entry
+    problems = sorted([*lines.problems, *entries.notes], key=lambda problem: problem.line)
+    return Session(
+        path=lines.path, header=header, title=None, session_id=session_id, version=version,
+        entries=tuple(entries.entries), source_hash=lines.source_hash, size=lines.size,
+        malformed=tuple(problems), truncated_tail=lines.truncated,
+        duplicate_ids=tuple(duplicates), by_id=by_id, agent=agent, project=project,
+    )
+
+
+def string(value: object) -> str | None:
+    """``value`` when it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def under(root: Path, path: str) -> bool:
+    """Whether the real path ``path`` lies inside ``root`` (its symlinks resolved)."""
+    return path.startswith(os.path.join(os.path.realpath(root), ""))
