@@ -11,16 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_memory.errors import SessionError
+from fabric_memory.errors import NotASessionError
 from fabric_memory.session import hash_file
 from fabric_memory.sources.catui_trace import (
     INVALID_TRACE,
-    LATEST,
     MAX_FILE_BYTES,
     MAX_LINE_BYTES,
-    iter_trace_files,
     read_run_trace,
-    read_run_traces,
 )
 
 from .conftest import FIXTURES
@@ -30,7 +27,7 @@ WORKSPACE = CATUI / "catui-demo"
 TRACES = WORKSPACE / ".catui" / "traces"
 REJECTED = CATUI / "rejected"
 WRITTEN = TRACES / "run-2b9d7e41-5c3a-4f68-9e1d-0a7b6c5d4e3f.jsonl"
-RUNS = sorted(p for p in TRACES.glob("*.jsonl") if p.name != LATEST)
+RUNS = sorted(p for p in TRACES.glob("*.jsonl") if p.name != "latest.jsonl")
 
 # Each rejected fixture, the line it breaks (None: the file as a whole) and the rule named.
 BROKEN = {
@@ -97,7 +94,7 @@ def test_each_rule_rejects_the_file_at_its_line(name: str) -> None:
     """A trace breaking one of Catui's rules is rejected with ``file:line`` and the rule."""
     path = REJECTED / f"{name}.jsonl"
     line, rule = BROKEN[name]
-    with pytest.raises(SessionError) as caught:
+    with pytest.raises(NotASessionError) as caught:
         read_run_trace(path)
     error = caught.value
     assert (error.code, error.path, error.line) == (INVALID_TRACE, str(path), line)
@@ -112,7 +109,7 @@ def test_file_over_64_mib_is_rejected_unread(tmp_path: Path) -> None:
     path = tmp_path / "run-big.jsonl"
     shutil.copy(WRITTEN, path)
     os.truncate(path, MAX_FILE_BYTES + 1)
-    with pytest.raises(SessionError) as caught:
+    with pytest.raises(NotASessionError) as caught:
         read_run_trace(path)
     assert (caught.value.code, caught.value.line) == (INVALID_TRACE, None)
     assert "over Catui's limit of 67108864" in caught.value.reason
@@ -123,7 +120,7 @@ def test_file_of_exactly_64_mib_is_not_refused_for_its_size(tmp_path: Path) -> N
     path = tmp_path / "run-edge.jsonl"
     path.write_bytes(b"")
     os.truncate(path, MAX_FILE_BYTES)  # NUL bytes: one line of them, too long
-    with pytest.raises(SessionError) as caught:
+    with pytest.raises(NotASessionError) as caught:
         read_run_trace(path)
     assert caught.value.line == 1
     assert "line over Catui's limit" in caught.value.reason
@@ -151,32 +148,9 @@ def test_line_limit_is_one_mib(tmp_path: Path, extra: int, accepted: bool) -> No
     if accepted:
         assert len(read_run_trace(path).events) == len(lines)
         return
-    with pytest.raises(SessionError) as caught:
+    with pytest.raises(NotASessionError) as caught:
         read_run_trace(path)
     assert (caught.value.code, caught.value.line) == (INVALID_TRACE, at + 1)
-
-
-def test_a_batch_reports_bad_files_and_reads_the_rest() -> None:
-    """Reading many traces: each bad one is one located problem, every good one is read,
-    latest.jsonl is skipped."""
-    paths = [*sorted(TRACES.glob("*.jsonl")), *sorted(REJECTED.glob("*.jsonl"))]
-    traces, problems = read_run_traces(paths)
-    assert sorted(Path(t.path).name for t in traces) == [p.name for p in RUNS]
-    assert sorted(Path(p.path).stem for p in problems) == sorted(BROKEN)
-    assert all(p.code == INVALID_TRACE for p in problems)
-
-
-def test_trace_files_of_a_workspace_skip_latest() -> None:
-    """A workspace's traces are its run files, sorted, without latest.jsonl."""
-    assert list(iter_trace_files(WORKSPACE)) == RUNS
-    assert list(iter_trace_files(CATUI / "no-such-workspace")) == []
-
-
-def test_trace_folder_behind_a_symlink_is_not_entered(tmp_path: Path) -> None:
-    """A workspace whose .catui/traces is a symlink lists no trace."""
-    (tmp_path / ".catui").mkdir()
-    (tmp_path / ".catui" / "traces").symlink_to(TRACES)
-    assert list(iter_trace_files(tmp_path)) == []
 
 
 def _rewrite(tmp_path: Path, line: int, **changes: object) -> Path:
@@ -207,7 +181,7 @@ def test_envelope_fields_are_judged_as_javascript_does(
     if accepted:
         assert read_run_trace(path).events[2].sequence == 3
         return
-    with pytest.raises(SessionError) as caught:
+    with pytest.raises(NotASessionError) as caught:
         read_run_trace(path)
     assert caught.value.line == 3
     assert next(iter(changes)) in caught.value.reason
@@ -224,13 +198,13 @@ def test_parent_may_be_the_event_itself(tmp_path: Path) -> None:
                 min_size=0, max_size=6))
 def test_any_bytes_read_or_rejected_with_a_line(tmp_path_factory: pytest.TempPathFactory,
                                                 chunks: list[bytes]) -> None:
-    """Whatever the bytes, reading returns a trace or raises one located SessionError."""
+    """Whatever the bytes, reading returns a trace or raises one located NotASessionError."""
     lines = WRITTEN.read_bytes().split(b"\n")[:3]
     path = tmp_path_factory.mktemp("fuzz") / "run-fuzz.jsonl"
     path.write_bytes(b"\n".join([*lines, *chunks]))
     try:
         read_run_trace(path)
-    except SessionError as exc:
+    except NotASessionError as exc:
         assert exc.code == INVALID_TRACE
         assert exc.message.startswith(str(path))
         assert "\n" not in exc.message
@@ -238,7 +212,7 @@ def test_any_bytes_read_or_rejected_with_a_line(tmp_path_factory: pytest.TempPat
 
 def test_true_is_not_the_number_one(tmp_path: Path) -> None:
     """``"sequence": true`` on the first line is refused, though Python takes True for 1."""
-    with pytest.raises(SessionError) as caught:
+    with pytest.raises(NotASessionError) as caught:
         read_run_trace(_rewrite(tmp_path, 1, sequence=True))
     assert caught.value.line == 1
     assert "sequence: expected an integer of at least 1, got true" in caught.value.reason

@@ -5,9 +5,9 @@ of the newest to ``latest.jsonl``. Its ``readRunTraceJsonl`` accepts a file only
 most 64 MiB, no line over 1 MiB, no empty line, every line JSON, every event a valid V1
 envelope with a valid payload for its kind, one ``runId``, sequences ``1, 2, 3…`` with no
 gap, no ``eventId`` twice, every ``parentEventId`` naming an event at or before it. Any
-breach rejects the file; :func:`read_run_trace` raises a
-:class:`~fabric_memory.errors.SessionError` that names ``file:line`` and the rule, and
-:func:`read_run_traces` turns that into a problem of that file while the others are read.
+breach rejects the file: :func:`read_run_trace` raises a
+:class:`~fabric_memory.errors.NotASessionError` (code ``invalid_run_trace``) that names
+``file:line`` and the rule; reading a batch reports that file and goes on with the others.
 
 One pass over the lines: where a file breaks several rules, the first broken line is the
 one named (Catui reads every line before it checks the order, so it may name another).
@@ -17,23 +17,19 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 import orjson
 import xxhash
 
 from .._gc import no_cyclic_gc
-from ..errors import LineTooLongError, SessionError, clipped
+from ..errors import LineTooLongError, NotASessionError, SessionError, clipped
 from ..session import decode_line, iter_lines, open_regular
 
 MAX_FILE_BYTES: Final = 64 * 1024 * 1024
 MAX_LINE_BYTES: Final = 1024 * 1024
-LATEST: Final = "latest.jsonl"
-"""Catui's copy of the newest run: skipped, its run is read from its own file."""
-TRACES_FOLDER: Final = (".catui", "traces")
 INVALID_TRACE: Final = "invalid_run_trace"
 """The error code of a rejected trace file."""
 
@@ -135,8 +131,9 @@ KINDS: Final = frozenset(_PAYLOADS)
 
 
 def read_run_trace(path: str | os.PathLike[str]) -> RunTrace:
-    """Read one trace file whole; raise :class:`SessionError` (code ``invalid_run_trace``)
-    naming ``file:line`` and the rule it breaks."""
+    """Read one trace file whole; raise :class:`NotASessionError` (code ``invalid_run_trace``)
+    naming ``file:line`` and the rule it breaks (:class:`SessionError` when it cannot be read
+    at all)."""
     name = os.fspath(path)
     digest = xxhash.xxh3_128()
     try:
@@ -233,46 +230,5 @@ def _check_order(path: str, event: TraceEvent, before: list[TraceEvent], seen: s
                                           "names no earlier event")
 
 
-def _rejected(path: str, line: int | None, reason: str) -> SessionError:
-    return SessionError(path, line, reason, code=INVALID_TRACE)
-
-
-# --- folders ---------------------------------------------------------------------------
-
-
-def trace_folder(workspace: str | os.PathLike[str]) -> Path:
-    """Where Catui keeps the traces of a workspace."""
-    return Path(workspace).joinpath(*TRACES_FOLDER)
-
-
-def iter_trace_files(workspace: str | os.PathLike[str]) -> Iterator[Path]:
-    """The run traces of a workspace, sorted by name: every ``*.jsonl`` of its trace folder
-    but ``latest.jsonl``. Catui writes no subfolders; a symlinked folder is not entered."""
-    folder = trace_folder(workspace)
-    if folder.is_symlink() or not folder.is_dir():
-        return
-    try:
-        names = sorted(entry.name for entry in os.scandir(folder)
-                       if entry.name.endswith(".jsonl") and entry.name != LATEST
-                       and not entry.is_dir(follow_symlinks=False))
-    except OSError:
-        return
-    for name in names:
-        yield folder / name
-
-
-def read_run_traces(
-    paths: Iterable[str | os.PathLike[str]],
-) -> tuple[list[RunTrace], list[SessionError]]:
-    """Every trace of ``paths`` that Catui would accept, and a located problem for each it
-    would reject; ``latest.jsonl`` is skipped. One bad file never stops the others."""
-    traces: list[RunTrace] = []
-    problems: list[SessionError] = []
-    for path in paths:
-        if Path(path).name == LATEST:
-            continue
-        try:
-            traces.append(read_run_trace(path))
-        except SessionError as exc:
-            problems.append(exc)
-    return traces, problems
+def _rejected(path: str, line: int | None, reason: str) -> NotASessionError:
+    return NotASessionError(path, line, reason, code=INVALID_TRACE)

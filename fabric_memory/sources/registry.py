@@ -13,12 +13,15 @@ from typing import Final
 
 from ..errors import UsageError
 from ..session import DEFAULT_MAX_LINE_BYTES, Session
-from . import claude_code, codex, pi
+from . import catui, claude_code, codex, fabro, pi
 from .reader import SourceReader, first_value, under
 
 READERS: Final[tuple[SourceReader, ...]] = (
     claude_code.CLAUDE_CODE,
     codex.CODEX,
+    catui.TRACES_READER,
+    fabro.FABRO,
+    catui.SESSIONS,
     pi.OMP,
     pi.PI,
 )
