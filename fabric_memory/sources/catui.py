@@ -202,14 +202,15 @@ def _outcome(payload: Mapping[str, Any], call: _Call | None) -> str:
 
 
 def _event_text(item: TraceEvent, call: _Call | None) -> str:
-    """One line naming the event and its payload (the tool's name where the call is known);
-    a run's first event names the Catui session the run belongs to."""
-    fields = ", ".join(f"{key} {value}" for key, value in item.payload.items()
-                       if isinstance(value, str | int | float) and not isinstance(value, bool))
-    subject = f"{call.tool} " if call is not None else ""
-    session = f" (session {item.session_id})" if item.kind == "run.started" and (
-        item.session_id is not None) else ""
-    return f"{item.kind}{session}: {subject}{fields}"
+    """The event's payload on one line (after the tool's name, where the call is known; a
+    run's first event names the Catui session the run belongs to). The event's kind is the
+    entry's ``customType``, searchable beside it."""
+    fields = [f"{key} {value}" for key, value in item.payload.items()
+              if isinstance(value, str | int | float) and not isinstance(value, bool)]
+    if item.kind == "run.started" and item.session_id is not None:
+        fields.insert(0, f"session {item.session_id}")
+    subject = f"{call.tool}: " if call is not None else ""
+    return subject + ", ".join(fields)
 
 
 def _iso(milliseconds: float) -> str | None:

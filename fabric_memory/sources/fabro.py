@@ -141,11 +141,13 @@ def _text(output: object) -> str:
 
 def _event_text(value: Mapping[str, Any], variant: str | None,
                 body: Mapping[str, Any]) -> str:
-    """The event's name, its node, and ``key: value`` for each leaf of its properties
-    (bookkeeping left out)."""
+    """The event's node (and the agent event's variant), then ``key: value`` for each leaf
+    of its properties, bookkeeping left out. The event's name is the entry's
+    ``customType``, searchable beside it."""
     node = string(value.get("node_label")) or string(value.get("node_id"))
-    head = " ".join(part for part in (value.get("event"), variant, node) if part)
-    return "\n".join([head, *(f"{key}: {leaf}" for key, leaf in _leaves(body))])
+    head = " ".join(part for part in (node, variant) if part)
+    return "\n".join([*([head] if head else []),
+                      *(f"{key}: {leaf}" for key, leaf in _leaves(body))])
 
 
 def _leaves(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
