@@ -9,6 +9,7 @@ with ``--json``) and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -103,6 +104,16 @@ class _IndexOrPosition(argparse.Action):
             namespace.index_dir = text
 
 
+class _Folders(argparse.Action):
+    """``--sessions DIR``, repeatable: the folders joined by ``:`` (as the variable lists
+    them), so one value names them all."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before}{os.pathsep}{values}" if before else values)
+
+
 class _Renamed(argparse.Action):
     """An old option name that stores into its new name's destination, with a note."""
 
@@ -121,9 +132,10 @@ class _Renamed(argparse.Action):
 def _locations(parser: argparse.ArgumentParser, *, sessions: bool = True,
                index_action: type[argparse.Action] | None = None) -> None:
     if sessions:
-        parser.add_argument("--sessions", metavar="DIR", default=None,
-                            help="sessions root (default $FABRIC_MEMORY_SESSIONS, else "
-                            "Pi's sessions folder plus ~/.omp/agent/sessions when present)")
+        parser.add_argument("--sessions", metavar="DIR", default=None, action=_Folders,
+                            help="a sessions folder, repeatable (default "
+                            "$FABRIC_MEMORY_SESSIONS, ':'-separated; else every agent's "
+                            "folder that exists, see docs/agents.md)")
     parser.add_argument("--index", dest="index_dir", metavar="DIR", default=None,
                         action=index_action or "store",
                         help="index directory (default $FABRIC_MEMORY_HOME/index or "
@@ -135,8 +147,15 @@ def _hot(parser: argparse.ArgumentParser) -> None:
                         help="newest N sessions are hot: checked against their files per query")
 
 
+def _agents(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agents", default=None, metavar="A,B",
+                        help="read only these agents' sessions: pi, omp, claude-code, codex, "
+                        "catui, fabro (default $FABRIC_MEMORY_AGENTS, else all)")
+
+
 def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     _locations(parser)
+    _agents(parser)
     parser.add_argument("--full", action="store_true", help="re-read every session")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parser processes (default min(2, CPUs); capped at the CPU count)")
@@ -165,7 +184,7 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
 
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
                      workers=args.workers, progress=progress if sys.stderr.isatty() else None,
-                     session=args.session)
+                     session=args.session, agents=args.agents)
     if shown[0]:
         sys.stderr.write("\n")
     for notice in report["notices"]:
@@ -208,8 +227,10 @@ def _watch(args: argparse.Namespace) -> Outcome:
         from .memory.reindex import reindex
 
         step(LiveReport("catch-up", reindex(sessions=args.sessions, index=args.index_dir,
-                                            full=True, workers=args.workers)))
+                                            full=True, workers=args.workers,
+                                            agents=args.agents)))
     watch_sessions(sessions=args.sessions, index=args.index_dir, stop=stop, on_step=step,
+                   agents=args.agents,
                    on_error=failed)
     summary = {"watched": True, "steps": steps}
     # Each step was printed as it happened; --json printed one line per step.
@@ -228,6 +249,9 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", default=None, metavar="T", help="ISO time, inclusive")
     parser.add_argument("--until", default=None, metavar="T", help="ISO time, inclusive")
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
+    parser.add_argument("--agent", default=None, metavar="NAME",
+                        help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
+                        "fabro")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
     parser.add_argument("--limit", type=int, default=10, metavar="N", help="hits per page (max 50)")
     parser.add_argument("--offset", type=int, default=0, metavar="K")
@@ -242,7 +266,8 @@ def _run_recall(args: argparse.Namespace) -> Outcome:
     response = recall(
         args.query, mode=args.mode, match=args.match, ref=args.ref, tool=args.tool,
         role=args.role, provider=args.provider, action=args.action, outcome=args.outcome,
-        since=args.since, until=args.until, session=args.session, branches=args.branches,
+        since=args.since, until=args.until, session=args.session, agent=args.agent,
+        branches=args.branches,
         limit=args.limit, offset=args.offset, hot_sessions=args.hot_sessions,
         index=args.index_dir, sessions=args.sessions,
     )
@@ -297,6 +322,9 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
     _catalog_arguments(parser)
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="sessions whose cwd is DIR or a folder inside it")
+    parser.add_argument("--agent", default=None, metavar="NAME",
+                        help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
+                        "fabro")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",
@@ -312,12 +340,13 @@ def _run_sessions(args: argparse.Namespace) -> Outcome:
 
     report = list_sessions(index=args.index_dir, hot_sessions=args.hot_sessions,
                            project=args.project, since=args.since, until=args.until,
-                           limit=args.limit, offset=args.offset)
+                           limit=args.limit, offset=args.offset, agent=args.agent)
     return Outcome(report, render_sessions(report))
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     _locations(parser)
+    _agents(parser)
     _hot(parser)
     parser.add_argument("--no-watch", dest="live", action="store_false",
                         help="serve the index as it is; do not keep it live")
@@ -334,7 +363,7 @@ def _run_serve(args: argparse.Namespace) -> Outcome:
             "pip install 'fabric-memory[mcp]'"
         ) from None
     serve(sessions=args.sessions, index=args.index_dir, hot_sessions=args.hot_sessions,
-          live=args.live, log=stderr_log("serve"))
+          live=args.live, agents=args.agents, log=stderr_log("serve"))
     # stdout was the protocol's: nothing more goes there (--json only shapes a start-up
     # error, as in every command).
     args.json = False
@@ -565,7 +594,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub-parser costs more than a recall takes to answer."""
     parser = argparse.ArgumentParser(
         prog="fabric-memory",
-        description="Compaction and memory index for Pi coding-agent sessions.",
+        description="Compaction and memory index for coding-agent sessions.",
     )
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="show the version and exit")

@@ -174,15 +174,15 @@ def test_recall_at_the_last_offset_is_an_empty_page(
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--mode", "regex", "a(b"], 'regex "a(b": unclosed group (regex syntax error)'),
-    (["a" * 65], f"query {clipped('a' * 65)}: every word is longer than 64 characters, and the "
-                 "index keeps no word that long; search for shorter words of the same entry"),
+    (["a" * 129], f"query {clipped('a' * 129)}: every word is longer than 128 characters, and "
+                  "the index keeps no word that long; search for shorter words of the same entry"),
     (["--mode", "regex", "x" * 300], "regex is 300 characters; the limit is 256"),
-], ids=["regex-syntax", "65-letter-word", "long-regex"])
+], ids=["regex-syntax", "129-letter-word", "long-regex"])
 def test_query_errors_are_one_line_naming_the_real_cause(
     roots: dict[str, Any], argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A bad query is one line with its real cause (the parser's complaint without its caret
-    drawing; the 64-character word limit), exit 2."""
+    drawing; the 128-character word limit), exit 2."""
     where = ["--sessions", roots["sessions"], "--index", roots["index"]]
     assert main(["reindex", *where]) == 0
     capsys.readouterr()

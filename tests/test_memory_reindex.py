@@ -455,8 +455,8 @@ def test_a_document_tantivy_refuses_costs_only_its_session(
     _small(tmp_path, "good", "beta words")
     real = reindex_module.item_json
 
-    def out_of_range(item: Any, path: str, session_id: str) -> str:
-        document = real(item, path, session_id)
+    def out_of_range(item: Any, path: str, session_id: str, *source: Any) -> str:
+        document = real(item, path, session_id, *source)
         if path == str(bad.path):
             return document.replace('"position":0', '"position":18446744073709551615')
         return document

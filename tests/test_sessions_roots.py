@@ -19,7 +19,8 @@ from .memory_builder import SessionBuilder
 from .reliability import until, watching
 
 LOCATION_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "PI_CODING_AGENT_DIR",
-                      "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR")
+                      "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR", "FABRIC_MEMORY_AGENTS",
+                      "FABRIC_MEMORY_EXTRA_SESSIONS", "CLAUDE_CONFIG_DIR", "CODEX_HOME")
 
 
 @pytest.fixture
@@ -48,6 +49,8 @@ def omp(home: Path) -> Path:
 
 
 def test_roots_are_pi_then_omp_when_present(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pi's folder, then oh-my-pi's when it exists; a folder that does not exist is no
+    root while another agent's does; the variable or --sessions replace them."""
     pi = home / ".pi" / "agent" / "sessions"
     assert sessions_roots() == (pi,)
     omp = home / ".omp" / "agent" / "sessions"
@@ -62,6 +65,8 @@ def test_roots_are_pi_then_omp_when_present(home: Path, monkeypatch: pytest.Monk
     assert sessions_roots() == (home / "agent" / "sessions",)
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(home / "pi-sessions"))
     (home / "agent" / "sessions").mkdir(parents=True)
+    assert sessions_roots() == (home / "agent" / "sessions",)
+    (home / "pi-sessions").mkdir()
     assert sessions_roots() == (home / "pi-sessions", home / "agent" / "sessions")
     monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", str(home / "ours"))
     assert sessions_roots() == (home / "ours",)

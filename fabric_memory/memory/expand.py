@@ -24,7 +24,8 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from ..errors import ExpandError, SessionError, UsageError, clipped
 from ..redact import redact_json_text
-from ..session import decode_line, hash_file, open_regular, read_session
+from ..session import decode_line, hash_file, open_regular
+from ..sources import read_source
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
 from .normalize import normalize_session, record_text, source_records
@@ -270,7 +271,7 @@ class ParsedSource:
         self._fd = fd
         weakref.finalize(self, os.close, fd)
         try:
-            session = read_session(path)
+            session = read_source(path)
         except SessionError as exc:
             raise ExpandError(
                 "source_unavailable",

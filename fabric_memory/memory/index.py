@@ -39,11 +39,13 @@ from .locations import make_private_dirs
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_TAG = f"{SCHEMA_VERSION}-{RULES_FINGERPRINT}"
 """The index directory's version: the layout and the redaction rules it was built under."""
 TEXT_TOKENIZER = "fm_text"
-MAX_TOKEN_CHARS = 64
+MAX_TOKEN_CHARS = 128
+"""Longest word the index keeps: a ``sha256`` or ``sha512`` hex digest is one word, and
+identifiers are recalled by value; longer runs (base64 blobs) are left out."""
 MAX_REGEX_CHARS = 256
 MAX_REGEX_SECONDS = 2.0
 """Longest a regex may take to compile (Tantivy builds its automaton holding the GIL)."""
@@ -52,7 +54,8 @@ LOCK_NAME = "writer.lock"
 # Exact-match fields: ids, refs, outcomes, addresses (raw tokenizer, fast for filters).
 RAW_FIELDS = (
     "kind", "path", "session_id", "entry_id", "parent_id", "address", "type", "role",
-    "tool", "ref", "provider", "action", "outcome", "failure_stage", "timestamp",
+    "tool", "ref", "provider", "action", "outcome", "failure_stage", "timestamp", "agent",
+    "project",
 )
 # (name, indexed, fast)
 INT_FIELDS = (
@@ -88,7 +91,7 @@ def _analyzer() -> tantivy.TextAnalyzer:
     # stemming or folding: "Zürich" and "東京" are matched exactly as written.
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
+        .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS + 1))  # keeps len < limit
         .filter(tantivy.Filter.lowercase())
         .build()
     )
@@ -103,10 +106,11 @@ def analyze(text: str) -> list[str]:
     return list(ANALYZER.analyze(text))
 
 
-def item_json(item: Item, path: str, session_id: str) -> str:
+def item_json(item: Item, path: str, session_id: str, agent: str = "pi",
+              project: str | None = None) -> str:
     """One document as JSON for the writer (built in worker processes, added in one)."""
     doc: dict[str, Any] = {
-        "kind": item.kind, "path": path, "session_id": session_id,
+        "kind": item.kind, "path": path, "session_id": session_id, "agent": agent,
         "entry_id": item.entry_id, "address": item.address, "type": item.type,
         "position": item.position, "line": item.line, "offset": item.offset,
         "length": item.length, "is_error": item.is_error, "on_active": item.on_active,
@@ -118,6 +122,7 @@ def item_json(item: Item, path: str, session_id: str) -> str:
         ("ref", item.ref), ("provider", item.provider), ("action", item.action),
         ("outcome", item.outcome), ("failure_stage", item.failure_stage),
         ("timestamp", item.timestamp), ("time_ms", item.time_ms), ("sequence", item.sequence),
+        ("project", project),
     ):
         if value is not None:
             doc[name] = value

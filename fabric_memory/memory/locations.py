@@ -3,30 +3,63 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from ..sources.pi import omp_sessions_dir, pi_sessions_dir
+from ..sources import agent_homes, agent_names
+from ..sources.pi import pi_sessions_dir
 
 SESSIONS_ENV = "FABRIC_MEMORY_SESSIONS"
+EXTRA_SESSIONS_ENV = "FABRIC_MEMORY_EXTRA_SESSIONS"
+AGENTS_ENV = "FABRIC_MEMORY_AGENTS"
 HOME_ENV = "FABRIC_MEMORY_HOME"
 
 
-def sessions_roots(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, ...]:
-    """The session folders to read, each by its real path (the index keys every file by its
-    real path): ``explicit``, else ``$FABRIC_MEMORY_SESSIONS``, else Pi's (see
-    :func:`pi_sessions_dir`) followed by oh-my-pi's (see :func:`omp_sessions_dir`) when
-    that folder exists and is another one."""
-    if explicit is not None:
-        return (Path(explicit).expanduser().resolve(),)
-    configured = os.environ.get(SESSIONS_ENV)
-    if configured:
-        return (Path(configured).expanduser().resolve(),)
-    roots = [pi_sessions_dir().resolve()]
-    omp = omp_sessions_dir().resolve()
-    if omp.is_dir() and omp not in roots:
-        roots.append(omp)
-    return tuple(roots)
+def sessions_roots(
+    explicit: str | os.PathLike[str] | None = None, *, agents: str | None = None,
+    projects: Collection[str] = (),
+) -> tuple[Path, ...]:
+    """The session folders to read, each once by its real path (the index keys every file
+    by its real path): the folders ``explicit`` names, else ``$FABRIC_MEMORY_SESSIONS``
+    (several separated by ``:``; ``--sessions`` may be repeated), exactly those whatever
+    agents wrote them; else every agent folder that exists (:func:`discovered_roots`).
+    When none exists, Pi's, so that reading it says it is missing."""
+    named = os.fspath(explicit) if explicit is not None else os.environ.get(SESSIONS_ENV)
+    if named:
+        return _unique(_folders(named))
+    return discovered_roots(agents, projects) or (pi_sessions_dir().resolve(),)
+
+
+def discovered_roots(agents: str | None = None,
+                     projects: Collection[str] = ()) -> tuple[Path, ...]:
+    """Every folder an agent writes to that exists (:func:`fabric_memory.sources.agent_homes`:
+    Pi, oh-my-pi, Claude Code, Codex, …; only ``agents``, else ``$FABRIC_MEMORY_AGENTS``,
+    when set), then the folders ``$FABRIC_MEMORY_EXTRA_SESSIONS`` adds (``:``-separated:
+    sources with no fixed home, such as Fabro exports)."""
+    homes = agent_homes(projects, chosen_agents(agents))
+    extra = [folder for folder in _folders(os.environ.get(EXTRA_SESSIONS_ENV) or "")
+             if folder.is_dir()]
+    return _unique([*homes, *extra])
+
+
+def chosen_agents(agents: str | None = None) -> frozenset[str] | None:
+    """The agents ``agents`` (``pi,claude-code``), else ``$FABRIC_MEMORY_AGENTS``, narrows
+    reading to; ``None`` for every agent. An unknown name is a usage error."""
+    return agent_names(agents if agents is not None else os.environ.get(AGENTS_ENV) or None)
+
+
+def joined(folders: Iterable[str | os.PathLike[str]] | None) -> str | None:
+    """Several ``--sessions`` folders as one value (``:``-separated, as the variable)."""
+    names = [os.fspath(folder) for folder in folders or ()]
+    return os.pathsep.join(names) if names else None
+
+
+def _folders(text: str) -> list[Path]:
+    return [Path(part).expanduser().resolve() for part in text.split(os.pathsep) if part]
+
+
+def _unique(folders: Iterable[Path]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(folders))
 
 
 def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:

@@ -17,6 +17,7 @@ import orjson
 
 from .._js import iso_ms
 from ..errors import QueryError, UsageError, clipped
+from ..sources.registry import AGENTS
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
 from .index import Hit, SearchSpec, TextMode
 from .tiers import revalidate
@@ -57,6 +58,7 @@ class RecallRequest(TypedDict, total=False):
     since: str
     until: str
     session: str
+    agent: str
     branches: Branches
     limit: int
     offset: int
@@ -69,6 +71,10 @@ class RecallHit(TypedDict):
     kind: str
     sessionId: str
     path: str
+    agent: str
+    """The agent that wrote the session (:data:`fabric_memory.sources.AGENTS`)."""
+    project: str | None
+    """The folder the agent worked in, when the session says."""
     tier: Tier
     stale: bool
     entryId: str
@@ -113,6 +119,7 @@ def recall(
     since: str | None = None,
     until: str | None = None,
     session: str | None = None,
+    agent: str | None = None,
     branches: Branches = "all",
     limit: int = DEFAULT_LIMIT,
     offset: int = 0,
@@ -126,13 +133,16 @@ def recall(
                "action": action, "outcome": outcome}
     given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
                              "since": since, "until": until, "session": session,
-                             "branches": branches, "limit": limit, "offset": offset}
+                             "agent": agent, "branches": branches, "limit": limit, "offset": offset}
     if hot_sessions != DEFAULT_HOT_SESSIONS:
         given["hotSessions"] = hot_sessions
     locations = {"index": index, "sessions": sessions}
     given.update((name, os.fspath(where)) for name, where in locations.items() if where)
     request = cast(RecallRequest, {k: v for k, v in given.items() if v is not None})
-    if not query.strip() and not any(filters.values()) and since is None and until is None:
+    if agent is not None and agent not in AGENTS:
+        raise UsageError(f"--agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
+    if not query.strip() and not any(filters.values()) and since is None and until is None \
+            and agent is None:
         raise QueryError("recall needs a QUERY or at least one filter (--ref, --tool, ...)")
     roots, handle = default_roots(sessions, index)
     view = revalidate(handle, hot_sessions, roots)
@@ -148,6 +158,8 @@ def recall(
                 f"--session {clipped(session)}: no indexed session has that id or path"
             )
         equals.append(("path", tuple(r.path for r in matched)))
+    if agent is not None:
+        equals.append(("agent", (agent,)))
     if branches == "active":
         equals.append(("on_active", (True,)))
     spec = SearchSpec(
@@ -162,7 +174,8 @@ def recall(
 def recall_request(request: Mapping[str, Any]) -> RecallResponse:
     """:func:`recall` from its JSON request shape (what ``next`` holds)."""
     keys = {"query", "mode", "match", "role", "tool", "ref", "provider", "action", "outcome",
-            "since", "until", "session", "branches", "limit", "offset", "index", "sessions"}
+            "since", "until", "session", "agent", "branches", "limit", "offset", "index",
+            "sessions"}
     unknown = set(request) - keys - {"hotSessions"}
     if unknown:
         raise UsageError(f"recall request: unknown keys {sorted(unknown)}")
@@ -227,6 +240,8 @@ def _hit(
         "kind": str(fields["kind"]),
         "sessionId": str(fields["session_id"]),
         "path": path,
+        "agent": str(fields.get("agent", "pi")),
+        "project": str(fields["project"]) if "project" in fields else None,
         "tier": "hot" if path in hot else "cold",
         "stale": _stale(record, path, unrefreshed),
         "entryId": str(fields["entry_id"]),

@@ -51,6 +51,10 @@ The contract a reader keeps (read this before adding an agent)
     :class:`~fabric_memory.errors.NotASessionError` with ``file:line`` and the reason
     (``unsupported version: …``). Nothing here reads outside the file it is given.
 
+``skips(path) -> bool`` (optional)
+    A file under a root that is no session of its own (Catui's ``latest.jsonl``): never
+    read, never reported.
+
 ``homes(projects) -> tuple[Path, ...]``
     Where the agent writes by default (environment variables honoured), present or not;
     ``projects`` are the working folders of indexed sessions, for folders that live
@@ -73,7 +77,15 @@ from .reader import (
     tool_result,
     under,
 )
-from .registry import AGENTS, READERS, agent_homes, agent_names, read_source, reader_for
+from .registry import (
+    AGENTS,
+    READERS,
+    agent_homes,
+    agent_names,
+    read_source,
+    reader_for,
+    skipped,
+)
 
 __all__ = [
     "AGENTS",
@@ -91,6 +103,7 @@ __all__ = [
     "message",
     "read_source",
     "reader_for",
+    "skipped",
     "text_block",
     "thinking_block",
     "tool_call_block",

@@ -224,5 +224,5 @@ def _trace_homes(projects: Collection[str]) -> tuple[Path, ...]:
     return tuple(trace_folder(project) for project in projects)
 
 
-TRACES_READER = SourceReader(AGENT, _is_trace, _read_trace, _trace_homes)
+TRACES_READER = SourceReader(AGENT, _is_trace, _read_trace, _trace_homes, _is_latest)
 """Catui's run traces, found in the workspaces the indexed sessions name."""

@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NotASessionError, clipped
-from ..session import Session
 from .reader import (
     Entries,
     JsonLines,
@@ -34,6 +33,9 @@ from .reader import (
     tool_call_block,
     tool_result,
 )
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
 
 AGENT: Final = "claude-code"
 CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
@@ -97,8 +99,10 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
     if uuid is None:
         entries.note(line, f"{kind} line without a 'uuid' (no address); skipped")
         return
-    where = {"address": uuid, "parent": string(value.get("parentUuid")),
-             "timestamp": string(value.get("timestamp"))}
+    # After Claude compacts, the boundary line starts a new chain (``parentUuid`` null) and
+    # names the turn it follows in ``logicalParentUuid``: the branch goes on through it.
+    parent = string(value.get("parentUuid")) or string(value.get("logicalParentUuid"))
+    where = {"address": uuid, "parent": parent, "timestamp": string(value.get("timestamp"))}
     if kind == "system":
         entries.add(line, event(_system_kind(value), _system_text(value)), **where)
         return
@@ -123,7 +127,7 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
         call_id = string(block.get("tool_use_id")) or ""
         output = _texts(block.get("content"))
         extra = _structured(value.get("toolUseResult"), output) if len(results) == 1 else ""
-        entries.add(line, tool_result(call_id, tools.get(call_id, ""),
+        entries.add(line, tool_result(call_id, tools.get(call_id),
                                       f"{output}\n{extra}" if extra else output,
                                       is_error=block.get("is_error") is True), **where)
 

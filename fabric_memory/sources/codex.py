@@ -7,8 +7,9 @@ Two shapes are read. The current one: every line ``{timestamp, type, payload}`` 
 ``custom_tool_call`` / ``custom_tool_call_output``, ``local_shell_call``,
 ``web_search_call``), ``event_msg`` (only ``error`` events are read: the rest repeat
 response items or report progress), ``turn_context`` and ``compacted`` (Codex's own
-compaction summary). The earlier one: a first line ``{id, timestamp, instructions, git?}``,
-then bare response items separated by ``{"record_type": "state"}`` lines, without a time
+compaction summary). The earlier one: a first line ``{id, timestamp, instructions, git}``
+(``instructions`` and ``git`` optional), then bare response items separated by
+``{"record_type": "state"}`` lines, without a time
 per line. Any other first line is ``unsupported version``. Codex lines have no id of
 their own: each entry's address is its line, ``L<line>``, its parent the entry before it.
 """
@@ -18,12 +19,11 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from ..errors import NotASessionError, clipped
-from ..session import Session
 from .reader import (
     NOT_JSON,
     Entries,
@@ -40,6 +40,9 @@ from .reader import (
     tool_call_block,
     tool_result,
 )
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
 
 AGENT: Final = "codex"
 HOME_ENV: Final = "CODEX_HOME"
@@ -63,9 +66,9 @@ def _is_current(first: Any) -> bool:
 
 
 def _is_earlier(first: Any) -> bool:
-    return (type(first) is dict and "type" not in first and isinstance(first.get("id"), str)
-            and isinstance(first.get("timestamp"), str)
-            and ("instructions" in first or "git" in first))
+    """The earlier shape's first line: ``{id, timestamp, instructions?, git?}``, no ``type``."""
+    return (type(first) is dict and "type" not in first and "record_type" not in first
+            and isinstance(first.get("id"), str) and isinstance(first.get("timestamp"), str))
 
 
 def recognises(first: Any, path: str) -> bool:
@@ -169,7 +172,7 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
     elif kind in _OUTPUTS:
         call_id = string(item.get("call_id")) or ""
         text, failed = _output(item.get("output"))
-        _add(entries, line, tool_result(call_id, tools.get(call_id, ""), text, is_error=failed),
+        _add(entries, line, tool_result(call_id, tools.get(call_id), text, is_error=failed),
              stamp)
     else:
         entries.note(line, f"response item of type {clipped(kind)} not read")
@@ -215,7 +218,7 @@ def _output(output: object) -> tuple[str, bool]:
         return output, False
     if type(output) is dict:
         return _texts(output.get("content")), output.get("success") is False
-    return "", False
+    return _texts(output), False
 
 
 def _homes(projects: Collection[str]) -> tuple[Path, ...]:

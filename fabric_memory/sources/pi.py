@@ -11,10 +11,12 @@ import dataclasses
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..session import Session, read_session
 from .reader import SourceReader, under
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
 
 PI_SESSION_DIR_ENV = "PI_CODING_AGENT_SESSION_DIR"
 PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
@@ -53,11 +55,13 @@ def is_pi_session(first: Any, path: str) -> bool:
 
 
 def _read_pi(path: str, max_line_bytes: int) -> Session:
+    from ..session import read_session
+
     return read_session(path, max_line_bytes=max_line_bytes)
 
 
 def _read_omp(path: str, max_line_bytes: int) -> Session:
-    return dataclasses.replace(read_session(path, max_line_bytes=max_line_bytes), agent="omp")
+    return dataclasses.replace(_read_pi(path, max_line_bytes), agent="omp")
 
 
 def _pi_homes(projects: Collection[str]) -> tuple[Path, ...]:
@@ -70,6 +74,12 @@ def _omp_homes(projects: Collection[str]) -> tuple[Path, ...]:
 
 PI = SourceReader("pi", is_pi_session, _read_pi, _pi_homes)
 """Pi's sessions; also every Pi-format file no other reader claims by its location."""
-OMP = SourceReader(
-    "omp", lambda first, path: is_pi_session(first, path) and under(omp_sessions_dir(), path),
-    _read_omp, _omp_homes)
+def _is_omp_session(first: Any, path: str) -> bool:
+    """A Pi-format file under oh-my-pi's folder, when that is not Pi's too
+    (``$PI_CODING_AGENT_DIR`` may name one folder for both)."""
+    home = omp_sessions_dir()
+    return (is_pi_session(first, path) and under(home, path)
+            and os.path.realpath(home) != os.path.realpath(pi_sessions_dir()))
+
+
+OMP = SourceReader("omp", _is_omp_session, _read_omp, _omp_homes)

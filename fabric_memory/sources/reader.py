@@ -1,7 +1,9 @@
 """What every source reader is and shares: the reader record, a strict JSONL line scanner,
 and the builders of the one normalized stage (Pi-shaped entries).
 
-See :mod:`fabric_memory.sources` for the contract a reader keeps.
+See :mod:`fabric_memory.sources` for the contract a reader keeps. The session reader (and
+the trace guard its entries' views bring) is imported when a file is read, not before:
+finding the agents' folders, which every recall does, loads no parser.
 """
 
 from __future__ import annotations
@@ -10,30 +12,22 @@ import os
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
-import xxhash
 
 from .._gc import no_cyclic_gc
 from ..errors import SessionError
-from ..session import (
-    CHUNK_BYTES,
-    Entry,
-    LineProblem,
-    Session,
-    decode_line,
-    iter_lines,
-    migrated_id,
-    open_regular,
-)
+
+if TYPE_CHECKING:  # loaded when a file is read (see the module docstring)
+    from ..session import Entry, LineProblem, Session
 
 NOT_JSON: Final = object()
 """What :attr:`SourceReader.recognises` is given when a file's first line is not JSON."""
 
 Recognises = Callable[[Any, str], bool]
 """``(first JSON value of the file, its real path) -> whether this reader reads it``."""
-Read = Callable[[str, int], Session]
+Read = Callable[[str, int], "Session"]
 """``(path, max_line_bytes) -> Session``: raises :class:`~fabric_memory.errors.SessionError`."""
 Homes = Callable[[Collection[str]], tuple[Path, ...]]
 """``(project folders of indexed sessions) -> the folders this agent writes to by default``
@@ -49,6 +43,9 @@ class SourceReader:
     recognises: Recognises
     read: Read
     homes: Homes
+    skips: Callable[[str], bool] = lambda path: False
+    """Whether a file under a sessions root is no session of its own, by its real path
+    (Catui's ``latest.jsonl`` copies the newest run): never read, never reported."""
 
 
 # --- reading lines ----------------------------------------------------------------------
@@ -79,13 +76,18 @@ class JsonLines:
     problems: list[LineProblem] = field(default_factory=list)
     truncated: LineProblem | None = None
     size: int = 0
-    _digest: Any = field(default_factory=xxhash.xxh3_128)
+    _digest: Any = None
 
     @property
     def source_hash(self) -> str:
         return str(self._digest.hexdigest())
 
     def __iter__(self) -> Iterator[SourceLine]:
+        import xxhash
+
+        from ..session import LineProblem, decode_line, iter_lines, open_regular
+
+        self._digest = xxhash.xxh3_128()
         try:
             with no_cyclic_gc(), os.fdopen(open_regular(self.path), "rb") as stream:
                 lines = iter_lines(stream, self.path, self.max_line_bytes, self._digest)
@@ -114,6 +116,8 @@ class JsonLines:
 def first_value(path: str, max_line_bytes: int) -> Any:
     """The JSON value of the first non-blank line of ``path`` (:data:`NOT_JSON` when it is
     not JSON, is longer than ``max_line_bytes``, or there is none). Reads only that far."""
+    from ..session import CHUNK_BYTES, open_regular
+
     try:
         fd = open_regular(path)
     except OSError:
@@ -135,6 +139,8 @@ def first_value(path: str, max_line_bytes: int) -> Any:
 
 
 def _decoded(line: bytes) -> Any:
+    from ..session import decode_line
+
     try:
         return decode_line(line)
     except orjson.JSONDecodeError:
@@ -162,11 +168,14 @@ def message(role: str, content: list[dict[str, Any]], **fields: Any) -> dict[str
     return {"type": "message", "message": {"role": role, "content": content, **fields}}
 
 
-def tool_result(call_id: str, tool: str, text: str, *, is_error: bool) -> dict[str, Any]:
-    """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call)."""
-    return {"type": "message", "message": {"role": "toolResult", "toolCallId": call_id,
-                                           "toolName": tool, "content": [text_block(text)],
-                                           "isError": is_error}}
+def tool_result(call_id: str, tool: str | None, text: str, *, is_error: bool) -> dict[str, Any]:
+    """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call;
+    ``None`` when the call is not in the file)."""
+    result: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id}
+    if tool:
+        result["toolName"] = tool
+    result.update(content=[text_block(text)], isError=is_error)
+    return {"type": "message", "message": result}
 
 
 def compaction(summary: str) -> dict[str, Any]:
@@ -186,7 +195,9 @@ class Entries:
     Each :meth:`add` is one entry of ``line``: the first keeps ``address`` (the agent's own
     id, else ``L<line>``), a further entry from the same line gets ``<address>.<k>``
     (k = 1, 2, …), as glued Pi lines do. Addresses depend only on their line, so they
-    survive appends.
+    survive appends. Entries of one line chain through each other (``<address>`` →
+    ``<address>.1`` → … → the line's parent), so a later line naming ``<address>`` as its
+    parent keeps all of them on its branch.
     """
 
     entries: list[Entry] = field(default_factory=list)
@@ -197,10 +208,15 @@ class Entries:
     def add(self, line: SourceLine, raw: dict[str, Any], *, address: str | None = None,
             parent: str | None = None, timestamp: str | None = None) -> Entry:
         """Add ``raw`` (a builder's result) read from ``line``; returns the entry."""
+        from ..session import Entry, migrated_id
+
         if line.number != self._line:
             self._line, self._count = line.number, 0
         base = address or migrated_id(line.number)
         entry_id = base if self._count == 0 else f"{base}.{self._count}"
+        if self._count:  # the line's parent moves to this entry; the one before points here
+            before = self.entries[-1]
+            before.parent_id = before.raw["parentId"] = entry_id
         self._count += 1
         raw = {"id": entry_id, "parentId": parent, "timestamp": timestamp, **raw}
         kind = raw["type"]
@@ -211,6 +227,8 @@ class Entries:
 
     def note(self, line: SourceLine | int, reason: str) -> None:
         """A line (or part of one) that yields no entry, and why (a located note)."""
+        from ..session import LineProblem
+
         number = line if isinstance(line, int) else line.number
         self.notes.append(LineProblem(number, reason))
 
@@ -224,6 +242,8 @@ def build_session(
     project: str | None, header: dict[str, Any], version: int = 1,
 ) -> Session:
     """The :class:`~fabric_memory.session.Session` a source reader returns."""
+    from ..session import Session
+
     by_id: dict[str, Entry] = {}
     duplicates: list[str] = []
     for entry in entries.entries:

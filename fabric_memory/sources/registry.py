@@ -9,21 +9,31 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
-from ..session import DEFAULT_MAX_LINE_BYTES, Session
-from . import catui, claude_code, codex, fabro, pi
+from .catui import SESSIONS as CATUI_SESSIONS
+from .catui import TRACES_READER as CATUI_TRACES
+from .claude_code import CLAUDE_CODE
+from .codex import CODEX
+from .fabro import FABRO
+from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
 
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
+
+DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+"""The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
+
 READERS: Final[tuple[SourceReader, ...]] = (
-    claude_code.CLAUDE_CODE,
-    codex.CODEX,
-    catui.TRACES_READER,
-    fabro.FABRO,
-    catui.SESSIONS,
-    pi.OMP,
-    pi.PI,
+    CLAUDE_CODE,
+    CODEX,
+    CATUI_TRACES,
+    FABRO,
+    CATUI_SESSIONS,
+    OMP,
+    PI,
 )
 """Tried in this order on a file's first line; the first that recognises it reads it.
 Pi-format flavours told apart by location (``omp``) come before ``pi``, which is last."""
@@ -43,7 +53,7 @@ def reader_for(path: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Sourc
     for reader in READERS:
         if any(under(home, path) for home in reader.homes(())):
             return reader
-    return pi.PI
+    return PI
 
 
 def read_source(path: str | os.PathLike[str],
@@ -52,6 +62,11 @@ def read_source(path: str | os.PathLike[str],
     raise :class:`~fabric_memory.errors.SessionError` (located) when it cannot be read."""
     name = os.fspath(path)
     return reader_for(name, max_line_bytes).read(name, max_line_bytes)
+
+
+def skipped(path: str) -> bool:
+    """Whether some reader says ``path`` is no session of its own (see ``SourceReader.skips``)."""
+    return any(reader.skips(path) for reader in READERS)
 
 
 def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
@@ -71,10 +86,11 @@ def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
 def agent_homes(projects: Collection[str] = (),
                 agents: frozenset[str] | None = None) -> tuple[Path, ...]:
     """Every folder the agents (``agents``: only those) write to by default that exists, each
-    once by its real path, in :data:`READERS` order. ``projects``: the working folders of
+    once by its real path, in :data:`AGENTS` order. ``projects``: the working folders of
     indexed sessions (where workspace-relative folders, such as Catui's traces, are)."""
     found: dict[Path, None] = {}
-    for reader in READERS:
+    ordered = sorted(READERS, key=lambda reader: AGENTS.index(reader.name))
+    for reader in ordered:
         if agents is not None and reader.name not in agents:
             continue
         for home in reader.homes(projects):
