@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+import pytest
 
 from .conftest import FIXTURES
 
@@ -28,10 +29,11 @@ class CatuiHome:
         return next(self.sessions.rglob(f"*_{session_id}.jsonl"))
 
 
-def catui_home(base: Path) -> CatuiHome:
-    """The Catui fixtures under ``base``: ``catui/agents/default/sessions/--<cwd>--/`` whose
-    session headers name ``base/catui-demo`` (which holds the traces) as their ``cwd``."""
-    home = base / "catui"
+def catui_home(base: Path, name: str = "catui") -> CatuiHome:
+    """The Catui fixtures under ``base``: ``<name>/agents/default/sessions/--<cwd>--/`` whose
+    session headers name ``base/catui-demo`` (which holds the traces) as their ``cwd``
+    (``name=".catui"`` with ``base`` as HOME: where Catui writes by default)."""
+    home = base / name
     workspace = base / "catui-demo"
     shutil.copytree(CATUI / "catui-demo", workspace)
     source = CATUI / "home" / ".catui" / "agents" / "default" / "sessions"
@@ -53,3 +55,26 @@ def fabro_exports(base: Path) -> Path:
     target = base / "fabro-exports"
     shutil.copytree(FABRO, target, ignore=shutil.ignore_patterns("*.md"))
     return target
+
+
+LOCATION_VARIABLES = (
+    "FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "FABRIC_MEMORY_AGENTS",
+    "FABRIC_MEMORY_EXTRA_SESSIONS", "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
+    "PI_CONFIG_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CATUI_HOME", "CATUI_AGENTS_DIR",
+    "CATUI_CODING_AGENT_DIR")
+
+
+def fake_home(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HOME with no location variable set and the index in ``base/fm``."""
+    for variable in LOCATION_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    home = base / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(base / "fm"))
+    return home
+
+
+def line_at(path: Path, number: int) -> str:
+    """Line ``number`` (1-based) of ``path``, as ``expand`` returns an entry's text."""
+    return path.read_bytes().split(b"\n")[number - 1].decode()

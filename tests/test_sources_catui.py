@@ -9,13 +9,16 @@ import orjson
 import pytest
 
 from fabric_memory.errors import NotASessionError
+from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.normalize import normalize_session
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex
 from fabric_memory.session import Session, read_session
 from fabric_memory.sources import agent_homes, read_source, reader_for
 from fabric_memory.sources.catui import SESSIONS, TRACES_READER, catui_sessions_dir
 from fabric_memory.sources.catui_trace import INVALID_TRACE
 
-from .agent_homes import CATUI, CatuiHome, catui_home
+from .agent_homes import CATUI, CatuiHome, catui_home, fake_home, line_at
 
 SESSION_A = "cecbe0e3-9b5d-4571-b53a-2239e63b9f98"
 SESSION_B = "81889ac6-163b-43c5-9b20-8f14d210e2c7"
@@ -173,3 +176,72 @@ def test_trace_folders_are_found_from_the_sessions_cwd(catui: CatuiHome, tmp_pat
     found = agent_homes([*sorted(p for p in projects if p), str(nowhere)],
                         frozenset({"catui"}))
     assert sorted(found) == sorted([catui.sessions.resolve(), catui.traces.resolve()])
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[CatuiHome, dict]:
+    """Catui where it writes by default (``~/.catui``), one trace Catui would reject in the
+    workspace, and a ``reindex`` with no arguments."""
+    home = catui_home(fake_home(tmp_path, monkeypatch), ".catui")
+    shutil.copy(CATUI / "rejected" / "sequence-gap.jsonl", home.traces / "run-gap.jsonl")
+    return home, dict(reindex())
+
+
+def test_reindex_finds_the_sessions_then_their_workspaces_traces(
+    indexed: tuple[CatuiHome, dict]
+) -> None:
+    """With no arguments, reindex reads Catui's sessions, then the traces of the workspace
+    their cwd names: every run but latest.jsonl; the rejected trace is one located problem."""
+    home, report = indexed
+    assert report["indexed"] == 3 + len(RUNS)
+    assert str(home.traces.resolve()) in report["sessionsRoots"]
+    gap = str((home.traces / "run-gap.jsonl").resolve())
+    assert report["invalid"] == [{"path": gap, "reason": f"{gap}:7: sequence 8 where 7 was "
+                                                         "due: a gap"}]
+    hits = recall("latest", agent="catui", limit=50)["hits"]
+    assert not any(hit["path"].endswith("latest.jsonl") for hit in hits)
+
+
+def test_a_tool_call_is_recalled_with_its_decision_and_followed_to_its_line(
+    indexed: tuple[CatuiHome, dict]
+) -> None:
+    """Recalling a call by its id finds its trace result (decision and outcome in the
+    snippet's document); follow expands to the exact trace line."""
+    home, _ = indexed
+    hits = recall("call-1846bae2-cacf-4e88-abec-e48c3c53d221", agent="catui", role="toolResult")
+    hit = next(h for h in hits["hits"] if h["address"].startswith("run-4f70"))
+    run = "run-4f70e336-cbd4-47f2-94e4-0aed03609a99"
+    assert (hit["address"], hit["agent"], hit["project"], hit["sessionId"]) == (
+        f"{run}:8", "catui", str(home.workspace.resolve()), run)
+    page = expand_request(hit["follow"])
+    entry = page["entries"][0]
+    assert entry["line"] == 8
+    assert entry["text"] == line_at(home.traces / f"{run}.jsonl", 8)
+    assert recall("runtime-tool-policy allow read error", agent="catui",
+                  session=run)["hits"][0]["address"] == f"{run}:8"
+
+
+def test_a_session_entry_round_trips_to_its_exact_line(indexed: tuple[CatuiHome, dict]) -> None:
+    """A Catui session's tool result is recalled by its words and followed to its line."""
+    home, _ = indexed
+    hit = recall("TS2307 agent-core", agent="catui")["hits"][0]
+    path = home.session(SESSION_A)
+    assert (hit["path"], hit["sessionId"], hit["role"]) == (
+        str(path.resolve()), SESSION_A, "toolResult")
+    entry = expand_request(hit["follow"])["entries"][0]
+    assert entry["text"] == line_at(path, entry["line"])
+    assert entry["address"] == hit["address"]
+
+
+def test_a_secret_in_a_trace_is_masked_when_recalled_and_expanded(
+    indexed: tuple[CatuiHome, dict]
+) -> None:
+    """The planted key is neither in a snippet nor in the expanded line (unless asked)."""
+    home, _ = indexed
+    hit = next(h for h in recall("deploy.sh staging denied", agent="catui")["hits"]
+               if h["sessionId"] == WRITTEN_RUN)
+    assert "AKIAQ3EGRZ7PCATUI9XW" not in str(hit)
+    entry = expand_request(hit["follow"])["entries"][0]
+    assert "AKIAQ3EGRZ7PCATUI9XW" not in entry["text"]
+    shown = expand_request({**hit["follow"], "showSecrets": True})["entries"][0]
+    assert shown["text"] == line_at(home.traces / f"{WRITTEN_RUN}.jsonl", shown["line"])

@@ -8,12 +8,16 @@ import orjson
 import pytest
 
 from fabric_memory.errors import NotASessionError
+from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.normalize import normalize_session
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex
 from fabric_memory.session import Session
 from fabric_memory.sources import read_source, reader_for
 from fabric_memory.sources.fabro import FABRO, read
 
 from .agent_homes import FABRO as FIXTURES
+from .agent_homes import fabro_exports, fake_home, line_at
 
 DUMP = FIXTURES / "exports" / "dump-01KCFX8Q3M7V2T9R4W6Y1Z0ABC" / "events.jsonl"
 EVENTS = FIXTURES / "exports" / "01KCG2M4N5P6Q7R8S9T0V1W2XY.jsonl"
@@ -175,3 +179,38 @@ def test_a_planted_key_in_tool_arguments_is_masked() -> None:
     texts = "\n".join(item.text for item in normalized.items)
     assert "sk_test_4eC39HqLyjWDarjtT1zdp7dcA9xQ" not in texts
     assert "[REDACTED:stripe-key] pytest tests/checkout -q" in texts
+
+
+@pytest.mark.parametrize("variable", ["FABRIC_MEMORY_EXTRA_SESSIONS", "FABRIC_MEMORY_SESSIONS"])
+def test_exports_in_a_named_folder_are_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """A folder of exports added to the discovered ones, or named alone, is read as Fabro's."""
+    exports = fabro_exports(tmp_path)
+    fake_home(tmp_path, monkeypatch)
+    monkeypatch.setenv(variable, str(exports))
+    report = reindex()
+    assert (report["indexed"], report["invalid"]) == (3, [])
+    assert report["sessionsRoots"] == [str(exports.resolve())]
+    assert {h["agent"] for h in recall("stage", limit=50)["hits"]} == {"fabro"}
+
+
+@pytest.mark.parametrize(("query", "source", "address"), [
+    ("guard skips the discount", DUMP, "019b2f6e-7a0a-7c3e-9d41-00000000000a"),
+    ("relation users null", EVENTS, "019b3a11-7b08-7d10-8e22-000000000008"),
+    ("git-guard restore_file", WILD, "L7"),
+    ("acme-compliance", DUMP, "019b2f6e-7a17-7c3e-9d41-000000000017"),
+], ids=["dump-message", "events-tool-result", "wild-tool-result", "unknown-event"])
+def test_recall_follow_expand_returns_the_exact_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, query: str, source: Path, address: str
+) -> None:
+    """A Fabro hit is followed to the verbatim line of its export."""
+    exports = fabro_exports(tmp_path)
+    fake_home(tmp_path, monkeypatch)
+    monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", str(exports))
+    reindex()
+    hit = recall(query, agent="fabro")["hits"][0]
+    copied = exports / source.relative_to(FIXTURES)
+    assert (hit["address"], hit["path"]) == (address, str(copied.resolve()))
+    entry = expand_request(hit["follow"])["entries"][0]
+    assert entry["text"] == line_at(copied, entry["line"])
