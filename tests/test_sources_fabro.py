@@ -105,6 +105,8 @@ def test_bookkeeping_is_left_out() -> None:
     session = read_source(DUMP)
     stage = next(e for e in session.entries if e.raw.get("customType") == "stage.completed")
     assert "duration_ms: 39200" in stage.raw["content"]
+    assert "tokens" not in stage.raw["content"]
+    assert "cost" not in stage.raw["content"]
     message = next(e for e in session.entries if e.view.role == "assistant" and e.view.text)
     assert message.raw["message"].keys() == {"role", "content", "model"}
 
