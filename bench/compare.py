@@ -217,6 +217,24 @@ def reindex_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+def agents_rows(ctx: Context) -> list[Row]:
+    """A full reindex of a corpus of several agents (Pi, Claude Code, Codex, each in its own
+    format) beside Tantivy taking the same documents."""
+    corpus = data.agents_corpus(ctx.root, ctx.scale.corpus_sessions)
+    prebuilt = workloads.prebuild(corpus)
+    pair = workloads.reindex_pair(prebuilt, ctx.scratch / "agents")
+    ours, floor = interleaved(pair, ctx.scale.repeats + 2, warmup=0)
+    full, base = statistics.median(ours), statistics.median(floor)
+    ratio = full / base
+    agents = sorted({path.relative_to(corpus).parts[0] for path, *_ in (
+        (Path(record[0]),) for record in prebuilt.records)})
+    return [Row("reindex.agents", f"full reindex of {len(prebuilt.records)} sessions of "
+                f"{len(agents)} agents ({len(prebuilt.documents)} docs) vs prebuilt docs into "
+                "Tantivy", full, base, "s", ratio, "ours/floor time", "<= 2.5", ratio <= 2.5,
+                {"agents": agents, "sessions": len(prebuilt.records),
+                 "docsPerSecond": len(prebuilt.documents) / full})]
+
+
 def rss_rows(ctx: Context) -> list[Row]:
     """Peak anonymous memory of a full reindex of the medium and the large recall corpus
     (the same mix, 10x apart), each in a fresh process, beside Tantivy's own peak for the
@@ -478,6 +496,7 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
     ("reindex", reindex_rows),
+    ("reindex agents", agents_rows),
     ("recall", recall_rows),
     ("expand", expand_rows),
     ("compaction", compaction_rows),

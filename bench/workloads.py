@@ -34,6 +34,7 @@ from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import default_workers, reindex
 from fabric_memory.session import iter_session_files, read_session
+from fabric_memory.sources import read_source
 from fabric_memory.trace import is_fabric_execution_trace_v1
 
 Call = Callable[[], object]
@@ -127,11 +128,12 @@ def prebuild(sessions: Path) -> Prebuilt:
     documents: list[str] = []
     records: list[tuple[str, str, int, bytes]] = []
     for path in iter_session_files(sessions):
-        session = read_session(path)
+        session = read_source(path)
         normalized = normalize_session(session)
         name = str(path)
         documents.extend(
-            memory_index.item_json(item, name, session.session_id) for item in normalized.items
+            memory_index.item_json(item, name, session.session_id, session.agent,
+                                   session.project) for item in normalized.items
         )
         mtime = path.stat().st_mtime_ns
         record = SessionRecord(
@@ -139,7 +141,7 @@ def prebuild(sessions: Path) -> Prebuilt:
             source_hash=session.source_hash,
             lineage_fingerprint=session.lineage_fingerprint("active"),
             entries=normalized.entries, operations=normalized.operations, indexed_at=now_iso(),
-            checked=(mtime, session.size),
+            checked=(mtime, session.size), cwd=session.project, agent=session.agent,
         )
         records.append((name, session.session_id, mtime, record.encode()))
     return Prebuilt(sessions, documents, records)

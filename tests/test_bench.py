@@ -24,6 +24,7 @@ EXPECTED = (
     "reindex.full",
     "reindex.redaction",
     "reindex.noop",
+    "reindex.agents",
     *(f"recall.{mode}.{size}" for size in ("medium", "large") for mode in MODES),
     "expand.1",
     "expand.100",

@@ -222,3 +222,25 @@ def test_an_overlong_query_is_a_usage_error(memory_corpus: MemoryCorpus) -> None
     """A query longer than 4,096 characters is refused in one line (it would not fit `next`)."""
     with pytest.raises(UsageError, match="QUERY is 5000 characters; the limit is 4096"):
         _recall(memory_corpus, "a" * 5000)
+
+
+IDENTIFIERS = ("sha256:" + "3f9a" * 16, "0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d",
+               "run-5c0ffee0-1234-4abc-9def-0123456789ab", "toolu_01HXq7GmR8sVb2JkL9pNwT3e",
+               "call_Xk2p9zYQ4LrT8mWn")
+
+
+@pytest.mark.parametrize("identifier", IDENTIFIERS, ids=lambda value: value.split("_")[0][:8])
+def test_identifiers_are_recalled_by_their_value(tmp_path: Path, identifier: str) -> None:
+    """A fingerprint, a UUID, a run id or a tool call id, written in a command's output, is
+    recalled by its whole value (phrase or literal), and only that entry (not the one whose
+    value differs in its last characters)."""
+    builder = SessionBuilder(tmp_path / "sessions" / "s.jsonl")
+    builder.user("what did the build produce?")
+    builder.bash("make", f"artifact {identifier} written")
+    builder.bash("make again", f"artifact {identifier[:-4]}0000 written")  # its last word differs
+    builder.write()
+    where = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    reindex(**where, workers=1)
+    for mode in ("phrase", "literal"):
+        hits = recall(identifier, mode=mode, **where)["hits"]  # type: ignore[arg-type]
+        assert [hit["address"] for hit in hits] == ["e002"], mode

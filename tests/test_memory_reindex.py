@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -471,3 +472,29 @@ def test_a_document_tantivy_refuses_costs_only_its_session(
     assert recall("alpha", **roots)["total"] == 0
     assert [r.path for r in load_catalog(open_index(roots["index"])).records] == [
         str(tmp_path / "sessions" / "--repo--" / "good.jsonl")]
+
+
+def test_a_noop_reindex_of_several_agents_opens_no_session_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over Pi, Claude Code and Codex files, a second reindex with nothing changed opens no
+    file under the sessions folder (a stat per file is all), and indexes nothing."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "pi", "a pi session")
+    shutil.copytree(REPO / "fixtures" / "agents" / "claude-code", roots["sessions"] / "claude",
+                    ignore=shutil.ignore_patterns("*.md"))
+    shutil.copytree(REPO / "fixtures" / "agents" / "codex", roots["sessions"] / "codex",
+                    ignore=shutil.ignore_patterns("*.md"))
+    first = reindex(**roots, workers=1)
+    assert (first["indexed"], first["invalid"]) == (8, [])
+    inside = str(roots["sessions"])
+    real_open = os.open
+
+    def guarded(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).startswith(inside):
+            raise AssertionError(f"a no-op reindex opened {path}")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", guarded)
+    again = reindex(**roots, workers=1)
+    assert (again["indexed"], again["skipped"], again["commits"]) == (0, 8, 0)

@@ -127,7 +127,7 @@ def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
         assert schemas["expand"]["required"] == ["session"]
         assert not schemas["recall"].get("required")
         assert set(schemas["sessions"]["properties"]) == {
-            "project", "since", "until", "limit", "offset", "hotSessions"}
+            "project", "agent", "since", "until", "limit", "offset", "hotSessions"}
         assert schemas["recall"]["properties"]["mode"]["enum"] == ["literal", "phrase", "regex"]
         for tool in tools.values():
             assert tool.annotations is not None and tool.annotations.read_only_hint

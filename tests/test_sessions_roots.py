@@ -4,9 +4,18 @@ it exists, read by reindex, recall, expand, the live index and ``serve`` as one 
 from __future__ import annotations
 
 import os
+import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
+import orjson
 import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from fabric_memory.errors import ExpandError, LocationRefusedError, UsageError
 from fabric_memory.memory.expand import expand, expand_request
@@ -17,6 +26,7 @@ from fabric_memory.serve import Places
 
 from .memory_builder import SessionBuilder
 from .reliability import until, watching
+from .secret_samples import github_token
 
 LOCATION_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "PI_CODING_AGENT_DIR",
                       "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR", "FABRIC_MEMORY_AGENTS",
@@ -146,3 +156,101 @@ def test_watch_follows_both_roots(home: Path, omp: Path) -> None:
         fresh.user("the pangolin was written under oh-my-pi")
         fresh.write()
         until(lambda: recall("pangolin")["total"] == 1, "the omp session was never indexed")
+
+
+# --- every agent under one home ------------------------------------------------------------
+
+AGENT_FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
+CLAUDE_DIR = "-home-dev-projects-ledger"
+CODEX_CURRENT = "rollout-2025-10-03T09-15-00-0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d.jsonl"
+CODEX_EARLIER = "rollout-2025-05-07T11-00-00-5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.jsonl"
+
+
+def _cli_json(*argv: str) -> Any:
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", *argv, "--json"],
+                          capture_output=True, check=True, env=dict(os.environ))
+    return orjson.loads(done.stdout)
+
+
+@pytest.fixture
+def every_agent(home: Path, omp: Path) -> dict[str, Path]:
+    """Pi's and oh-my-pi's sessions (from ``home``), Claude Code's transcripts in
+    ~/.claude/projects (one with a GitHub token in a tool's output) and Codex's rollouts in
+    ~/.codex/sessions/YYYY/MM/DD, each where the agent writes it."""
+    claude = home / ".claude" / "projects" / CLAUDE_DIR
+    claude.mkdir(parents=True)
+    shutil.copy(AGENT_FIXTURES / "claude-code" / "tools_and_summary.jsonl",
+                claude / "7f3c2a10-5b6e-4d1f-9a8b-2c4d6e8f0a1b.jsonl")
+    secret = github_token(random.Random(25))
+    lines = [{"type": "assistant", "sessionId": "s-secret", "uuid": "a1", "parentUuid": None,
+              "cwd": "/home/dev/projects/ledger", "timestamp": "2025-09-15T10:00:00.000Z",
+              "message": {"role": "assistant", "content": [
+                  {"type": "tool_use", "id": "toolu_01Env", "name": "Bash",
+                   "input": {"command": "cat .env"}}]}},
+             {"type": "user", "sessionId": "s-secret", "uuid": "u1", "parentUuid": "a1",
+              "cwd": "/home/dev/projects/ledger", "timestamp": "2025-09-15T10:00:01.000Z",
+              "message": {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": "toolu_01Env",
+                   "content": f"the armadillo deploy token: {secret.text}"}]}}]
+    (claude / "s-secret.jsonl").write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in lines))
+    codex = home / ".codex" / "sessions"
+    for day, name in (("2025/10/03", CODEX_CURRENT), ("2025/05/07", CODEX_EARLIER)):
+        (codex / day).mkdir(parents=True)
+        shutil.copy(AGENT_FIXTURES / "codex" / name, codex / day / name)
+    return {"claude": claude, "codex": codex, "omp": omp, "secret_values": Path(
+        "\n".join(secret.values))}
+
+
+def test_every_agent_under_one_home_is_one_memory(every_agent: dict[str, Path]) -> None:
+    """`reindex` with no arguments finds every agent's folder and file; recall --agent
+    codex answers only from Codex; a token in a Claude Code tool result is masked in the
+    index and in expand; a deleted Codex rollout is forgotten; the MCP server (started
+    with no folder either) answers recall and sessions as the CLI does."""
+    report = _cli_json("reindex")
+    home = Path(os.environ["HOME"])
+    assert report["sessionsRoots"] == [str(home / ".pi/agent/sessions"), str(every_agent["omp"]),
+                                       str(home / ".claude/projects"), str(every_agent["codex"])]
+    assert (report["sessions"], report["indexed"], report["invalid"]) == (6, 6, [])
+    assert report["redacted"] == {"github-token": 1}
+    listing = _cli_json("sessions")["sessions"]
+    assert sorted(row["agent"] for row in listing) == [
+        "claude-code", "claude-code", "codex", "codex", "omp", "pi"]
+    assert all(row["project"] for row in listing if row["agent"] in ("claude-code", "codex")
+               and row["sessionId"] != "5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
+
+    everywhere = _cli_json("recall", "ledger", "--limit", "50")["hits"]
+    assert {hit["agent"] for hit in everywhere} == {"claude-code", "codex"}
+    only = _cli_json("recall", "ledger", "--agent", "codex", "--limit", "50")
+    assert only["hits"] and {hit["agent"] for hit in only["hits"]} == {"codex"}
+    assert {hit["project"] for hit in only["hits"]} <= {"/home/dev/projects/ledger", None}
+
+    secret_values = str(every_agent["secret_values"]).split("\n")
+    found = _cli_json("recall", "armadillo")
+    assert [hit["agent"] for hit in found["hits"]] == ["claude-code"]
+    page = _cli_json("expand", found["hits"][0]["sessionId"], "--address", "u1")
+    shown = orjson.dumps([found, page]).decode()
+    assert "[REDACTED:github-token]" in shown
+    assert not any(value in shown for value in secret_values)
+
+    rollout = every_agent["codex"] / "2025/10/03" / CODEX_CURRENT
+    rollout.unlink()
+    again = _cli_json("reindex")
+    assert [item["path"] for item in again["removed"]] == [str(rollout)]
+    assert _cli_json("recall", "off-by-one")["total"] == 0
+
+    async def ask() -> None:
+        command = [sys.executable, "-m", "fabric_memory.cli", "serve", "--no-watch"]
+        params = StdioServerParameters(command=command[0], args=command[1:],
+                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        async with Client(params) as client:
+            answer = await client.call_tool("recall", {"query": "ledger", "agent": "codex",
+                                                       "limit": 50})
+            assert not answer.is_error
+            assert answer.structured_content == _cli_json(
+                "recall", "ledger", "--agent", "codex", "--limit", "50")
+            rows = await client.call_tool("sessions", {"agent": "claude-code"})
+            assert rows.structured_content is not None
+            assert [row["agent"] for row in rows.structured_content["sessions"]] == [
+                "claude-code", "claude-code"]
+
+    anyio.run(ask)

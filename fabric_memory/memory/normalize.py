@@ -284,6 +284,8 @@ def _message_words(message: dict[str, Any], fabric: FabricResult | None) -> list
     sections = message.get("sections")
     if isinstance(sections, dict):
         words.extend(_string(value) for value in sections.values())
+    # Ids are recalled by value (``toolu_…``, ``call_…``): the call a result answers.
+    words.append(_string(message.get("toolCallId")))
     return words
 
 
@@ -307,6 +309,7 @@ def _content_words(content: object) -> Iterator[str | None]:
             # fabric_exec source code is not memory: only its trace is.
             if name != FABRIC_TOOL:
                 yield from _leaves(part.get("arguments"))
+            yield _string(part.get("id"))
 
 
 def _leaves(value: object) -> Iterator[str]:

@@ -1,0 +1,112 @@
+"""Which reader reads a file (first line and location, never the name) and where the agents
+write."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fabric_memory.errors import NotASessionError, UsageError
+from fabric_memory.memory.locations import sessions_roots
+from fabric_memory.sources import AGENTS, READERS, agent_homes, agent_names, read_source, reader_for
+
+from .memory_builder import SessionBuilder
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
+CLAUDE = FIXTURES / "claude-code" / "tools_and_summary.jsonl"
+CODEX = FIXTURES / "codex" / (
+    "rollout-2025-10-03T09-15-00-0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d.jsonl")
+HOME_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_AGENTS",
+                  "FABRIC_MEMORY_EXTRA_SESSIONS", "PI_CODING_AGENT_DIR",
+                  "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR", "CLAUDE_CONFIG_DIR",
+                  "CODEX_HOME")
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in HOME_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def test_every_reader_is_named_once_among_the_agents() -> None:
+    """Each registered reader's name is one of the agent names --agent takes."""
+    assert {reader.name for reader in READERS} <= set(AGENTS)
+    assert READERS[-1].name == "pi"  # the reference reads what nothing else claims
+
+
+def test_a_file_is_recognised_by_its_first_line_not_its_name(tmp_path: Path) -> None:
+    """A Claude transcript named like a Codex rollout, a Codex rollout named like a Pi
+    session, a Pi session named like a Claude one: each is read by its own reader."""
+    swapped = {"rollout-2025-01-01T00-00-00-x.jsonl": CLAUDE, "2025_pi.jsonl": CODEX}
+    for name, source in swapped.items():
+        shutil.copy(source, tmp_path / name)
+    pi = SessionBuilder(tmp_path / "c0000000-0000-4000-8000-000000000001.jsonl", "pi-id")
+    pi.user("hello")
+    pi.write()
+    agents = {path.name: read_source(path).agent for path in tmp_path.iterdir()}
+    assert agents == {"rollout-2025-01-01T00-00-00-x.jsonl": "claude-code",
+                      "2025_pi.jsonl": "codex",
+                      "c0000000-0000-4000-8000-000000000001.jsonl": "pi"}
+
+
+def test_a_file_nobody_recognises_is_reported_by_pis_reader(tmp_path: Path) -> None:
+    """Outside every agent's folder, a file of an unknown shape gets Pi's reason (the
+    reference reader's behaviour is unchanged)."""
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"hello": 1}\n')
+    assert reader_for(str(path)).name == "pi"
+    with pytest.raises(NotASessionError, match=r"x.jsonl:1: first JSON line is not a session "
+                                                r"header"):
+        read_source(path)
+
+
+def test_omp_is_told_from_pi_by_its_folder(home: Path) -> None:
+    """A Pi-format file under oh-my-pi's folder is omp's, anywhere else Pi's."""
+    for where, session_id in ((home / ".omp" / "agent" / "sessions", "o"),
+                              (home / ".pi" / "agent" / "sessions", "p")):
+        builder = SessionBuilder(where / "--w--" / "s.jsonl", session_id)
+        builder.user("hi")
+        builder.write()
+    assert read_source(home / ".omp/agent/sessions/--w--/s.jsonl").agent == "omp"
+    assert read_source(home / ".pi/agent/sessions/--w--/s.jsonl").agent == "pi"
+
+
+def test_agent_names_are_checked() -> None:
+    """--agents takes known names (comma-separated, repeated or not); any other name is a
+    usage error listing them."""
+    assert agent_names("pi, codex") == frozenset({"pi", "codex"})
+    assert agent_names(["claude-code", "omp,pi"]) == frozenset({"claude-code", "omp", "pi"})
+    assert agent_names(None) is None
+    with pytest.raises(UsageError, match="unknown agent 'claude': use one of pi, omp"):
+        agent_names("claude")
+
+
+def test_discovery_finds_each_agent_folder_that_exists(
+        home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With no folder named, every agent folder that exists is a root (Pi first), the extra
+    folders setting adds more, --agents narrows them; CLAUDE_CONFIG_DIR and CODEX_HOME move
+    the agents' folders; FABRIC_MEMORY_SESSIONS lists exactly its folders."""
+    pi = home / ".pi" / "agent" / "sessions"
+    claude = home / ".claude" / "projects"
+    codex = tmp_path / "codex-home" / "sessions"
+    exports = tmp_path / "exports"
+    for folder in (pi, claude, codex, exports):
+        folder.mkdir(parents=True)
+    assert sessions_roots() == (pi, claude)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.setenv("FABRIC_MEMORY_EXTRA_SESSIONS", f"{exports}:{tmp_path / 'missing'}")
+    assert sessions_roots() == (pi, claude, codex, exports)
+    assert agent_homes(agents=frozenset({"codex"})) == (codex,)
+    assert sessions_roots(agents="codex,claude-code") == (claude, codex, exports)
+    monkeypatch.setenv("FABRIC_MEMORY_AGENTS", "pi")
+    assert sessions_roots() == (pi, exports)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", f"{codex}:{exports}")
+    assert sessions_roots() == (codex, exports)
+    assert sessions_roots(f"{exports}") == (exports,)
