@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
+from .catui import SESSIONS as CATUI_SESSIONS
+from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
 from .codex import CODEX
+from .fabro import FABRO
 from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
 
@@ -26,6 +29,9 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 READERS: Final[tuple[SourceReader, ...]] = (
     CLAUDE_CODE,
     CODEX,
+    CATUI_TRACES,
+    FABRO,
+    CATUI_SESSIONS,
     OMP,
     PI,
 )
