@@ -9,8 +9,8 @@ Two shapes are read. The current one: every line ``{timestamp, type, payload}`` 
 response items or report progress), ``turn_context`` and ``compacted`` (Codex's own
 compaction summary). The earlier one: a first line ``{id, timestamp, instructions, git}``
 (``instructions`` and ``git`` optional), then bare response items separated by
-``{"record_type": "state"}`` lines, without a time
-per line. Any other first line is ``unsupported version``. Codex lines have no id of
+``{"record_type": "state"}`` lines, without a time per line. Any other first line is
+``unsupported version``. Codex lines have no id of
 their own: each entry's address is its line, ``L<line>``, its parent the entry before it.
 """
 
