@@ -115,29 +115,40 @@ class JsonLines:
                                f"cannot read file: {exc.strerror or exc}") from exc
 
 
+SNIFF_BYTES: Final = 16 * 1024
+"""What :func:`first_value` reads at a time: a first line (a header) is usually far shorter."""
+
+
 def first_value(path: str, max_line_bytes: int) -> Any:
     """The JSON value of the first non-blank line of ``path`` (:data:`NOT_JSON` when it is
     not JSON, is longer than ``max_line_bytes``, or there is none). Reads only that far."""
-    from ..session import CHUNK_BYTES, open_regular
+    from ..session import open_regular
 
     try:
         fd = open_regular(path)
     except OSError:
         return NOT_JSON
-    with os.fdopen(fd, "rb") as stream:
-        pending = b""
-        while len(pending) <= max_line_bytes:
-            chunk = stream.read(CHUNK_BYTES)
+    try:
+        pending, start = b"", 0
+        while True:
+            chunk = os.pread(fd, SNIFF_BYTES, len(pending))
             pending += chunk
-            lines = pending.split(b"\n")
-            for line in lines[:-1] if chunk else lines:
+            while (end := pending.find(b"\n", start)) >= 0 or not chunk:
+                line = pending[start:] if end < 0 else pending[start:end]
+                if len(line) > max_line_bytes:
+                    return NOT_JSON
                 line = line.removesuffix(b"\r")
                 if line and not line.isspace():
                     return _decoded(line)
-            if not chunk:
+                if end < 0:
+                    return NOT_JSON
+                start = end + 1
+            if len(pending) - start > max_line_bytes:
                 return NOT_JSON
-            pending = lines[-1]
-    return NOT_JSON
+    except OSError:
+        return NOT_JSON
+    finally:
+        os.close(fd)
 
 
 def _decoded(line: bytes) -> Any:
