@@ -11,9 +11,10 @@ from fabric_memory.errors import NotASessionError
 from fabric_memory.memory.expand import expand, expand_request
 from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
-from fabric_memory.memory.reindex import reindex
 from fabric_memory.session import read_line
 from fabric_memory.sources import read_source
+
+from .memory_builder import indexed_copy
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents" / "claude-code"
 SIDECHAIN = FIXTURES / "sidechain_integrated.jsonl"
@@ -112,13 +113,8 @@ def test_a_transcript_naming_no_session_is_not_one(tmp_path: Path) -> None:
 def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
     """A recall hit on a Claude tool result, followed unchanged, expands to the verbatim
     line of its uuid (byte for byte), and the hit says its agent and project."""
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    copy = sessions / TOOLS.name
-    copy.write_bytes(TOOLS.read_bytes())
-    index = tmp_path / "index"
-    reindex(sessions=sessions, index=index, workers=1)
-    hits = recall("10.000000000000002", sessions=sessions, index=index)["hits"]
+    copy, where = indexed_copy(TOOLS, tmp_path)
+    hits = recall("10.000000000000002", **where)["hits"]
     assert len(hits) == 1
     hit = hits[0]
     assert (hit["agent"], hit["project"], hit["tool"]) == (
@@ -132,15 +128,10 @@ def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
 def test_a_transcript_appended_since_indexing_still_expands(tmp_path: Path) -> None:
     """After Claude Code appends to an indexed transcript, its addresses still expand to
     their lines (the file is read again by its reader), the new line's too."""
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    copy = sessions / COMPACTED.name
-    copy.write_bytes(COMPACTED.read_bytes())
-    index = tmp_path / "index"
-    reindex(sessions=sessions, index=index, workers=1)
+    copy, where = indexed_copy(COMPACTED, tmp_path)
     later = _line("s1", "p2u", parentUuid="p1a", message={"role": "user", "content": "more"})
     with copy.open("ab") as stream:
         stream.write(later)
-    page = expand(str(copy), addresses=["cs", "p2u"], sessions=sessions, index=index)
+    page = expand(str(copy), addresses=["cs", "p2u"], **where)
     lines = copy.read_bytes().splitlines()
     assert [e["text"].encode() for e in page["entries"]] == [lines[9], later.rstrip(b"\n")]

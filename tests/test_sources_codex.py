@@ -12,9 +12,10 @@ from fabric_memory.errors import NotASessionError
 from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
-from fabric_memory.memory.reindex import reindex
 from fabric_memory.memory.render import render_recall
 from fabric_memory.sources import read_source, reader_for
+
+from .memory_builder import indexed_copy
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents" / "codex"
 CURRENT = FIXTURES / "rollout-2025-10-03T09-15-00-0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d.jsonl"
@@ -102,13 +103,8 @@ def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
     """A recall hit on Codex's compaction summary says its agent and project (in text too)
     and, followed unchanged, expands to its line byte for byte; a call id is recallable by
     its value (the call and the result)."""
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    copy = sessions / CURRENT.name
-    copy.write_bytes(CURRENT.read_bytes())
-    index = tmp_path / "index"
-    reindex(sessions=sessions, index=index, workers=1)
-    response = recall("off-by-one", sessions=sessions, index=index)
+    copy, where = indexed_copy(CURRENT, tmp_path)
+    response = recall("off-by-one", **where)
     hits = response["hits"]
     assert [(h["address"], h["type"], h["agent"]) for h in hits] == [
         ("L11", "compaction", "codex")]
@@ -116,5 +112,5 @@ def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
             "/home/dev/projects/ledger") in render_recall(response)
     page = expand_request(hits[0]["follow"])
     assert page["entries"][0]["text"].encode() == copy.read_bytes().splitlines()[10]
-    by_id = recall("call_Xk2p9LedgerExport", mode="phrase", sessions=sessions, index=index)
+    by_id = recall("call_Xk2p9LedgerExport", mode="phrase", **where)
     assert sorted(h["address"] for h in by_id["hits"]) == ["L7", "L8"]  # the call, its result
