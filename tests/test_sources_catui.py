@@ -245,3 +245,16 @@ def test_a_secret_in_a_trace_is_masked_when_recalled_and_expanded(
     assert "AKIAQ3EGRZ7PCATUI9XW" not in entry["text"]
     shown = expand_request({**hit["follow"], "showSecrets": True})["entries"][0]
     assert shown["text"] == line_at(home.traces / f"{WRITTEN_RUN}.jsonl", shown["line"])
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"not json\n"], ids=["empty", "blank", "text"])
+def test_any_file_in_a_trace_folder_is_judged_by_catuis_rules(
+    catui: CatuiHome, content: bytes
+) -> None:
+    """A file in a workspace's trace folder that is no trace is refused in Catui's terms."""
+    path = catui.traces / "run-broken.jsonl"
+    path.write_bytes(content)
+    assert reader_for(str(path)) is TRACES_READER
+    with pytest.raises(NotASessionError) as caught:
+        read_source(path)
+    assert caught.value.code == INVALID_TRACE
