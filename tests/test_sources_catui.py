@@ -18,7 +18,15 @@ from fabric_memory.sources import agent_homes, read_source, reader_for
 from fabric_memory.sources.catui import SESSIONS, TRACES_READER, catui_sessions_dir
 from fabric_memory.sources.catui_trace import INVALID_TRACE
 
-from .agent_homes import CATUI, CatuiHome, catui_home, fake_home, line_at
+from .agent_homes import (
+    CATUI,
+    CatuiHome,
+    catui_home,
+    cli_json,
+    fake_home,
+    line_at,
+    mcp_answers,
+)
 
 SESSION_A = "cecbe0e3-9b5d-4571-b53a-2239e63b9f98"
 SESSION_B = "81889ac6-163b-43c5-9b20-8f14d210e2c7"
@@ -258,3 +266,28 @@ def test_any_file_in_a_trace_folder_is_judged_by_catuis_rules(
     with pytest.raises(NotASessionError) as caught:
         read_source(path)
     assert caught.value.code == INVALID_TRACE
+
+
+def test_the_cli_and_the_mcp_server_answer_for_catui(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reindex` with no arguments indexes Catui's sessions and runs; `sessions` and
+    `recall --agent catui` say agent and workspace; `expand` returns a trace's line; the MCP
+    server (started with no folder) answers recall and sessions as the CLI does."""
+    home = catui_home(fake_home(tmp_path, monkeypatch), ".catui")
+    report = cli_json("reindex")
+    assert (report["indexed"], report["invalid"]) == (3 + len(RUNS), [])
+    rows = cli_json("sessions", "--agent", "catui")["sessions"]
+    workspace = str(home.workspace.resolve())
+    assert sorted(row["sessionId"] for row in rows) == sorted(
+        [SESSION_A, SESSION_B, SESSION_C, *RUNS])
+    assert {(row["agent"], row["project"]) for row in rows} == {("catui", workspace)}
+    recalled = cli_json("recall", "runtime-tool-policy pause", "--agent", "catui")
+    assert sorted(hit["address"] for hit in recalled["hits"]) == [
+        f"{WRITTEN_RUN}:6", f"{WRITTEN_RUN}:9"]
+    page = cli_json("expand", WRITTEN_RUN, "--address", f"{WRITTEN_RUN}:6")
+    assert page["entries"][0]["text"] == line_at(home.traces / f"{WRITTEN_RUN}.jsonl", 6)
+    served = mcp_answers([
+        ("recall", {"query": "runtime-tool-policy pause", "agent": "catui"}),
+        ("sessions", {"agent": "catui"})])
+    assert served == [recalled, cli_json("sessions", "--agent", "catui")]

@@ -17,7 +17,7 @@ from fabric_memory.sources import read_source, reader_for
 from fabric_memory.sources.fabro import FABRO, read
 
 from .agent_homes import FABRO as FIXTURES
-from .agent_homes import fabro_exports, fake_home, line_at
+from .agent_homes import catui_home, cli_json, fabro_exports, fake_home, line_at, mcp_answers
 
 DUMP = FIXTURES / "exports" / "dump-01KCFX8Q3M7V2T9R4W6Y1Z0ABC" / "events.jsonl"
 EVENTS = FIXTURES / "exports" / "01KCG2M4N5P6Q7R8S9T0V1W2XY.jsonl"
@@ -216,3 +216,27 @@ def test_recall_follow_expand_returns_the_exact_line(
     assert (hit["address"], hit["path"]) == (address, str(copied.resolve()))
     entry = expand_request(hit["follow"])["entries"][0]
     assert entry["text"] == line_at(copied, entry["line"])
+
+
+def test_the_cli_and_the_mcp_server_answer_for_fabro(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fabro exports added beside the discovered folders (Catui's here): `recall --agent
+    fabro` answers only from them, `sessions` names each run and its project, and the MCP
+    server answers as the CLI does."""
+    catui_home(fake_home(tmp_path, monkeypatch), ".catui")
+    exports = fabro_exports(tmp_path)
+    monkeypatch.setenv("FABRIC_MEMORY_EXTRA_SESSIONS", str(exports))
+    report = cli_json("reindex")
+    assert str(exports.resolve()) in report["sessionsRoots"]
+    assert {hit["agent"] for hit in cli_json("recall", "read", "--limit", "50")["hits"]} == {
+        "catui", "fabro"}
+    recalled = cli_json("recall", "read", "--agent", "fabro", "--limit", "50")
+    assert recalled["hits"] and {hit["agent"] for hit in recalled["hits"]} == {"fabro"}
+    rows = cli_json("sessions", "--agent", "fabro")["sessions"]
+    assert sorted((row["sessionId"], row["project"]) for row in rows) == [
+        ("01KCFX8Q3M7V2T9R4W6Y1Z0ABC", "/home/dev/shop-api"),
+        ("01KCG2M4N5P6Q7R8S9T0V1W2XY", None), ("ledger-run", None)]
+    served = mcp_answers([("recall", {"query": "read", "agent": "fabro", "limit": 50}),
+                          ("sessions", {"agent": "fabro"})])
+    assert served == [recalled, cli_json("sessions", "--agent", "fabro")]
