@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from .agent_homes import (
     line_at,
     mcp_answers,
 )
+from .reliability import until, watching
 
 SESSION_A = "cecbe0e3-9b5d-4571-b53a-2239e63b9f98"
 SESSION_B = "81889ac6-163b-43c5-9b20-8f14d210e2c7"
@@ -291,3 +293,21 @@ def test_the_cli_and_the_mcp_server_answer_for_catui(
         ("recall", {"query": "runtime-tool-policy pause", "agent": "catui"}),
         ("sessions", {"agent": "catui"})])
     assert served == [recalled, cli_json("sessions", "--agent", "catui")]
+
+
+def test_the_live_index_follows_a_new_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While `reindex --watch` runs, a run Catui writes to a known workspace (its trace and
+    the new latest.jsonl) is indexed, the copy is not."""
+    home = catui_home(fake_home(tmp_path, monkeypatch), ".catui")
+    reindex()
+    run = "run-0b1c2d3e-4f50-4617-8899-aabbccddeeff"
+    data = (home.traces / f"{WRITTEN_RUN}.jsonl").read_bytes().replace(
+        WRITTEN_RUN.encode(), run.encode()).replace(b"deploy.sh", b"rollback.sh")
+    with watching(env=dict(os.environ)) as (_, first):
+        assert first["step"] == "catch-up"
+        (home.traces / f"{run}.jsonl").write_bytes(data)
+        (home.traces / "latest.jsonl").write_bytes(data)
+        until(lambda: recall("rollback.sh", agent="catui")["total"] > 0,
+              "the new run was never indexed")
+    hits = recall("rollback.sh", limit=50)["hits"]
+    assert {(hit["sessionId"], Path(hit["path"]).name) for hit in hits} == {(run, f"{run}.jsonl")}
