@@ -24,13 +24,15 @@ from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.serve import Places
 
+from .agent_homes import catui_home, fabro_exports
 from .memory_builder import SessionBuilder
 from .reliability import until, watching
 from .secret_samples import github_token
 
 LOCATION_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "PI_CODING_AGENT_DIR",
                       "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR", "FABRIC_MEMORY_AGENTS",
-                      "FABRIC_MEMORY_EXTRA_SESSIONS", "CLAUDE_CONFIG_DIR", "CODEX_HOME")
+                      "FABRIC_MEMORY_EXTRA_SESSIONS", "CLAUDE_CONFIG_DIR", "CODEX_HOME",
+                      "CATUI_HOME", "CATUI_AGENTS_DIR", "CATUI_CODING_AGENT_DIR")
 
 
 @pytest.fixture
@@ -173,10 +175,17 @@ def _cli_json(*argv: str) -> Any:
 
 
 @pytest.fixture
-def every_agent(home: Path, omp: Path) -> dict[str, Path]:
+def every_agent(home: Path, omp: Path, monkeypatch: pytest.MonkeyPatch,
+                tmp_path: Path) -> dict[str, Path]:
     """Pi's and oh-my-pi's sessions (from ``home``), Claude Code's transcripts in
-    ~/.claude/projects (one with a GitHub token in a tool's output) and Codex's rollouts in
-    ~/.codex/sessions/YYYY/MM/DD, each where the agent writes it."""
+    ~/.claude/projects (one with a GitHub token in a tool's output), Codex's rollouts in
+    ~/.codex/sessions/YYYY/MM/DD, Catui's sessions (``$CATUI_HOME``) with the run traces of
+    the workspace they name, and Fabro exports in a folder FABRIC_MEMORY_EXTRA_SESSIONS
+    adds: each where the agent (or its user) puts it."""
+    catui = catui_home(tmp_path)
+    monkeypatch.setenv("CATUI_HOME", str(catui.home))
+    exports = fabro_exports(tmp_path)
+    monkeypatch.setenv("FABRIC_MEMORY_EXTRA_SESSIONS", str(exports))
     claude = home / ".claude" / "projects" / CLAUDE_DIR
     claude.mkdir(parents=True)
     shutil.copy(AGENT_FIXTURES / "claude-code" / "tools_and_summary.jsonl",
@@ -197,29 +206,39 @@ def every_agent(home: Path, omp: Path) -> dict[str, Path]:
     for day, name in (("2025/10/03", CODEX_CURRENT), ("2025/05/07", CODEX_EARLIER)):
         (codex / day).mkdir(parents=True)
         shutil.copy(AGENT_FIXTURES / "codex" / name, codex / day / name)
-    return {"claude": claude, "codex": codex, "omp": omp, "secret_values": Path(
-        "\n".join(secret.values))}
+    return {"claude": claude, "codex": codex, "omp": omp, "catui": catui.sessions,
+            "traces": catui.traces, "fabro": exports,
+            "secret_values": Path("\n".join(secret.values))}
 
 
 def test_every_agent_under_one_home_is_one_memory(every_agent: dict[str, Path]) -> None:
-    """`reindex` with no arguments finds every agent's folder and file; recall --agent
-    codex answers only from Codex; a token in a Claude Code tool result is masked in the
+    """`reindex` with no arguments finds every agent's folder and file (Catui's traces
+    through the workspace its sessions name, Fabro's exports through the setting); recall
+    --agent codex answers only from Codex; a token in a Claude Code tool result is masked in the
     index and in expand; a deleted Codex rollout is forgotten; the MCP server (started
     with no folder either) answers recall and sessions as the CLI does."""
     report = _cli_json("reindex")
     home = Path(os.environ["HOME"])
-    assert report["sessionsRoots"] == [str(home / ".pi/agent/sessions"), str(every_agent["omp"]),
-                                       str(home / ".claude/projects"), str(every_agent["codex"])]
-    assert (report["sessions"], report["indexed"], report["invalid"]) == (6, 6, [])
-    assert report["redacted"] == {"github-token": 1}
+    assert report["sessionsRoots"] == [
+        str(home / ".pi/agent/sessions"), str(every_agent["omp"]), str(home / ".claude/projects"),
+        str(every_agent["codex"]), str(every_agent["catui"]), str(every_agent["fabro"]),
+        str(every_agent["traces"])]  # the traces of the workspace Catui's sessions name
+    files = {agent: [p for p in every_agent[folder].rglob("*.jsonl") if p.name != "latest.jsonl"]
+             for agent, folder in (("catui", "catui"), ("traces", "traces"), ("fabro", "fabro"))}
+    assert all(files.values())
+    expected = 6 + sum(map(len, files.values()))
+    assert (report["sessions"], report["indexed"], report["invalid"]) == (expected, expected, [])
+    assert report["redacted"]["github-token"] == 1
     listing = _cli_json("sessions")["sessions"]
-    assert sorted(row["agent"] for row in listing) == [
-        "claude-code", "claude-code", "codex", "codex", "omp", "pi"]
+    assert sorted(row["agent"] for row in listing) == sorted(
+        ["claude-code", "claude-code", "codex", "codex", "omp", "pi"]
+        + ["catui"] * (len(files["catui"]) + len(files["traces"]))
+        + ["fabro"] * len(files["fabro"]))
     assert all(row["project"] for row in listing if row["agent"] in ("claude-code", "codex")
                and row["sessionId"] != "5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
 
     everywhere = _cli_json("recall", "ledger", "--limit", "50")["hits"]
-    assert {hit["agent"] for hit in everywhere} == {"claude-code", "codex"}
+    assert {"claude-code", "codex"} < {hit["agent"] for hit in everywhere}
     only = _cli_json("recall", "ledger", "--agent", "codex", "--limit", "50")
     assert only["hits"] and {hit["agent"] for hit in only["hits"]} == {"codex"}
     assert {hit["project"] for hit in only["hits"]} <= {"/home/dev/projects/ledger", None}

@@ -51,7 +51,9 @@ class SourceReader:
 # --- reading lines ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+# Built for every line read and never changed afterwards; not ``frozen``, which would make
+# building it several times slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
 class SourceLine:
     """One non-blank JSON line of a source file, and where its bytes are."""
 
