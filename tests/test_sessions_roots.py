@@ -147,6 +147,20 @@ def test_serve_accepts_each_configured_root_and_refuses_others(
     assert places.bind({"query": "q", "sessions": str(pi)}) == {"query": "q"}
     with pytest.raises(LocationRefusedError, match="only from its own sessions"):
         places.bind({"query": "q", "sessions": str(tmp_path)})
+    assert places.bind({"query": "q", "sessions": f"{omp}:{pi}"}) == {"query": "q"}
+    with pytest.raises(LocationRefusedError, match="only from its own sessions"):
+        places.bind({"query": "q", "sessions": f"{omp}:{tmp_path}"})
+
+
+def test_sessions_may_be_repeated(home: Path, omp: Path) -> None:
+    """`--sessions A --sessions B` reads exactly those folders, as
+    FABRIC_MEMORY_SESSIONS=A:B does, and their follows expand."""
+    pi = home / ".pi" / "agent" / "sessions"
+    report = _cli_json("reindex", "--sessions", str(omp), "--sessions", str(pi))
+    assert report["sessionsRoots"] == [str(omp), str(pi)]
+    hits = _cli_json("recall", "quokka", "--sessions", str(omp), "--sessions", str(pi))["hits"]
+    assert sorted(hit["agent"] for hit in hits) == ["omp", "pi"]
+    assert all(expand_request(hit["follow"])["entries"] for hit in hits)
 
 
 def test_watch_follows_both_roots(home: Path, omp: Path) -> None:

@@ -23,6 +23,7 @@ from .reader import (
     JsonLines,
     SourceLine,
     SourceReader,
+    block_text,
     build_session,
     compaction,
     event,
@@ -116,16 +117,16 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
                     **where)
         return
     if value.get("isCompactSummary") is True:
-        entries.add(line, compaction(_texts(content)), **where)
+        entries.add(line, compaction(block_text(content, "text")), **where)
         return
     results = [b for b in content if type(b) is dict and b.get("type") == "tool_result"] if (
         type(content) is list) else []
-    text = _texts(content)
+    text = block_text(content, "text")
     if text or not results:
         entries.add(line, message("user", [text_block(text)] if text else []), **where)
     for block in results:
         call_id = string(block.get("tool_use_id")) or ""
-        output = _texts(block.get("content"))
+        output = block_text(block.get("content"), "text")
         extra = _structured(value.get("toolUseResult"), output) if len(results) == 1 else ""
         entries.add(line, tool_result(call_id, tools.get(call_id),
                                       f"{output}\n{extra}" if extra else output,
@@ -152,16 +153,6 @@ def _assistant(content: object, tools: dict[str, str], failed: bool) -> dict[str
             blocks.append(tool_call_block(call_id, name, arguments if type(arguments) is dict
                                           else {"input": arguments}))
     return message("assistant", blocks, **({"stopReason": "error"} if failed else {}))
-
-
-def _texts(content: object) -> str:
-    """The text of a message's or tool result's ``content`` (a string or text blocks)."""
-    if isinstance(content, str):
-        return content
-    if type(content) is not list:
-        return ""
-    return "\n".join(text for block in content if type(block) is dict
-                     and block.get("type") == "text" and (text := string(block.get("text"))))
 
 
 def _structured(result: object, output: str) -> str:

@@ -9,8 +9,8 @@ Two shapes are read. The current one: every line ``{timestamp, type, payload}`` 
 response items or report progress), ``turn_context`` and ``compacted`` (Codex's own
 compaction summary). The earlier one: a first line ``{id, timestamp, instructions, git}``
 (``instructions`` and ``git`` optional), then bare response items separated by
-``{"record_type": "state"}`` lines, without a time
-per line. Any other first line is ``unsupported version``. Codex lines have no id of
+``{"record_type": "state"}`` lines, without a time per line. Any other first line is
+``unsupported version``. Codex lines have no id of
 their own: each entry's address is its line, ``L<line>``, its parent the entry before it.
 """
 
@@ -30,6 +30,7 @@ from .reader import (
     JsonLines,
     SourceLine,
     SourceReader,
+    block_text,
     build_session,
     compaction,
     event,
@@ -155,12 +156,13 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
     kind = item.get("type")
     if kind == "message":
         role = string(item.get("role")) or ""
-        text = _texts(item.get("content"))
+        text = block_text(item.get("content"))
         raw = message(role, [text_block(text)]) if role in ("user", "assistant") else event(
             f"message:{role}", text)
         _add(entries, line, raw, stamp)
     elif kind == "reasoning":
-        text = "\n".join(filter(None, (_texts(item.get("summary")), _texts(item.get("content")))))
+        parts = (block_text(item.get("summary")), block_text(item.get("content")))
+        text = "\n".join(part for part in parts if part)
         _add(entries, line, message("assistant", [thinking_block(text)] if text else []), stamp)
     elif kind in _CALLS:
         call_id = string(item.get("call_id")) or string(item.get("id")) or ""
@@ -180,16 +182,6 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
 
 def _add(entries: Entries, line: SourceLine, raw: dict[str, Any], stamp: str | None) -> None:
     entries.add(line, raw, parent=entries.last_id, timestamp=stamp)
-
-
-def _texts(content: object) -> str:
-    """The text of ``input_text`` / ``output_text`` / ``summary_text`` / … blocks."""
-    if isinstance(content, str):
-        return content
-    if type(content) is not list:
-        return ""
-    return "\n".join(text for block in content if type(block) is dict
-                     and (text := string(block.get("text"))))
 
 
 def _arguments(value: object) -> dict[str, Any]:
@@ -217,8 +209,8 @@ def _output(output: object) -> tuple[str, bool]:
             return parsed["output"], type(code) is int and code != 0
         return output, False
     if type(output) is dict:
-        return _texts(output.get("content")), output.get("success") is False
-    return _texts(output), False
+        return block_text(output.get("content")), output.get("success") is False
+    return block_text(output), False
 
 
 def _homes(projects: Collection[str]) -> tuple[Path, ...]:

@@ -261,6 +261,18 @@ def build_session(
     )
 
 
+def block_text(content: object, kind: str | None = None) -> str:
+    """The text of a ``content`` value: the string itself, or the ``text`` of its blocks
+    (only those of type ``kind`` when given), one per line."""
+    if isinstance(content, str):
+        return content
+    if type(content) is not list:
+        return ""
+    return "\n".join(text for block in content if type(block) is dict
+                     and (kind is None or block.get("type") == kind)
+                     and (text := string(block.get("text"))))
+
+
 def string(value: object) -> str | None:
     """``value`` when it is a non-empty string."""
     return value if isinstance(value, str) and value else None
