@@ -240,3 +240,14 @@ def test_the_cli_and_the_mcp_server_answer_for_fabro(
     served = mcp_answers([("recall", {"query": "read", "agent": "fabro", "limit": 50}),
                           ("sessions", {"agent": "fabro"})])
     assert served == [recalled, cli_json("sessions", "--agent", "fabro")]
+
+
+def test_a_nested_agent_event_is_read_whatever_else_its_envelope_holds(tmp_path: Path) -> None:
+    """The agent's envelope may carry more than Fabro documents: the nested variant is still
+    the body (a tool call here, with its arguments)."""
+    row = _lines(DUMP)[7]
+    row["properties"]["parent_session_id"] = "ses_parent"  # type: ignore[index]
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(orjson.dumps(row) + b"\n")
+    call = read_source(path).entries[0].view.tool_calls[0]
+    assert (call.name, call.arguments) == ("read_file", {"path": "src/checkout/total.py"})
