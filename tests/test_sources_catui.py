@@ -311,3 +311,16 @@ def test_the_live_index_follows_a_new_run(tmp_path: Path, monkeypatch: pytest.Mo
               "the new run was never indexed")
     hits = recall("rollback.sh", limit=50)["hits"]
     assert {(hit["sessionId"], Path(hit["path"]).name) for hit in hits} == {(run, f"{run}.jsonl")}
+
+
+@pytest.mark.parametrize("linked", [".catui", ".catui/traces"])
+def test_a_trace_folder_reached_through_a_symlink_is_not_read(tmp_path: Path, linked: str) -> None:
+    """A workspace whose .catui or .catui/traces is a symlink has no trace folder to read."""
+    workspace = tmp_path / "ws"
+    (workspace / linked).parent.mkdir(parents=True, exist_ok=True)
+    elsewhere = tmp_path / "elsewhere" / "traces"
+    elsewhere.mkdir(parents=True)
+    target = elsewhere if linked.endswith("traces") else elsewhere.parent
+    (workspace / linked).symlink_to(target)
+    assert (workspace / ".catui" / "traces").is_dir()
+    assert TRACES_READER.homes([str(workspace)]) == ()

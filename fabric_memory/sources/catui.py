@@ -226,7 +226,11 @@ def _iso(milliseconds: float) -> str | None:
 
 
 def _trace_homes(projects: Collection[str]) -> tuple[Path, ...]:
-    return tuple(trace_folder(project) for project in projects)
+    """The trace folder of each project, unless ``.catui`` or ``traces`` is a symlink: Catui
+    refuses symlinks below the workspace, and a link must not lead the index out of it."""
+    folders = (trace_folder(project) for project in projects)
+    return tuple(folder for folder in folders
+                 if not (folder.is_symlink() or folder.parent.is_symlink()))
 
 
 TRACES_READER = SourceReader(AGENT, _is_trace, _read_trace, _trace_homes, _is_latest)
