@@ -6,6 +6,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabric_memory.errors import NotASessionError
 from fabric_memory.memory.expand import expand_request
@@ -251,3 +253,31 @@ def test_a_nested_agent_event_is_read_whatever_else_its_envelope_holds(tmp_path:
     path.write_bytes(orjson.dumps(row) + b"\n")
     call = read_source(path).entries[0].view.tool_calls[0]
     assert (call.name, call.arguments) == ("read_file", {"path": "src/checkout/total.py"})
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+                     | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(
+                         ["event", "id", "seq", "run_id", "properties", "tool_call_id",
+                          "ToolCallStarted", "ToolCallCompleted", "tool_name", "arguments",
+                          "output", "is_error", "text", "ts"]), inner, max_size=4),
+                     max_leaves=12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_JSON.map(orjson.dumps) | st.binary(max_size=30), max_size=6))
+def test_any_lines_after_an_envelope_are_entries_or_located_notes(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]
+) -> None:
+    """Whatever follows a first envelope, reading gives a session whose every line is an
+    entry or a located note, never a crash."""
+    path = tmp_path_factory.mktemp("fabro") / "run.jsonl"
+    path.write_bytes(b"\n".join([WILD.read_bytes().splitlines()[0], *lines]) + b"\n")
+    session = read_source(path)
+    assert session.entries[0].id == "L1"
+    physical = path.read_bytes().split(b"\n")
+    written = {number for number, line in enumerate(physical, 1)
+               if line.removesuffix(b"\r").strip(b" \t\n\r\x0b\x0c")}
+    accounted = [e.line for e in session.entries] + [p.line for p in session.malformed]
+    assert sorted(accounted) == sorted(written)
