@@ -168,13 +168,13 @@ def test_changed_while_being_parsed_is_refused(tmp_path: Path,
     builder = _session(roots["sessions"], "one", "alpha")
     reindex(**roots, workers=1)
     builder.append("a line the index has not seen")
-    real = module.read_session
+    real = module.read_source
 
-    def racing(path: Any, **kwargs: Any) -> Any:
+    def racing(path: Any, *args: Any) -> Any:
         append_user(Path(path), "appended between hash and parse")
-        return real(path, **kwargs)
+        return real(path, *args)
 
-    monkeypatch.setattr(module, "read_session", racing)
+    monkeypatch.setattr(module, "read_source", racing)
     with pytest.raises(ExpandError) as caught:
         expand(str(builder.path), range="0:3", **roots)
     FAULTS["changed during expand's parse"] = 1
@@ -654,11 +654,11 @@ def test_appended_while_reindexing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     roots = _roots(tmp_path)
     path = _session(roots["sessions"], "one", "alpha").path
     old = path.read_bytes()
-    real = reindex_module.read_session
+    real = reindex_module.read_source
 
-    def racing(name: Any, **kwargs: Any) -> Any:
+    def racing(name: Any, *args: Any) -> Any:
         if moment == "after-read":
-            session = real(name, **kwargs)
+            session = real(name, *args)
             append_user(path, "appended meanwhile")
             return session
         if moment == "before-read":
@@ -666,11 +666,11 @@ def test_appended_while_reindexing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         else:
             with open(path, "ab") as stream:
                 stream.write(b'{"type":"message","id":"half","parentId":"e004","mess')
-        return real(name, **kwargs)
+        return real(name, *args)
 
-    monkeypatch.setattr(reindex_module, "read_session", racing)
+    monkeypatch.setattr(reindex_module, "read_source", racing)
     reindex(**roots, workers=1)
-    monkeypatch.setattr(reindex_module, "read_session", real)
+    monkeypatch.setattr(reindex_module, "read_source", real)
     FAULTS[f"append while reindexing ({moment})"] = 1
     assert_consistent(roots["index"])
     record = load_catalog(open_index(roots["index"])).records[0]

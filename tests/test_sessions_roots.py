@@ -287,3 +287,16 @@ def test_every_agent_under_one_home_is_one_memory(every_agent: dict[str, Path]) 
                 "claude-code", "claude-code"]
 
     anyio.run(ask)
+
+
+def test_the_live_index_follows_other_agents_folders(every_agent: dict[str, Path]) -> None:
+    """`reindex --watch` with the default roots indexes a Codex rollout written in a new day
+    folder while it runs, as Codex's."""
+    with watching(env=dict(os.environ)) as (_, first):
+        assert first["step"] == "catch-up" and first["invalid"] == []
+        day = every_agent["codex"] / "2025" / "11" / "01"
+        day.mkdir(parents=True)
+        source = (AGENT_FIXTURES / "codex" / CODEX_EARLIER).read_bytes()
+        (day / CODEX_EARLIER).write_bytes(source.replace(b"amount_cents", b"okapi_cents"))
+        until(lambda: recall("okapi_cents", agent="codex")["total"] == 4,
+              "the new Codex rollout was never indexed")  # its message, call, result, answer
