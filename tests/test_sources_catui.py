@@ -212,6 +212,13 @@ def test_reindex_finds_the_sessions_then_their_workspaces_traces(
     assert not any(hit["path"].endswith("latest.jsonl") for hit in hits)
 
 
+def test_a_sessions_runs_are_recalled_by_its_id(indexed: tuple[CatuiHome, dict]) -> None:
+    """Recalling a Catui session's id finds the first event of each of its runs."""
+    runs = recall(SESSION_B, agent="catui", limit=50)["hits"]
+    assert sorted(h["address"] for h in runs if h["sessionId"] != SESSION_B) == [
+        f"{run}:1" for run in RUNS if run != WRITTEN_RUN and not run.startswith("run-4f70")]
+
+
 def test_a_tool_call_is_recalled_with_its_decision_and_followed_to_its_line(
     indexed: tuple[CatuiHome, dict]
 ) -> None:
