@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from fabric_memory.errors import NotASessionError
-from fabric_memory.memory.expand import expand_request
+from fabric_memory.memory.expand import expand, expand_request
 from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
@@ -127,3 +127,20 @@ def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
     entry = next(e for e in read_source(copy).entries if e.id == hit["address"])
     assert page["entries"][0]["text"].encode() == read_line(str(copy), entry)
     assert page["entries"][0]["line"] == 5
+
+
+def test_a_transcript_appended_since_indexing_still_expands(tmp_path: Path) -> None:
+    """After Claude Code appends to an indexed transcript, its addresses still expand to
+    their lines (the file is read again by its reader), the new line's too."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    copy = sessions / COMPACTED.name
+    copy.write_bytes(COMPACTED.read_bytes())
+    index = tmp_path / "index"
+    reindex(sessions=sessions, index=index, workers=1)
+    later = _line("s1", "p2u", parentUuid="p1a", message={"role": "user", "content": "more"})
+    with copy.open("ab") as stream:
+        stream.write(later)
+    page = expand(str(copy), addresses=["cs", "p2u"], sessions=sessions, index=index)
+    lines = copy.read_bytes().splitlines()
+    assert [e["text"].encode() for e in page["entries"]] == [lines[9], later.rstrip(b"\n")]

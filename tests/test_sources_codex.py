@@ -13,6 +13,7 @@ from fabric_memory.memory.expand import expand_request
 from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
+from fabric_memory.memory.render import render_recall
 from fabric_memory.sources import read_source, reader_for
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents" / "codex"
@@ -98,17 +99,21 @@ def test_an_unknown_shape_in_codexs_folder_is_an_unsupported_version(
 
 
 def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
-    """A recall hit on Codex's compaction summary, followed unchanged, expands to its line
-    byte for byte; a call id is recallable by its value (the call and the result)."""
+    """A recall hit on Codex's compaction summary says its agent and project (in text too)
+    and, followed unchanged, expands to its line byte for byte; a call id is recallable by
+    its value (the call and the result)."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     copy = sessions / CURRENT.name
     copy.write_bytes(CURRENT.read_bytes())
     index = tmp_path / "index"
     reindex(sessions=sessions, index=index, workers=1)
-    hits = recall("off-by-one", sessions=sessions, index=index)["hits"]
+    response = recall("off-by-one", sessions=sessions, index=index)
+    hits = response["hits"]
     assert [(h["address"], h["type"], h["agent"]) for h in hits] == [
         ("L11", "compaction", "codex")]
+    assert ("codex session 0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d  project "
+            "/home/dev/projects/ledger") in render_recall(response)
     page = expand_request(hits[0]["follow"])
     assert page["entries"][0]["text"].encode() == copy.read_bytes().splitlines()[10]
     by_id = recall("call_Xk2p9LedgerExport", mode="phrase", sessions=sessions, index=index)

@@ -57,7 +57,8 @@ def render_recall(response: RecallResponse) -> str:
             f"{hit['kind']} {hit['address']} [{hit['tier']}{stale}] {what} "
             f"{hit.get('timestamp', '')}".rstrip()
         )
-        lines.append(f"  session {hit['sessionId']}  {hit['path']}")
+        project = f"  project {hit['project']}" if hit.get("project") else ""
+        lines.append(f"  {hit['agent']} session {hit['sessionId']}{project}  {hit['path']}")
         snippet = " ".join(hit["snippet"].split())
         if snippet:
             lines.append(f"  {snippet}")
@@ -99,8 +100,9 @@ def render_sessions(report: SessionsReport) -> str:
         flags = " STALE" if item["stale"] else ""
         flags += " INCOMPLETE" if not item["complete"] else ""
         lines.append(
-            f"{item['tier']:4} {item['sessionId']}  {item['entries']:>5} entries "
-            f"{item['operations']:>5} ops  {item['sourceHash']}{flags}  {item['path']}"
+            f"{item['tier']:4} {item['agent']:11} {item['sessionId']}  "
+            f"{item['entries']:>5} entries {item['operations']:>5} ops  "
+            f"{item['sourceHash']}{flags}  {item['path']}"
         )
     return "\n".join(lines)
 

@@ -41,15 +41,20 @@ The contract a reader keeps (read this before adding an agent)
 
     Each entry has a **stable address** (``Entry.id``): the agent's own id where it has a
     stable one (Claude ``uuid``, Fabro ``id`` / ``seq``, Catui ``runId`` + ``sequence``),
-    else ``L<line>``; a second entry from the same line gets ``<address>.1`` and so on.
-    ``line`` / ``offset`` / ``length`` name the verbatim line, which ``expand --raw``
-    returns byte for byte (checked against ``sourceHash``). ``parent_id`` links entries
-    (the active branch is the chain ending at the last entry; side chains are off it).
+    else ``L<line>``; a second entry from the same line gets ``<address>.1`` and so on
+    (the entries of one line chain through each other, so they share the line's branch).
+    ``line`` / ``offset`` / ``length`` name the verbatim line, which ``expand`` returns
+    byte for byte (checked against ``sourceHash``; a file changed since it was indexed is
+    read again by its reader). ``parent_id`` links entries (the active branch is the
+    chain ending at the last entry; side chains are off it). Content text is read with
+    :func:`~fabric_memory.sources.reader.block_text`.
 
     **Strict**: a bad line is a located note (``Entries.note`` → ``Session.malformed``),
     never an exception; a file of an unknown shape raises
     :class:`~fabric_memory.errors.NotASessionError` with ``file:line`` and the reason
-    (``unsupported version: …``). Nothing here reads outside the file it is given.
+    (``unsupported version: …``). Nothing here reads outside the file it is given, and
+    the session reader is imported only when a file is read (finding folders, which every
+    recall does, loads no parser).
 
 ``skips(path) -> bool`` (optional)
     A file under a root that is no session of its own (Catui's ``latest.jsonl``): never
