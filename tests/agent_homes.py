@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import anyio
 import orjson
 import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from .conftest import FIXTURES
 
@@ -78,3 +85,29 @@ def fake_home(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def line_at(path: Path, number: int) -> str:
     """Line ``number`` (1-based) of ``path``, as ``expand`` returns an entry's text."""
     return path.read_bytes().split(b"\n")[number - 1].decode()
+
+
+def cli_json(*argv: str) -> Any:
+    """``fabric-memory ARGV --json`` run as a user runs it, in this test's environment."""
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", *argv, "--json"],
+                          capture_output=True, check=True, env=dict(os.environ))
+    return orjson.loads(done.stdout)
+
+
+def mcp_answers(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """The structured answers of a real ``fabric-memory serve`` (started with no folder,
+    in this test's environment) to ``(tool, arguments)`` calls, in order."""
+    answers: list[Any] = []
+
+    async def ask() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "fabric_memory.cli", "serve", "--no-watch"],
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        async with Client(params) as client:
+            for tool, arguments in calls:
+                answer = await client.call_tool(tool, arguments)
+                assert not answer.is_error, answer
+                answers.append(answer.structured_content)
+
+    anyio.run(ask)
+    return answers

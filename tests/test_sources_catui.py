@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,16 @@ from fabric_memory.sources import agent_homes, read_source, reader_for
 from fabric_memory.sources.catui import SESSIONS, TRACES_READER, catui_sessions_dir
 from fabric_memory.sources.catui_trace import INVALID_TRACE
 
-from .agent_homes import CATUI, CatuiHome, catui_home, fake_home, line_at
+from .agent_homes import (
+    CATUI,
+    CatuiHome,
+    catui_home,
+    cli_json,
+    fake_home,
+    line_at,
+    mcp_answers,
+)
+from .reliability import until, watching
 
 SESSION_A = "cecbe0e3-9b5d-4571-b53a-2239e63b9f98"
 SESSION_B = "81889ac6-163b-43c5-9b20-8f14d210e2c7"
@@ -202,6 +212,13 @@ def test_reindex_finds_the_sessions_then_their_workspaces_traces(
     assert not any(hit["path"].endswith("latest.jsonl") for hit in hits)
 
 
+def test_a_sessions_runs_are_recalled_by_its_id(indexed: tuple[CatuiHome, dict]) -> None:
+    """Recalling a Catui session's id finds the first event of each of its runs."""
+    runs = recall(SESSION_B, agent="catui", limit=50)["hits"]
+    assert sorted(h["address"] for h in runs if h["sessionId"] != SESSION_B) == [
+        f"{run}:1" for run in RUNS if run != WRITTEN_RUN and not run.startswith("run-4f70")]
+
+
 def test_a_tool_call_is_recalled_with_its_decision_and_followed_to_its_line(
     indexed: tuple[CatuiHome, dict]
 ) -> None:
@@ -245,3 +262,72 @@ def test_a_secret_in_a_trace_is_masked_when_recalled_and_expanded(
     assert "AKIAQ3EGRZ7PCATUI9XW" not in entry["text"]
     shown = expand_request({**hit["follow"], "showSecrets": True})["entries"][0]
     assert shown["text"] == line_at(home.traces / f"{WRITTEN_RUN}.jsonl", shown["line"])
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"not json\n"], ids=["empty", "blank", "text"])
+def test_any_file_in_a_trace_folder_is_judged_by_catuis_rules(
+    catui: CatuiHome, content: bytes
+) -> None:
+    """A file in a workspace's trace folder that is no trace is refused in Catui's terms."""
+    path = catui.traces / "run-broken.jsonl"
+    path.write_bytes(content)
+    assert reader_for(str(path)) is TRACES_READER
+    with pytest.raises(NotASessionError) as caught:
+        read_source(path)
+    assert caught.value.code == INVALID_TRACE
+
+
+def test_the_cli_and_the_mcp_server_answer_for_catui(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reindex` with no arguments indexes Catui's sessions and runs; `sessions` and
+    `recall --agent catui` say agent and workspace; `expand` returns a trace's line; the MCP
+    server (started with no folder) answers recall and sessions as the CLI does."""
+    home = catui_home(fake_home(tmp_path, monkeypatch), ".catui")
+    report = cli_json("reindex")
+    assert (report["indexed"], report["invalid"]) == (3 + len(RUNS), [])
+    rows = cli_json("sessions", "--agent", "catui")["sessions"]
+    workspace = str(home.workspace.resolve())
+    assert sorted(row["sessionId"] for row in rows) == sorted(
+        [SESSION_A, SESSION_B, SESSION_C, *RUNS])
+    assert {(row["agent"], row["project"]) for row in rows} == {("catui", workspace)}
+    recalled = cli_json("recall", "runtime-tool-policy pause", "--agent", "catui")
+    assert sorted(hit["address"] for hit in recalled["hits"]) == [
+        f"{WRITTEN_RUN}:6", f"{WRITTEN_RUN}:9"]
+    page = cli_json("expand", WRITTEN_RUN, "--address", f"{WRITTEN_RUN}:6")
+    assert page["entries"][0]["text"] == line_at(home.traces / f"{WRITTEN_RUN}.jsonl", 6)
+    served = mcp_answers([
+        ("recall", {"query": "runtime-tool-policy pause", "agent": "catui"}),
+        ("sessions", {"agent": "catui"})])
+    assert served == [recalled, cli_json("sessions", "--agent", "catui")]
+
+
+def test_the_live_index_follows_a_new_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While `reindex --watch` runs, a run Catui writes to a known workspace (its trace and
+    the new latest.jsonl) is indexed, the copy is not."""
+    home = catui_home(fake_home(tmp_path, monkeypatch), ".catui")
+    reindex()
+    run = "run-0b1c2d3e-4f50-4617-8899-aabbccddeeff"
+    data = (home.traces / f"{WRITTEN_RUN}.jsonl").read_bytes().replace(
+        WRITTEN_RUN.encode(), run.encode()).replace(b"deploy.sh", b"rollback.sh")
+    with watching(env=dict(os.environ)) as (_, first):
+        assert first["step"] == "catch-up"
+        (home.traces / f"{run}.jsonl").write_bytes(data)
+        (home.traces / "latest.jsonl").write_bytes(data)
+        until(lambda: recall("rollback.sh", agent="catui")["total"] > 0,
+              "the new run was never indexed")
+    hits = recall("rollback.sh", limit=50)["hits"]
+    assert {(hit["sessionId"], Path(hit["path"]).name) for hit in hits} == {(run, f"{run}.jsonl")}
+
+
+@pytest.mark.parametrize("linked", [".catui", ".catui/traces"])
+def test_a_trace_folder_reached_through_a_symlink_is_not_read(tmp_path: Path, linked: str) -> None:
+    """A workspace whose .catui or .catui/traces is a symlink has no trace folder to read."""
+    workspace = tmp_path / "ws"
+    (workspace / linked).parent.mkdir(parents=True, exist_ok=True)
+    elsewhere = tmp_path / "elsewhere" / "traces"
+    elsewhere.mkdir(parents=True)
+    target = elsewhere if linked.endswith("traces") else elsewhere.parent
+    (workspace / linked).symlink_to(target)
+    assert (workspace / ".catui" / "traces").is_dir()
+    assert TRACES_READER.homes([str(workspace)]) == ()

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabric_memory.errors import NotASessionError
 from fabric_memory.memory.expand import expand_request
@@ -17,7 +19,7 @@ from fabric_memory.sources import read_source, reader_for
 from fabric_memory.sources.fabro import FABRO, read
 
 from .agent_homes import FABRO as FIXTURES
-from .agent_homes import fabro_exports, fake_home, line_at
+from .agent_homes import catui_home, cli_json, fabro_exports, fake_home, line_at, mcp_answers
 
 DUMP = FIXTURES / "exports" / "dump-01KCFX8Q3M7V2T9R4W6Y1Z0ABC" / "events.jsonl"
 EVENTS = FIXTURES / "exports" / "01KCG2M4N5P6Q7R8S9T0V1W2XY.jsonl"
@@ -216,3 +218,66 @@ def test_recall_follow_expand_returns_the_exact_line(
     assert (hit["address"], hit["path"]) == (address, str(copied.resolve()))
     entry = expand_request(hit["follow"])["entries"][0]
     assert entry["text"] == line_at(copied, entry["line"])
+
+
+def test_the_cli_and_the_mcp_server_answer_for_fabro(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fabro exports added beside the discovered folders (Catui's here): `recall --agent
+    fabro` answers only from them, `sessions` names each run and its project, and the MCP
+    server answers as the CLI does."""
+    catui_home(fake_home(tmp_path, monkeypatch), ".catui")
+    exports = fabro_exports(tmp_path)
+    monkeypatch.setenv("FABRIC_MEMORY_EXTRA_SESSIONS", str(exports))
+    report = cli_json("reindex")
+    assert str(exports.resolve()) in report["sessionsRoots"]
+    assert {hit["agent"] for hit in cli_json("recall", "read", "--limit", "50")["hits"]} == {
+        "catui", "fabro"}
+    recalled = cli_json("recall", "read", "--agent", "fabro", "--limit", "50")
+    assert recalled["hits"] and {hit["agent"] for hit in recalled["hits"]} == {"fabro"}
+    rows = cli_json("sessions", "--agent", "fabro")["sessions"]
+    assert sorted((row["sessionId"], row["project"]) for row in rows) == [
+        ("01KCFX8Q3M7V2T9R4W6Y1Z0ABC", "/home/dev/shop-api"),
+        ("01KCG2M4N5P6Q7R8S9T0V1W2XY", None), ("ledger-run", None)]
+    served = mcp_answers([("recall", {"query": "read", "agent": "fabro", "limit": 50}),
+                          ("sessions", {"agent": "fabro"})])
+    assert served == [recalled, cli_json("sessions", "--agent", "fabro")]
+
+
+def test_a_nested_agent_event_is_read_whatever_else_its_envelope_holds(tmp_path: Path) -> None:
+    """The agent's envelope may carry more than Fabro documents: the nested variant is still
+    the body (a tool call here, with its arguments)."""
+    row = _lines(DUMP)[7]
+    row["properties"]["parent_session_id"] = "ses_parent"  # type: ignore[index]
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(orjson.dumps(row) + b"\n")
+    call = read_source(path).entries[0].view.tool_calls[0]
+    assert (call.name, call.arguments) == ("read_file", {"path": "src/checkout/total.py"})
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+                     | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(
+                         ["event", "id", "seq", "run_id", "properties", "tool_call_id",
+                          "ToolCallStarted", "ToolCallCompleted", "tool_name", "arguments",
+                          "output", "is_error", "text", "ts"]), inner, max_size=4),
+                     max_leaves=12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_JSON.map(orjson.dumps) | st.binary(max_size=30), max_size=6))
+def test_any_lines_after_an_envelope_are_entries_or_located_notes(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]
+) -> None:
+    """Whatever follows a first envelope, reading gives a session whose every line is an
+    entry or a located note, never a crash."""
+    path = tmp_path_factory.mktemp("fabro") / "run.jsonl"
+    path.write_bytes(b"\n".join([WILD.read_bytes().splitlines()[0], *lines]) + b"\n")
+    session = read_source(path)
+    assert session.entries[0].id == "L1"
+    physical = path.read_bytes().split(b"\n")
+    written = {number for number, line in enumerate(physical, 1)
+               if line.removesuffix(b"\r").strip(b" \t\n\r\x0b\x0c")}
+    accounted = [e.line for e in session.entries] + [p.line for p in session.malformed]
+    assert sorted(accounted) == sorted(written)

@@ -98,14 +98,20 @@ SESSIONS = SourceReader(AGENT, _is_session, _read_session, _session_homes)
 
 def _is_trace(first: Any, path: str) -> bool:
     """A Run Trace: its first line is an event envelope (whatever its version, so that a
-    trace of another version is reported as Catui's reader would)."""
-    return type(first) is dict and all(
-        key in first for key in ("eventId", "runId", "sequence", "kind"))
+    trace of another version is reported as Catui's reader would), or it lies in a
+    workspace's trace folder (where Catui's rules judge whatever is there: an empty file,
+    a first line that is not JSON)."""
+    return _in_trace_folder(path) or (type(first) is dict and all(
+        key in first for key in ("eventId", "runId", "sequence", "kind")))
+
+
+def _in_trace_folder(path: str) -> bool:
+    folder = Path(path).parent
+    return (folder.parent.name, folder.name) == TRACES
 
 
 def _is_latest(path: str) -> bool:
-    folder = Path(path).parent
-    return Path(path).name == LATEST and (folder.parent.name, folder.name) == TRACES
+    return Path(path).name == LATEST and _in_trace_folder(path)
 
 
 def _read_trace(path: str, max_line_bytes: int) -> Session:
@@ -128,8 +134,7 @@ def _read_trace(path: str, max_line_bytes: int) -> Session:
 
 def _workspace(path: str) -> str | None:
     """The workspace of ``<workspace>/.catui/traces/<file>``."""
-    folder = Path(path).parent
-    return str(folder.parent.parent) if (folder.parent.name, folder.name) == TRACES else None
+    return str(Path(path).parent.parent.parent) if _in_trace_folder(path) else None
 
 
 def _entries(trace: RunTrace) -> Iterator[Entry]:
@@ -221,7 +226,11 @@ def _iso(milliseconds: float) -> str | None:
 
 
 def _trace_homes(projects: Collection[str]) -> tuple[Path, ...]:
-    return tuple(trace_folder(project) for project in projects)
+    """The trace folder of each project, unless ``.catui`` or ``traces`` is a symlink: Catui
+    refuses symlinks below the workspace, and a link must not lead the index out of it."""
+    folders = (trace_folder(project) for project in projects)
+    return tuple(folder for folder in folders
+                 if not (folder.is_symlink() or folder.parent.is_symlink()))
 
 
 TRACES_READER = SourceReader(AGENT, _is_trace, _read_trace, _trace_homes, _is_latest)

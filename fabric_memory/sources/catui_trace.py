@@ -34,7 +34,9 @@ INVALID_TRACE: Final = "invalid_run_trace"
 """The error code of a rejected trace file."""
 
 
-@dataclass(frozen=True, slots=True)
+# Built for every line of every trace read and never changed afterwards; not ``frozen``,
+# which would make building it several times slower (as for ``session.Entry``).
+@dataclass(slots=True)
 class TraceEvent:
     """One V1 event of a run trace, and where its line is."""
 

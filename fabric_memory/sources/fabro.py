@@ -44,7 +44,6 @@ AGENT: Final = "fabro"
 BOOKKEEPING: Final = frozenset({"usage", "billing", "billing_by_model", "total_usd_micros",
                                 "context_values", "node_visits"})
 """Properties memory leaves out: token counts, costs, snapshots of the whole context."""
-_AGENT_ENVELOPE: Final = frozenset({"seq", "stream_id", "session_id", "timestamp", "event"})
 
 
 def recognises(first: Any, path: str) -> bool:
@@ -100,14 +99,15 @@ def _project(value: Mapping[str, Any]) -> str | None:
 
 
 def _body(properties: object) -> tuple[str | None, dict[str, Any]]:
-    """The agent event's variant and body when ``properties`` nests it
-    (``{…, "event": {"ToolCallStarted": {…}}}``), else ``(None, properties)``."""
+    """The agent event's variant and body when ``properties`` nests it as the agent's
+    envelope (``{seq, stream_id, …, "event": {"ToolCallStarted": {…}}}``: one key, a
+    variant's name), else ``(None, properties)``."""
     if type(properties) is not dict:
         return None, {}
     nested = properties.get("event")
-    if (type(nested) is dict and len(nested) == 1 and set(properties) <= _AGENT_ENVELOPE):
+    if type(nested) is dict and len(nested) == 1:
         ((variant, body),) = nested.items()
-        if type(body) is dict:
+        if type(body) is dict and variant[:1].isupper():
             return variant, body
     return None, properties
 
