@@ -13,6 +13,7 @@ from fabric_memory.cli import main
 from fabric_memory.errors import ExpandError, clipped
 from fabric_memory.memory.recall import MAX_OFFSET
 
+from .conftest import FIXTURES
 from .memory_builder import SessionBuilder, operation
 from .reliability import cli, finish
 
@@ -189,3 +190,18 @@ def test_query_errors_are_one_line_naming_the_real_cause(
     assert main(["recall", *argv, *where]) == 2
     err = capsys.readouterr().err
     assert err == f"fabric-memory recall: {message}\n"
+
+
+def test_inspect_reads_any_agents_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """inspect reads a Claude Code transcript with its reader: the agent, the project, the
+    branch, and each line it skipped with its file:line."""
+    path = tmp_path / "t.jsonl"
+    source = FIXTURES / "agents" / "claude-code" / "dag_compact_after_rewind.jsonl"
+    path.write_bytes(source.read_bytes() + b'{"type":"user","sessionId":"s1","message":{}}\n')
+    report = _json(capsys, ["inspect", str(path), "--json"])
+    assert (report["agent"], report["sessionId"], report["cwd"]) == ("claude-code", "s1", "/tmp")
+    assert report["leafId"] == "p1a" and report["offBranchEntryIds"] == ["b1u", "b1a"]
+    assert report["malformedLines"] == [
+        f"{path}:13: user line without a 'uuid' (no address); skipped"]
+    assert main(["inspect", str(path)]) == 0
+    assert "(claude-code, v1)" in capsys.readouterr().out
