@@ -4,6 +4,7 @@ write."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 CLAUDE = FIXTURES / "claude-code" / "tools_and_summary.jsonl"
 CODEX = FIXTURES / "codex" / (
     "rollout-2025-10-03T09-15-00-0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d.jsonl")
-HOME_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_AGENTS",
+HOME_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_AGENTS", "CATUI_HOME",
+                  "CATUI_AGENTS_DIR", "CATUI_CODING_AGENT_DIR",
                   "FABRIC_MEMORY_EXTRA_SESSIONS", "PI_CODING_AGENT_DIR",
                   "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR", "CLAUDE_CONFIG_DIR",
                   "CODEX_HOME")
@@ -110,3 +112,44 @@ def test_discovery_finds_each_agent_folder_that_exists(
     monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", f"{codex}:{exports}")
     assert sessions_roots() == (codex, exports)
     assert sessions_roots(f"{exports}") == (exports,)
+
+
+class _Projects(Collection[str]):
+    """Projects by agent; iterating them is recorded (it reads the index's catalog)."""
+
+    def __init__(self, by_agent: dict[str, list[str]], agent: str | None = None) -> None:
+        self.by_agent, self.agent, self.read = by_agent, agent, [] if agent is None else None
+
+    def of(self, agent: str) -> _Projects:
+        narrowed = _Projects(self.by_agent, agent)
+        narrowed.read = self.read
+        return narrowed
+
+    def _all(self) -> list[str]:
+        assert self.read is not None
+        self.read.append(self.agent or "all")
+        return [p for a, ps in self.by_agent.items() if self.agent in (None, a) for p in ps]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._all()
+
+
+def test_workspace_folders_come_from_that_agents_sessions_only(
+        home: Path, tmp_path: Path) -> None:
+    """Catui's trace folders are looked for in the projects of Catui's sessions only, and
+    not at all (the catalog unread) while Catui's sessions folder does not exist."""
+    catui_work, other_work = tmp_path / "catui-work", tmp_path / "other-work"
+    for work in (catui_work, other_work):
+        (work / ".catui" / "traces").mkdir(parents=True)
+    projects = _Projects({"catui": [str(catui_work)], "codex": [str(other_work)]})
+    assert agent_homes(projects) == () and projects.read == []
+    (home / ".catui" / "agents" / "default" / "sessions").mkdir(parents=True)
+    assert set(agent_homes(projects)) == {home / ".catui/agents/default/sessions",
+                                          catui_work / ".catui" / "traces"}
+    assert projects.read == ["catui"]

@@ -546,12 +546,18 @@ def default_roots(
 
 
 class IndexedProjects(Collection[str]):
-    """The project folders of the indexed sessions, read from the catalog only when a
-    source asks (Catui's traces live in its sessions' workspaces)."""
+    """The project folders of the indexed sessions (``agent``: of that agent's only), read
+    from the catalog only when a source asks (Catui's traces live in its sessions'
+    workspaces)."""
 
-    def __init__(self, handle: MemoryIndex) -> None:
+    def __init__(self, handle: MemoryIndex, agent: str | None = None) -> None:
         self._handle = handle
+        self._agent = agent
         self._projects: frozenset[str] | None = None
+
+    def of(self, agent: str) -> IndexedProjects:
+        """The projects of ``agent``'s sessions (what its source's folders depend on)."""
+        return IndexedProjects(self._handle, agent)
 
     def _loaded(self) -> frozenset[str]:
         if self._projects is None:
@@ -559,7 +565,8 @@ class IndexedProjects(Collection[str]):
                 records = load_catalog(self._handle).records
             except MemoryIndexError:
                 records = ()
-            self._projects = frozenset(r.cwd for r in records if r.cwd)
+            self._projects = frozenset(r.cwd for r in records if r.cwd
+                                       and self._agent in (None, r.agent))
         return self._projects
 
     def __contains__(self, folder: object) -> bool:

@@ -227,7 +227,11 @@ def _iso(milliseconds: float) -> str | None:
 
 def _trace_homes(projects: Collection[str]) -> tuple[Path, ...]:
     """The trace folder of each project, unless ``.catui`` or ``traces`` is a symlink: Catui
-    refuses symlinks below the workspace, and a link must not lead the index out of it."""
+    refuses symlinks below the workspace, and a link must not lead the index out of it.
+    None without Catui's sessions folder: the projects (the index's catalog) are then not
+    read, which every recall with the default folders would otherwise pay."""
+    if not catui_sessions_dir().is_dir():
+        return ()
     folders = (trace_folder(project) for project in projects)
     return tuple(folder for folder in folders
                  if not (folder.is_symlink() or folder.parent.is_symlink()))

@@ -87,13 +87,16 @@ def agent_homes(projects: Collection[str] = (),
                 agents: frozenset[str] | None = None) -> tuple[Path, ...]:
     """Every folder the agents (``agents``: only those) write to by default that exists, each
     once by its real path, in :data:`AGENTS` order. ``projects``: the working folders of
-    indexed sessions (where workspace-relative folders, such as Catui's traces, are)."""
+    indexed sessions (where workspace-relative folders, such as Catui's traces, are); each
+    reader is given those of its own agent's sessions when ``projects`` can narrow itself
+    (an ``of(agent)`` method, as the catalog's has)."""
     found: dict[Path, None] = {}
     ordered = sorted(READERS, key=lambda reader: AGENTS.index(reader.name))
     for reader in ordered:
         if agents is not None and reader.name not in agents:
             continue
-        for home in reader.homes(projects):
+        narrow = getattr(projects, "of", None)
+        for home in reader.homes(narrow(reader.name) if callable(narrow) else projects):
             if home.is_dir():
                 found.setdefault(home.resolve(), None)
     return tuple(found)
