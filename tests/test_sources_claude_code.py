@@ -6,6 +6,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabric_memory.errors import NotASessionError
 from fabric_memory.memory.expand import expand, expand_request
@@ -13,6 +15,7 @@ from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
 from fabric_memory.session import read_line
 from fabric_memory.sources import read_source
+from fabric_memory.sources.claude_code import BOOKKEEPING
 
 from .memory_builder import indexed_copy
 
@@ -135,3 +138,32 @@ def test_a_transcript_appended_since_indexing_still_expands(tmp_path: Path) -> N
     page = expand(str(copy), addresses=["cs", "p2u"], **where)
     lines = copy.read_bytes().splitlines()
     assert [e["text"].encode() for e in page["entries"]] == [lines[9], later.rstrip(b"\n")]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+                     | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(
+                         ["type", "uuid", "parentUuid", "sessionId", "message", "role",
+                          "content", "text", "tool_use_id", "tool_result", "tool_use", "id",
+                          "name", "input", "isCompactSummary", "summary", "user",
+                          "assistant", "system", "toolUseResult"]), inner, max_size=5),
+                     max_leaves=14)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_JSON.map(orjson.dumps) | st.binary(max_size=30), max_size=6))
+def test_any_lines_after_a_first_line_are_entries_notes_or_bookkeeping(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]
+) -> None:
+    """Whatever follows a transcript's first line, reading never crashes, and every written
+    line is an entry, a located note, or a bookkeeping line (not read, by design)."""
+    path = tmp_path_factory.mktemp("claude") / "t.jsonl"
+    path.write_bytes(b"\n".join([TOOLS.read_bytes().splitlines()[2], *lines]) + b"\n")
+    session = read_source(path)
+    physical = path.read_bytes().split(b"\n")
+    written = {n for n, line in enumerate(physical, 1) if line.strip(b" \t\n\r\x0b\x0c")}
+    accounted = {e.line for e in session.entries} | {p.line for p in session.malformed}
+    assert accounted <= written
+    for number in written - accounted:
+        assert orjson.loads(physical[number - 1]).get("type") in BOOKKEEPING

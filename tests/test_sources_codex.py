@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabric_memory.errors import NotASessionError
 from fabric_memory.memory.expand import expand_request
@@ -114,3 +117,39 @@ def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
     assert page["entries"][0]["text"].encode() == copy.read_bytes().splitlines()[10]
     by_id = recall("call_Xk2p9LedgerExport", mode="phrase", **where)
     assert sorted(h["address"] for h in by_id["hits"]) == ["L7", "L8"]  # the call, its result
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+                     | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(
+                         ["type", "payload", "timestamp", "message", "role", "content", "text",
+                          "function_call", "function_call_output", "call_id", "name",
+                          "arguments", "output", "response_item", "event_msg", "compacted",
+                          "record_type", "error"]), inner, max_size=5),
+                     max_leaves=14)
+
+
+def _skipped_by_design(value: Any) -> bool:
+    """Lines Codex writes that are not read (docs/agents.md): events other than errors."""
+    payload = value.get("payload") if type(value) is dict else None
+    return (type(payload) is dict and value.get("type") == "event_msg"
+            and payload.get("type") not in ("error", "stream_error"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_JSON.map(orjson.dumps) | st.binary(max_size=30), max_size=6))
+def test_any_lines_after_session_meta_are_entries_notes_or_skipped_events(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]
+) -> None:
+    """Whatever follows a session_meta line, reading never crashes, and every written line
+    is an entry, a located note, or an event Codex logs that is not read by design."""
+    path = tmp_path_factory.mktemp("codex") / "rollout.jsonl"
+    path.write_bytes(b"\n".join([CURRENT.read_bytes().splitlines()[0], *lines]) + b"\n")
+    session = read_source(path)
+    physical = path.read_bytes().split(b"\n")
+    written = {n for n, line in enumerate(physical, 1) if line.strip(b" \t\n\r\x0b\x0c")}
+    accounted = {e.line for e in session.entries} | {p.line for p in session.malformed}
+    assert accounted <= written
+    for number in written - accounted:
+        assert _skipped_by_design(orjson.loads(physical[number - 1]))

@@ -56,7 +56,7 @@ def claude_projects_dir() -> Path:
 def recognises(first: Any, path: str) -> bool:
     """A Claude Code transcript: its first line is one of Claude's line types and names
     its session (``sessionId``), its leaf (``summary``) or its message (snapshots)."""
-    return (type(first) is dict and first.get("type") in _FIRST_TYPES
+    return (type(first) is dict and string(first.get("type")) in _FIRST_TYPES
             and any(key in first for key in ("sessionId", "leafUuid", "messageId")))
 
 
@@ -83,7 +83,8 @@ def read(path: str, max_line_bytes: int) -> Session:
 
 def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
                tools: dict[str, str]) -> None:
-    kind = value.get("type")
+    given = value.get("type")
+    kind = string(given)  # a set lookup of a list or an object would raise
     if kind in BOOKKEEPING:
         return
     if kind == "summary":
@@ -94,7 +95,7 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
             entries.add(line, event("summary", summary), parent=string(value.get("leafUuid")))
         return
     if kind not in CONVERSATION:
-        entries.note(line, f"unknown Claude Code line type {clipped(kind)}; skipped")
+        entries.note(line, f"unknown Claude Code line type {clipped(given)}; skipped")
         return
     uuid = string(value.get("uuid"))
     if uuid is None:

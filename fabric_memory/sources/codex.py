@@ -130,9 +130,10 @@ def _meta_text(meta: dict[str, Any]) -> str:
 
 def _current(entries: Entries, line: SourceLine, value: dict[str, Any],
              tools: dict[str, str], meta: dict[str, Any]) -> None:
-    kind, payload, stamp = value.get("type"), value.get("payload"), string(value.get("timestamp"))
+    given, payload, stamp = value.get("type"), value.get("payload"), string(value.get("timestamp"))
+    kind = string(given)  # a set lookup of a list or an object would raise
     if kind not in LINE_TYPES:
-        entries.note(line, f"unknown Codex line type {clipped(kind)}; skipped")
+        entries.note(line, f"unknown Codex line type {clipped(given)}; skipped")
     elif type(payload) is not dict:
         entries.note(line, f"{kind} line without a 'payload' object; skipped")
     elif kind == "response_item":
@@ -145,7 +146,7 @@ def _current(entries: Entries, line: SourceLine, value: dict[str, Any],
             word for word in words if isinstance(word, str) and word)), stamp)
     elif kind == "session_meta":
         _add(entries, line, event("session_meta", _meta_text(payload)), stamp)
-    elif kind == "event_msg" and payload.get("type") in READ_EVENTS:
+    elif kind == "event_msg" and string(payload.get("type")) in READ_EVENTS:
         _add(entries, line, event(f"event:{payload['type']}",
                                   string(payload.get("message")) or ""), stamp)
 
@@ -153,7 +154,8 @@ def _current(entries: Entries, line: SourceLine, value: dict[str, Any],
 def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str | None,
           tools: dict[str, str]) -> None:
     """One response item (a ``response_item`` payload, or a bare item of the earlier shape)."""
-    kind = item.get("type")
+    given = item.get("type")
+    kind = string(given)
     if kind == "message":
         role = string(item.get("role")) or ""
         text = block_text(item.get("content"))
@@ -166,9 +168,9 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
         _add(entries, line, message("assistant", [thinking_block(text)] if text else []), stamp)
     elif kind in _CALLS:
         call_id = string(item.get("call_id")) or string(item.get("id")) or ""
-        name = string(item.get("name")) or str(kind).removesuffix("_call")
+        name = string(item.get("name")) or kind.removesuffix("_call")
         tools[call_id] = name
-        arguments = _arguments(item.get(_CALLS[str(kind)]))
+        arguments = _arguments(item.get(_CALLS[kind]))
         _add(entries, line, message("assistant", [tool_call_block(call_id, name, arguments)]),
              stamp)
     elif kind in _OUTPUTS:
@@ -177,7 +179,7 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
         _add(entries, line, tool_result(call_id, tools.get(call_id), text, is_error=failed),
              stamp)
     else:
-        entries.note(line, f"response item of type {clipped(kind)} not read")
+        entries.note(line, f"response item of type {clipped(given)} not read")
 
 
 def _add(entries: Entries, line: SourceLine, raw: dict[str, Any], stamp: str | None) -> None:
