@@ -7,9 +7,12 @@ import shutil
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from fabric_memory.errors import NotASessionError, UsageError
+from fabric_memory.errors import NotASessionError, SessionError, UsageError
 from fabric_memory.memory.locations import sessions_roots
 from fabric_memory.sources import AGENTS, READERS, agent_homes, agent_names, read_source, reader_for
 
@@ -153,3 +156,29 @@ def test_workspace_folders_come_from_that_agents_sessions_only(
     assert set(agent_homes(projects)) == {home / ".catui/agents/default/sessions",
                                           catui_work / ".catui" / "traces"}
     assert projects.read == ["catui"]
+
+
+_KEYS = ["type", "id", "timestamp", "sessionId", "uuid", "payload", "event", "ts", "run_id",
+         "runId", "eventId", "sequence", "version", "kind", "properties", "message", "cwd"]
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+                     | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=5),
+                     max_leaves=14)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_JSON.map(orjson.dumps) | st.binary(max_size=30), min_size=1, max_size=5))
+def test_any_file_is_read_or_refused_with_a_located_reason(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]
+) -> None:
+    """Whatever a file's lines are, some reader takes it and either reads it or refuses it
+    with a SessionError naming the file; nothing else escapes."""
+    path = tmp_path_factory.mktemp("any") / "x.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    try:
+        session = read_source(path)
+    except SessionError as error:
+        assert error.message.startswith(str(path))
+    else:
+        assert session.agent in AGENTS
