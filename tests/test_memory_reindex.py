@@ -498,3 +498,22 @@ def test_a_noop_reindex_of_several_agents_opens_no_session_file(
     monkeypatch.setattr(os, "open", guarded)
     again = reindex(**roots, workers=1)
     assert (again["indexed"], again["skipped"], again["commits"]) == (0, 8, 0)
+
+
+def test_agents_narrow_a_named_folder_to_their_files(tmp_path: Path) -> None:
+    """`reindex --agents codex` over a folder holding several agents' files indexes only
+    Codex's (told by their first line), reports nothing about the others and forgets
+    nothing already indexed; without it, the rest is indexed."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "pi", "a pi session")
+    for agent in ("claude-code", "codex"):
+        shutil.copytree(REPO / "fixtures" / "agents" / agent, roots["sessions"] / agent,
+                        ignore=shutil.ignore_patterns("*.md"))
+    only = reindex(**roots, workers=1, agents="codex")
+    assert (only["indexed"], only["invalid"]) == (4, [])
+    assert {row["agent"] for row in list_sessions(index=roots["index"])["sessions"]} == {"codex"}
+    rest = reindex(**roots, workers=1)
+    assert (rest["indexed"], rest["removed"]) == (4, [])
+    again = reindex(**roots, workers=1, agents="pi")
+    assert (again["indexed"], again["removed"]) == (0, [])
+    assert list_sessions(index=roots["index"])["total"] == 8
