@@ -221,8 +221,9 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", metavar="QUERY", nargs="?", default="",
                         help="text to find (may be empty when a filter is given)")
     parser.add_argument("--mode", choices=("literal", "phrase", "regex"), default="literal")
-    parser.add_argument("--match", choices=("any", "all"), default="all",
-                        help="literal mode: every term must match (all, default) or any term")
+    parser.add_argument("--match", choices=("any", "all"), default="any",
+                        help="literal mode: rank documents holding any word, those holding "
+                        "all first (any, default), or only those holding every word (all)")
     for name in ("ref", "tool", "role", "provider", "action", "outcome"):
         parser.add_argument(f"--{name}", default=None, help=f"exact {name}")
     parser.add_argument("--since", default=None, metavar="T", help="ISO time, inclusive")
