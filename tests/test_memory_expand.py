@@ -44,7 +44,8 @@ def _expand_all(corpus: MemoryCorpus, session: str, addresses: list[str]) -> tup
     for start in range(0, len(addresses), MAX_SELECTORS):
         request: dict[str, Any] | None = {
             "session": session, "addresses": addresses[start : start + MAX_SELECTORS],
-            "index": str(corpus.index), "sessions": str(corpus.sessions), "maxEntries": 20}
+            "index": str(corpus.index), "sessions": str(corpus.sessions), "maxEntries": 20,
+            "raw": True}
         while request is not None:
             page = expand_request(request)
             hashes.add(page["sourceHash"])
@@ -85,9 +86,9 @@ def test_selectors_by_index_range_and_anchor(memory_corpus: MemoryCorpus) -> Non
     common = {"index": memory_corpus.index, "sessions": memory_corpus.sessions}
     page = expand(str(path), indices=[3, 0], **common)
     assert [e["entryId"] for e in page["entries"]] == [ids[3], ids[0]]
-    page = expand(str(path), range="2:5", **common)
+    page = expand(str(path), positions="2:5", **common)
     assert [e["entryId"] for e in page["entries"]] == ids[2:6]
-    page = expand(session.session_id, anchor=ids[10], before=2, after=1, **common)
+    page = expand(session.session_id, anchor=ids[10], before=2, after=1, raw=True, **common)
     assert [e["entryId"] for e in page["entries"]] == ids[8:12]
     assert page["entries"][0]["text"] == read_line(str(path), session.entries[8]).decode()
 
@@ -97,8 +98,8 @@ def test_pages_follow_next_through_entries_and_long_texts(memory_corpus: MemoryC
     path = next(p for p in _sessions(memory_corpus) if "019b92ac" in p.name)
     session = read_session(path)
     common = {"index": str(memory_corpus.index), "sessions": str(memory_corpus.sessions)}
-    request: dict[str, Any] | None = {"session": str(path), "range": "0:11", "maxEntries": 3,
-                                      "maxChars": 500, **common}
+    request: dict[str, Any] | None = {"session": str(path), "positions": "0:11",
+                                      "maxEntries": 3, "maxChars": 500, "raw": True, **common}
     joined: dict[int, str] = {}
     pages = 0
     while request is not None:

@@ -90,7 +90,7 @@ def test_structural_selection_then_hydration(memory_corpus: MemoryCorpus) -> Non
     assert {(h["kind"], h["ref"], h["outcome"]) for h in hits} == {
         ("operation", "pi.grep", "failed")}
     cold = next(hit for hit in hits if hit["tier"] == "cold")
-    page = expand_request(cold["follow"])
+    page = expand_request({**cold["follow"], "raw": True})
     record = orjson.loads(page["entries"][0]["text"])
     assert (record["address"], record["ref"], record["outcome"]) == (
         cold["address"], "pi.grep", "failed")
@@ -133,12 +133,14 @@ def test_response_is_bounded_and_paging_survives_it(memory_corpus: MemoryCorpus)
 
 
 def test_match_all_narrows_match_any(memory_corpus: MemoryCorpus) -> None:
-    """match=all (the default) needs every word; match=any needs one."""
-    any_ = _recall(memory_corpus, "harbor pylon", match="any")["total"]
-    all_ = _recall(memory_corpus, "harbor pylon")["total"]
-    assert all_ == _recall(memory_corpus, "harbor pylon", match="all")["total"]
-    only = _recall(memory_corpus, "harbor")["total"]
-    assert all_ < only <= any_
+    """match=all needs every word; match=any (the default) needs one, and says so."""
+    relaxed = _recall(memory_corpus, "harbor pylon")
+    assert relaxed == _recall(memory_corpus, "harbor pylon", match="any")
+    strict = _recall(memory_corpus, "harbor pylon", match="all")
+    only = _recall(memory_corpus, "harbor", match="all")["total"]
+    assert strict["total"] < only <= relaxed["total"]
+    assert (strict["matched"], relaxed["matched"]) == ("all", "any")
+    assert relaxed["allWords"] == strict["total"]
 
 
 def test_regex_mode_matches_whole_tokens(memory_corpus: MemoryCorpus) -> None:
@@ -178,8 +180,11 @@ def test_empty_request_and_bad_options_are_rejected(memory_corpus: MemoryCorpus)
     """No query and no filter, or out-of-range options, fail with one clear line."""
     with pytest.raises(QueryError, match="QUERY"):
         _recall(memory_corpus, "  ")
-    with pytest.raises(UsageError, match="--limit"):
-        _recall(memory_corpus, "x", limit=51)
+    with pytest.raises(UsageError, match="--limit 0: must be between 1 and 50"):
+        _recall(memory_corpus, "x", limit=0)
+    with pytest.raises(UsageError, match="--limit \"many\": must be a whole number"):
+        recall_request({"query": "x", "limit": "many", "index": str(memory_corpus.index),
+                        "sessions": str(memory_corpus.sessions)})
     with pytest.raises(QueryError, match="no indexed session"):
         _recall(memory_corpus, "x", session="no-such-session")
 
@@ -214,7 +219,7 @@ def test_a_hit_too_large_alone_is_cut_with_a_note(tmp_path: Path) -> None:
         "entryId, address, follow.addresses cut to 200 characters to fit the response; "
         "expand the session by its path to read the entry whole")
     assert hit["address"] == "x" * 199 + "…"
-    page = expand(hit["path"], indices=[0], **roots)  # the advice works: by path, it expands
+    page = expand(hit["path"], indices=[0], raw=True, **roots)  # by path, it expands
     assert page["entries"][0]["text"].startswith('{"type":"message","id":"' + "x" * 1000)
 
 
