@@ -227,3 +227,70 @@ def test_an_overlong_query_is_a_usage_error(memory_corpus: MemoryCorpus) -> None
     """A query longer than 4,096 characters is refused in one line (it would not fit `next`)."""
     with pytest.raises(UsageError, match="QUERY is 5000 characters; the limit is 4096"):
         _recall(memory_corpus, "a" * 5000)
+
+
+# --- plain questions on real sessions (fixtures/pi-mono-real) ---------------------------
+
+QUESTIONS = [
+    # (question, session file, the entries that answer it)
+    ("update refactor.md mark WP15 WP16 complete", "before-compaction.jsonl", ["L487"]),
+    ("what was the fix when no models are available and no API key is set", "compact.jsonl",
+     ["L81"]),
+    ("what is the difference between a skill and a custom tool", "session.jsonl", ["L105"]),
+    ("how shuld invalid themes be handled so they never explode on restart",
+     "large-session.jsonl", ["L875"]),
+    ("sytem prompt should say to read the readme when the user asks to create a new theem",
+     "large-session.jsonl", ["L759"]),
+    ("sleep 5 seconds via bash and the green diff b5bd68", "large-session.jsonl",
+     ["L437", "L441"]),
+    ("ToolResultMessage breaking change in CHANGELOG and a little poem", "session.jsonl",
+     ["L299", "L461"]),
+]
+
+
+@pytest.mark.parametrize(("question", "file", "answers"), QUESTIONS,
+                         ids=[q for q, _, _ in QUESTIONS])
+def test_a_plain_question_ranks_its_entry_in_the_top_5(
+    pi_mono: dict[str, Path], question: str, file: str, answers: list[str]
+) -> None:
+    """A question in plain words (typos, common words, words of two entries) ranks each entry
+    that answers it among the first five hits, with no option set."""
+    response = recall(question, limit=5, **pi_mono)
+    top = [(Path(hit["path"]).name, hit["address"]) for hit in response["hits"]]
+    for address in answers:
+        assert (file, address) in top, top
+    assert response["matched"] == "any"
+
+
+def test_every_word_hits_come_first_and_are_counted(pi_mono: dict[str, Path]) -> None:
+    """Hits holding every word lead the ranking; allWords counts them and equals what
+    match=all finds; past them, pages continue with the hits holding only some words."""
+    query = "change toolResults to ToolResultMessage and run npm run check"
+    strict = recall(query, match="all", limit=50, **pi_mono)
+    relaxed = recall(query, limit=50, **pi_mono)
+    assert relaxed["allWords"] == strict["total"] >= 1
+    assert relaxed["total"] > strict["total"]
+    leading = [(h["path"], h["address"]) for h in relaxed["hits"][: strict["total"]]]
+    assert leading == [(h["path"], h["address"]) for h in strict["hits"]]
+    seen = [(h["path"], h["address"]) for h in relaxed["hits"]]
+    following = relaxed["next"]
+    while following is not None and len(seen) < 200:
+        page = recall_request(following)
+        seen.extend((h["path"], h["address"]) for h in page["hits"])
+        following = page["next"]
+    assert len(seen) == len(set(seen)) == min(relaxed["total"], len(seen))
+
+
+def test_common_words_do_not_swamp_a_rare_one(pi_mono: dict[str, Path]) -> None:
+    """Stop words do not score: the one rare word, not eleven common ones, decides the top
+    hits."""
+    response = recall("what did we do with the and of it is that WP15", limit=3, **pi_mono)
+    assert all("wp15" in hit["snippet"].lower() for hit in response["hits"])
+
+
+def test_a_limit_above_its_maximum_is_clamped_with_a_note(pi_mono: dict[str, Path]) -> None:
+    """limit 500 answers with 50 hits and says so; the next page keeps the clamped limit."""
+    response = recall("theme", limit=500, **pi_mono)
+    assert response["clamped"] == {"limit": [500, 50]}
+    assert 10 < len(response["hits"]) <= 50  # the response bound may carry some to `next`
+    assert response["next"] is not None and response["next"]["limit"] == 50

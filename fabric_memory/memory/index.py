@@ -67,6 +67,21 @@ ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
 
 TextMode = Literal["literal", "phrase", "regex"]
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing done down during each else ever few
+for from further get got had has have having he her here hers him his how i if in into is it
+its just let me more most my now of off on once only or other our ours out over
+own same she should so some such than that the their theirs them then there these they this
+those through to too under until up us very was we were what when where which while who whom
+why will with would you your yours
+""".split())
+"""Words a plain question is full of and that say nothing about which entry answers it
+("what did we do about the ..."): they do not score in a literal query whose words need
+not all match (as long as another word remains), though the documents holding every word
+of the query, these included, still come first. Many such words each add a little BM25
+score, and together they outscored the one rare word that mattered (measured on the
+pi-mono sessions, docs/memory-index.md#recall)."""
 _VERSION_DIR = re.compile(r"v(\d+(?:-[0-9a-f]+)?)")
 
 
@@ -751,11 +766,20 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         raise QueryError(f"query {clipped(spec.text)} has no searchable words (letters or digits)")
     if spec.mode == "phrase" and len(words) > 1:
         return tantivy.Query.phrase_query(SCHEMA, "text", list[str | tuple[int, str]](words))
-    terms = _terms(words)
+    terms = _terms(_content_words(spec, words))
     if len(terms) == 1:
         return terms[0]
     occur = tantivy.Occur.Must if spec.match_all or spec.mode == "phrase" else tantivy.Occur.Should
     return tantivy.Query.boolean_query([(occur, term) for term in terms])
+
+
+def _content_words(spec: SearchSpec, words: list[str]) -> list[str]:
+    """``words`` without :data:`STOP_WORDS` when the query need not match every word (and
+    some other word remains)."""
+    if spec.mode != "literal" or spec.match_all:
+        return words
+    content = [word for word in words if word not in STOP_WORDS]
+    return content or words
 
 
 def _terms(words: Sequence[str]) -> list[tantivy.Query]:
