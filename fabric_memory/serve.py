@@ -75,8 +75,9 @@ neighbouring entries around each address. Also: `entries` (entry ids), `indices`
 entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). Pages
 hold at most `maxEntries` (20) entries and `maxChars` (24000) characters; larger values
 are clamped and noted under `clamped`. When `next` is not null, pass it unchanged to
-`expand` for the rest (a long entry continues at `textOffset`). Error `stale_pointer`: the session changed since recall gave the
-pointer; call `recall` again and follow the new hit. Secrets (API keys, tokens,
+`expand` for the rest (a long entry continues at `textOffset`). Error `stale_pointer`:
+the session changed since recall gave the pointer; call `recall` again and follow the new
+hit. Secrets (API keys, tokens,
 passwords, private keys) come back masked as `[REDACTED:<kind>]`; set `showSecrets` to
 true only when the user explicitly asks for the raw value."""
 

@@ -393,8 +393,7 @@ def _select(
             if located.kind == "entry" and located.address == str(target[1]):
                 targets.extend(around)
             else:  # an operation or a phase: itself, amid its entry's neighbours
-                center = ("position", located.position)
-                at = around.index(center)
+                at = around.index(("position", located.position))
                 targets.extend([*around[:at], target, *around[at + 1 :]])
     else:
         targets.extend(named)

@@ -21,11 +21,13 @@ from ..view import EntryView, ToolCall, content_text
 INLINE_CHARS: Final = 120
 """Longest string argument shown inside ``name(...)``; a longer or multi-line one is shown
 below the call, whole."""
-BOOKKEEPING: Final = frozenset({"type", "id", "parentId", "timestamp", "summary", "content",
-                                "details", "fromHook", "usage", "cost", "thinkingSignature",
-                                "textSignature", "signature", "api", "provider", "model",
-                                "responseId", "stopReason"})
+ENTRY_KEYS: Final = frozenset({"type", "id", "parentId", "timestamp", "summary", "content",
+                               "details", "fromHook"})
 """Keys of a non-message entry that say nothing to a reader, or are rendered already."""
+MESSAGE_KEYS: Final = ENTRY_KEYS | {"role", "toolName", "toolCallId", "isError", "usage",
+                                    "cost", "api", "provider", "model", "responseId",
+                                    "stopReason"}
+"""The same for a message: the provider's bookkeeping of a turn included."""
 INDENT: Final = "    "
 
 
@@ -58,8 +60,7 @@ def _message(view: EntryView, lines: list[str]) -> None:
     for call in view.tool_calls:
         lines.extend(_call(call))
     if not (thinking or said or view.media or view.tool_calls):
-        _fields(view.message or {}, lines, skip=BOOKKEEPING | {"role", "toolName", "toolCallId",
-                                                               "isError"})
+        _fields(view.message or {}, lines, skip=MESSAGE_KEYS)
 
 
 def _other(view: EntryView, lines: list[str]) -> None:
@@ -69,7 +70,7 @@ def _other(view: EntryView, lines: list[str]) -> None:
     content = view.raw.get("content")
     if content is not None:
         lines.append(content_text(content))
-    _fields(view.raw, lines, skip=BOOKKEEPING)
+    _fields(view.raw, lines, skip=ENTRY_KEYS)
 
 
 def _fields(values: Mapping[str, Any], lines: list[str], skip: frozenset[str]) -> None:
@@ -84,7 +85,8 @@ def _fields(values: Mapping[str, Any], lines: list[str], skip: frozenset[str]) -
 
 
 def _call(call: ToolCall) -> list[str]:
-    inline, below = [], []
+    inline: list[str] = []
+    below: list[str] = []
     for key, value in call.arguments.items():
         if isinstance(value, str) and (len(value) > INLINE_CHARS or "\n" in value):
             inline.append(f"{key}=↓")
