@@ -189,3 +189,26 @@ def test_query_errors_are_one_line_naming_the_real_cause(
     assert main(["recall", *argv, *where]) == 2
     err = capsys.readouterr().err
     assert err == f"fabric-memory recall: {message}\n"
+
+
+def test_expand_prints_text_takes_summary_ranges_and_clamps(
+    pi_mono: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`expand --range L12:L16` prints the entries as text (no JSON lines), `--raw` the lines
+    themselves; `--max-chars 100000` and `recall --limit 999...` are clamped with a note, not
+    refused."""
+    where = ["--sessions", str(pi_mono["sessions"]), "--index", str(pi_mono["index"])]
+    assert main(["expand", "compact.jsonl", "--range", "L12:L16", *where]) == 0
+    shown = capsys.readouterr().out
+    assert "\nL13 assistant 2025-12-24T00:33:02.568Z\ncall read(path=" in shown
+    assert '{"type":"message"' not in shown
+    assert main(["expand", "compact.jsonl", "--range", "L12:L16", "--raw", *where]) == 0
+    lines = (pi_mono["sessions"] / "compact.jsonl").read_text().split("\n")
+    shown = capsys.readouterr().out
+    assert all(line in shown for line in lines[11:16])
+    page = _json(capsys, ["expand", "compact.jsonl", "--range", "L12:L16", "--max-chars",
+                          "100000", *where, "--json"])
+    assert page["clamped"] == {"maxChars": [100000, 24000]}
+    response = _json(capsys, ["recall", "theme", "--limit", "99999999999999999999", *where,
+                              "--json"])
+    assert response["clamped"] == {"limit": [99999999999999999999, 50]}
