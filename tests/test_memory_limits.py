@@ -16,9 +16,9 @@ def test_above_the_maximum_is_clamped_and_noted() -> None:
     assert clamped == {"maxChars": [100_000, 24_000]}
 
 
-@pytest.mark.parametrize("value", [0, -5, "12", 2.5, True, None], ids=repr)
+@pytest.mark.parametrize("value", [0, -5, 2**63, "12", 2.5, True, None], ids=repr)
 def test_below_the_minimum_or_not_an_integer_is_a_usage_error(value: object) -> None:
-    """Below the minimum, or not a whole number (a bool included), is one usage line that
-    names the option and its range."""
+    """Below the minimum, beyond any 64-bit count, or not a whole number (a bool included) is
+    one usage line that names the option and its range."""
     with pytest.raises(UsageError, match=r"^--limit .*: must be .*between 1 and 50$"):
         bounded(value, "limit", "--limit", 1, 50, {})

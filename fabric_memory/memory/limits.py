@@ -12,15 +12,19 @@ from ..errors import UsageError, clipped
 
 Clamped = dict[str, list[int]]
 """Request key → [asked, used], for each value that was clamped."""
+LARGEST = 2**63 - 1
+"""The largest value clamped: beyond it a number is no count a caller means (and the note
+could not carry it as a JSON integer), so it is refused like one below the minimum."""
 
 
 def bounded(value: object, key: str, option: str, low: int, high: int, clamped: Clamped) -> int:
     """``value`` within ``low..high``: clamped (noted in ``clamped`` under ``key``) above
-    ``high``; a :class:`UsageError` naming ``option`` below ``low`` or when not an integer."""
+    ``high``; a :class:`UsageError` naming ``option`` below ``low``, above :data:`LARGEST`
+    or when not an integer."""
     if type(value) is not int:  # bool is an int to Python, never a count to a caller
         raise UsageError(f"{option} {clipped(str(value))}: must be a whole number between {low} "
                          f"and {high}")
-    if value < low:
+    if not low <= value <= LARGEST:
         raise UsageError(f"{option} {value}: must be between {low} and {high}")
     if value > high:
         clamped[key] = [value, high]
