@@ -282,7 +282,6 @@ def test_sabotage_without_redaction_every_check_finds_leaks(
     monkeypatch.setattr(normalize, "redact_texts", lambda texts, counts=None: list(texts))
     monkeypatch.setattr(expand_module, "redact_json_text", lambda text: text)
     monkeypatch.setattr(expand_module, "redact_json", lambda value, counts=None: value)
-    monkeypatch.setattr(expand_module, "redact", lambda text, counts=None: text)
     monkeypatch.setattr(project, "redact", lambda text, counts=None: text)
     unmasked = Leaky(leaky.sessions, tmp_path / "index", leaky.path, leaky.planted)
     reindex(**unmasked.roots, workers=1)

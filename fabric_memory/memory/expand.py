@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from ..errors import ExpandError, SessionError, UsageError, clipped
-from ..redact import redact, redact_json, redact_json_text
+from ..redact import redact_json, redact_json_text
 from ..session import decode_line, hash_file, open_regular, read_session
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
@@ -557,8 +557,7 @@ def _text(
         if raw:
             text = line.decode("utf-8", errors="replace")
             return text if show_secrets else redact_json_text(text)
-        return _rendered(render_entry(_view(line, located, show_secrets), located.address),
-                         show_secrets)
+        return render_entry(_view(line, located, show_secrets), located.address)
     parsed = records.get(located.position)
     if parsed is None:
         parsed = records[located.position] = source_records(located.entry_id, decode_line(line))
@@ -571,7 +570,7 @@ def _text(
     if raw:
         text = record_text(found)
         return text if show_secrets else redact_json_text(text)
-    return _rendered(render_record(found if show_secrets else redact_json(found)), show_secrets)
+    return render_record(found if show_secrets else redact_json(found))
 
 
 def _view(line: bytes, located: Located, show_secrets: bool) -> EntryView:
@@ -585,11 +584,6 @@ def _view(line: bytes, located: Located, show_secrets: bool) -> EntryView:
     return view_entry(located.entry_id, located.type,
                       parent if isinstance(parent, str) else None,
                       timestamp if isinstance(timestamp, str) else None, entry)
-
-
-def _rendered(text: str, show_secrets: bool) -> str:
-    """Rendering joins values (``key="value"``): mask what the joined text reveals too."""
-    return text if show_secrets else redact(text)
 
 
 def _expanded(
