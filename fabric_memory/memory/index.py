@@ -497,9 +497,9 @@ class MemoryIndex:
             # Two parts, one ranking: every word, then some words but not every one.
             first = searcher.search(_combine(every, spec), limit=limit, offset=offset,
                                     count=True)
-            rest_query = _combine(tantivy.Query.boolean_query(
-                [(tantivy.Occur.Should, text_query), (tantivy.Occur.MustNot, every)]), spec)
             all_words = _count(first)
+            rest_query = _combine(text_query if not all_words else tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, text_query), (tantivy.Occur.MustNot, every)]), spec)
             rest_offset = max(offset - all_words, 0)
             rest_limit = limit - len(first.hits)
             rest = searcher.search(rest_query, limit=max(rest_limit, 1), offset=rest_offset,
