@@ -517,11 +517,11 @@ class Fuzzer:
 
 _NEXT_KEYS = {
     "entries": "entries", "addresses": "addresses", "indices": "indices", "range": "range",
-    "anchor": "anchor", "before": "before", "after": "after",
+    "positions": "positions", "anchor": "anchor", "before": "before", "after": "after",
     "expectedSourceHash": "expected_source_hash",
     "expectedLineageFingerprint": "expected_lineage_fingerprint", "maxEntries": "max_entries",
     "maxChars": "max_chars", "entryOffset": "entry_offset", "textOffset": "text_offset",
-    "showSecrets": "show_secrets",
+    "showSecrets": "show_secrets", "raw": "raw",
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabric_memory.memory.readable import INLINE_CHARS, render_entry, render_record
+from fabric_memory.memory.readable import DEEP, INLINE_CHARS, render_entry, render_record
 from fabric_memory.view import EntryView, ToolCall, view_entry
 
 
@@ -68,3 +68,14 @@ def test_an_operation_record_reads_as_lines() -> None:
               "error": "no such file"}
     assert render_record(record) == (
         'e7/2 operation pi.read failed\nsequence: 2\nargs: {"path":"a.py"}\nerror: "no such file"')
+
+
+def test_a_value_nested_deeper_than_json_writes_is_named_not_crashed_on() -> None:
+    """An argument nested 600 levels deep (the fuzz found one) renders as a note that says
+    how to read it, never a crash."""
+    deep: object = "bottom"
+    for _ in range(600):
+        deep = [deep]
+    view = _view({"role": "assistant", "content": [
+        {"type": "toolCall", "id": "t1", "name": "run", "arguments": {"spec": deep}}]})
+    assert render_entry(view, "e7").split("\n")[1] == f"call run(spec={DEEP})"

@@ -29,6 +29,7 @@ MESSAGE_KEYS: Final = ENTRY_KEYS | {"role", "toolName", "toolCallId", "isError",
                                     "stopReason"}
 """The same for a message: the provider's bookkeeping of a turn included."""
 INDENT: Final = "    "
+DEEP: Final = "[nested too deep to show as text; expand with raw to read it]"
 
 
 def render_entry(view: EntryView, address: str) -> str:
@@ -100,8 +101,8 @@ def _shown(value: Any) -> str:
     """A value as JSON (strings quoted, non-ASCII kept)."""
     try:
         return orjson.dumps(value).decode()
-    except TypeError:  # nested deeper than orjson writes
-        return repr(value)
+    except TypeError:  # nested deeper than orjson writes (and than repr can recurse)
+        return DEEP
 
 
 def _indented(text: str) -> str:
