@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -195,8 +196,8 @@ def test_expand_prints_text_takes_summary_ranges_and_clamps(
     pi_mono: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`expand --range L12:L16` prints the entries as text (no JSON lines), `--raw` the lines
-    themselves; `--max-chars 100000` and `recall --limit 500` are clamped with a note, not
-    refused."""
+    themselves; `--max-chars 100000` and `recall --limit 500` are clamped with a note (in the
+    JSON and in the human output), not refused."""
     where = ["--sessions", str(pi_mono["sessions"]), "--index", str(pi_mono["index"])]
     assert main(["expand", "compact.jsonl", "--range", "L12:L16", *where]) == 0
     shown = capsys.readouterr().out
@@ -211,3 +212,7 @@ def test_expand_prints_text_takes_summary_ranges_and_clamps(
     assert page["clamped"] == {"maxChars": [100000, 24000]}
     response = _json(capsys, ["recall", "theme", "--limit", "500", *where, "--json"])
     assert response["clamped"] == {"limit": [500, 50]}
+    assert main(["recall", "invalid themes explode", "--limit", "500", *where]) == 0
+    head = capsys.readouterr().out.split("\n")[:2]
+    assert re.fullmatch(r"\d+ hits \(\d+ with every word, ranked first\), showing 1-\d+", head[0])
+    assert head[1] == "note: limit 500 is above its maximum; 50 used"

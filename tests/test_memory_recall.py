@@ -294,3 +294,16 @@ def test_a_limit_above_its_maximum_is_clamped_with_a_note(pi_mono: dict[str, Pat
     assert response["clamped"] == {"limit": [500, 50]}
     assert 10 < len(response["hits"]) <= 50  # the response bound may carry some to `next`
     assert response["next"] is not None and response["next"]["limit"] == 50
+
+
+def test_filters_combine_with_a_plain_question(pi_mono: dict[str, Path]) -> None:
+    """Role and session filters narrow a plain question's hits, both parts of its ranking:
+    every hit passes them, and allWords counts only hits that pass them."""
+    question = "change toolResults to ToolResultMessage and run npm run check"
+    narrowed = recall(question, role="user", session="session.jsonl", limit=50, **pi_mono)
+    assert narrowed["total"] > 0 and narrowed["matched"] == "any"
+    assert {(h["role"], Path(h["path"]).name) for h in narrowed["hits"]} == {
+        ("user", "session.jsonl")}
+    strict = recall(question, match="all", role="user", session="session.jsonl", **pi_mono)
+    assert narrowed["allWords"] == strict["total"]
+    assert narrowed["total"] < recall(question, **pi_mono)["total"]
