@@ -379,3 +379,23 @@ def test_bad_address_ranges_are_located_errors(pi_mono: dict[str, Path]) -> None
         expand("compact.jsonl", range="L31:L12", **pi_mono)
     with pytest.raises(UsageError, match="use FIRST:LAST entry addresses"):
         expand("compact.jsonl", range="L12", **pi_mono)
+
+
+def test_objects_salvaged_from_glued_lines_read_as_text(tmp_path: Path) -> None:
+    """Each object salvaged from a glued line reads as itself (not as the other object of its
+    line, never a crash), its head line naming its own id, role or type, and time."""
+    source = FIXTURES / "pi-1.6.0-realworld" / "sessions" / "v3-glued-lines.jsonl"
+    path = tmp_path / "sessions" / "--legacy-app--" / source.name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(source.read_bytes())
+    roots = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    reindex(**roots, workers=1)
+    session = read_session(path)
+    salvaged = [value for glued in session.glued for value in glued.objects]
+    first = len(session.entries)
+    page = expand(str(path), positions=f"{first}:{first + len(salvaged) - 1}",
+                  max_chars=MAX_CHARS, **roots)
+    assert [e["entryId"] for e in page["entries"]] == [value["id"] for value in salvaged]
+    for item, value in zip(page["entries"], salvaged, strict=True):
+        kind = value["message"]["role"] if value["type"] == "message" else value["type"]
+        assert item["text"].startswith(f"{value['id']} {kind} {value['timestamp']}\n"), item

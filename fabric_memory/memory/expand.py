@@ -33,12 +33,12 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from ..errors import ExpandError, SessionError, UsageError, clipped
 from ..redact import redact_json, redact_json_text
-from ..session import decode_line, hash_file, open_regular, read_session
+from ..session import hash_file, open_regular, read_session
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
 from .limits import Clamped, bounded
-from .normalize import normalize_session, record_text, source_records
+from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import render_entry, render_record
 
 MAX_SELECTORS = 100
@@ -560,7 +560,9 @@ def _text(
         return render_entry(_view(line, located, show_secrets), located.address)
     parsed = records.get(located.position)
     if parsed is None:
-        parsed = records[located.position] = source_records(located.entry_id, decode_line(line))
+        value = line_value(line, located.line, located.entry_id)
+        parsed = records[located.position] = source_records(
+            located.entry_id, value if isinstance(value, dict) else {})
     wanted = address or located.address
     found = parsed.get(wanted)
     if found is None:
@@ -575,7 +577,7 @@ def _text(
 
 def _view(line: bytes, located: Located, show_secrets: bool) -> EntryView:
     """The per-entry view of one source line (its strings masked unless ``show_secrets``)."""
-    value = decode_line(line)
+    value = line_value(line, located.line, located.entry_id)
     entry = value if isinstance(value, dict) else {}
     if not show_secrets:
         entry = redact_json(entry)
