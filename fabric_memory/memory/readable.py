@@ -68,9 +68,9 @@ def _other(view: EntryView, lines: list[str]) -> None:
     summary = view.summary
     if summary is not None:
         lines.append(summary)
-    content = view.raw.get("content")
-    if content is not None:
-        lines.append(content_text(content))
+    said = content_text(view.raw.get("content"))
+    if said:
+        lines.append(said)
     _fields(view.raw, lines, skip=ENTRY_KEYS)
 
 
