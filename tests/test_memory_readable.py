@@ -48,13 +48,19 @@ def test_tool_result_with_its_error_flag_and_left_out_data() -> None:
 
 
 def test_compaction_and_other_entries() -> None:
-    """A compaction shows its summary and what else it says; bookkeeping keys are left out."""
+    """A compaction shows its summary, a custom message its text, and each what else it says;
+    bookkeeping keys are left out."""
     view = _view(None, "compaction", {"type": "compaction", "id": "e7", "parentId": "e6",
                                       "summary": "## Goal\nship it", "firstKeptEntryId": "e3",
                                       "tokensBefore": 1200, "details": {"x": 1}})
     assert render_entry(view, "e7") == (
         "e7 compaction 2026-03-01T10:00:00.000Z\n## Goal\nship it\n"
         'firstKeptEntryId: "e3"\ntokensBefore: 1200')
+    custom = _view(None, "custom_message", {"type": "custom_message", "customType": "note",
+                                            "content": [{"type": "text", "text": "hello"}],
+                                            "display": True})
+    assert render_entry(custom, "e7") == (
+        'e7 custom_message 2026-03-01T10:00:00.000Z\nhello\ncustomType: "note"\ndisplay: true')
     change = _view(None, "model_change", {"type": "model_change", "provider": "anthropic",
                                           "modelId": "claude"})
     assert render_entry(change, "e7") == (
