@@ -237,8 +237,8 @@ IDENTIFIERS = ("sha256:" + "3f9a" * 16, "0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d",
 @pytest.mark.parametrize("identifier", IDENTIFIERS, ids=lambda value: value.split("_")[0][:8])
 def test_identifiers_are_recalled_by_their_value(tmp_path: Path, identifier: str) -> None:
     """A fingerprint, a UUID, a run id or a tool call id, written in a command's output, is
-    recalled by its whole value (phrase or literal), and only that entry (not the one whose
-    value differs in its last characters)."""
+    recalled by its whole value (phrase, or every word), and only that entry (not the one
+    whose value differs in its last characters); asked plainly, it ranks first."""
     builder = SessionBuilder(tmp_path / "sessions" / "s.jsonl")
     builder.user("what did the build produce?")
     builder.bash("make", f"artifact {identifier} written")
@@ -247,8 +247,10 @@ def test_identifiers_are_recalled_by_their_value(tmp_path: Path, identifier: str
     where = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
     reindex(**where, workers=1)
     for mode in ("phrase", "literal"):
-        hits = recall(identifier, mode=mode, **where)["hits"]  # type: ignore[arg-type]
+        hits = recall(identifier, mode=mode, match="all", **where)["hits"]  # type: ignore
         assert [hit["address"] for hit in hits] == ["e002"], mode
+    # Asked in plain words (any word matches), the entry holding the whole value ranks first.
+    assert recall(identifier, **where)["hits"][0]["address"] == "e002"  # type: ignore
 
 
 # --- plain questions on real sessions (fixtures/pi-mono-real) ---------------------------

@@ -261,15 +261,17 @@ def test_every_agent_under_one_home_is_one_memory(every_agent: dict[str, Path]) 
     found = _cli_json("recall", "armadillo")
     assert [hit["agent"] for hit in found["hits"]] == ["claude-code"]
     page = _cli_json("expand", found["hits"][0]["sessionId"], "--address", "u1")
-    shown = orjson.dumps([found, page]).decode()
-    assert "[REDACTED:github-token]" in shown
+    raw = _cli_json("expand", found["hits"][0]["sessionId"], "--address", "u1", "--raw")
+    assert page["entries"][0]["text"].startswith("u1 toolResult Bash 2025-09-15T10:00:01")
+    shown = orjson.dumps([found, page, raw]).decode()
+    assert shown.count("[REDACTED:github-token]") >= 3
     assert not any(value in shown for value in secret_values)
 
     rollout = every_agent["codex"] / "2025/10/03" / CODEX_CURRENT
     rollout.unlink()
     again = _cli_json("reindex")
     assert [item["path"] for item in again["removed"]] == [str(rollout)]
-    assert _cli_json("recall", "off-by-one")["total"] == 0
+    assert _cli_json("recall", "off-by-one", "--mode", "phrase")["total"] == 0
 
     async def ask() -> None:
         command = [sys.executable, "-m", "fabric_memory.cli", "serve", "--no-watch"]

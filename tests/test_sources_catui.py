@@ -230,7 +230,7 @@ def test_a_tool_call_is_recalled_with_its_decision_and_followed_to_its_line(
     run = "run-4f70e336-cbd4-47f2-94e4-0aed03609a99"
     assert (hit["address"], hit["agent"], hit["project"], hit["sessionId"]) == (
         f"{run}:8", "catui", str(home.workspace.resolve()), run)
-    page = expand_request(hit["follow"])
+    page = expand_request({**hit["follow"], "raw": True})
     entry = page["entries"][0]
     assert entry["line"] == 8
     assert entry["text"] == line_at(home.traces / f"{run}.jsonl", 8)
@@ -245,7 +245,7 @@ def test_a_session_entry_round_trips_to_its_exact_line(indexed: tuple[CatuiHome,
     path = home.session(SESSION_A)
     assert (hit["path"], hit["sessionId"], hit["role"]) == (
         str(path.resolve()), SESSION_A, "toolResult")
-    entry = expand_request(hit["follow"])["entries"][0]
+    entry = expand_request({**hit["follow"], "raw": True})["entries"][0]
     assert entry["text"] == line_at(path, entry["line"])
     assert entry["address"] == hit["address"]
 
@@ -260,7 +260,7 @@ def test_a_secret_in_a_trace_is_masked_when_recalled_and_expanded(
     assert "AKIAQ3EGRZ7PCATUI9XW" not in str(hit)
     entry = expand_request(hit["follow"])["entries"][0]
     assert "AKIAQ3EGRZ7PCATUI9XW" not in entry["text"]
-    shown = expand_request({**hit["follow"], "showSecrets": True})["entries"][0]
+    shown = expand_request({**hit["follow"], "showSecrets": True, "raw": True})["entries"][0]
     assert shown["text"] == line_at(home.traces / f"{WRITTEN_RUN}.jsonl", shown["line"])
 
 
@@ -291,13 +291,14 @@ def test_the_cli_and_the_mcp_server_answer_for_catui(
     assert sorted(row["sessionId"] for row in rows) == sorted(
         [SESSION_A, SESSION_B, SESSION_C, *RUNS])
     assert {(row["agent"], row["project"]) for row in rows} == {("catui", workspace)}
-    recalled = cli_json("recall", "runtime-tool-policy pause", "--agent", "catui")
+    recalled = cli_json("recall", "runtime-tool-policy pause", "--agent", "catui", "--match",
+                        "all")
     assert sorted(hit["address"] for hit in recalled["hits"]) == [
         f"{WRITTEN_RUN}:6", f"{WRITTEN_RUN}:9"]
-    page = cli_json("expand", WRITTEN_RUN, "--address", f"{WRITTEN_RUN}:6")
+    page = cli_json("expand", WRITTEN_RUN, "--address", f"{WRITTEN_RUN}:6", "--raw")
     assert page["entries"][0]["text"] == line_at(home.traces / f"{WRITTEN_RUN}.jsonl", 6)
     served = mcp_answers([
-        ("recall", {"query": "runtime-tool-policy pause", "agent": "catui"}),
+        ("recall", {"query": "runtime-tool-policy pause", "agent": "catui", "match": "all"}),
         ("sessions", {"agent": "catui"})])
     assert served == [recalled, cli_json("sessions", "--agent", "catui")]
 
@@ -314,9 +315,9 @@ def test_the_live_index_follows_a_new_run(tmp_path: Path, monkeypatch: pytest.Mo
         assert first["step"] == "catch-up"
         (home.traces / f"{run}.jsonl").write_bytes(data)
         (home.traces / "latest.jsonl").write_bytes(data)
-        until(lambda: recall("rollback.sh", agent="catui")["total"] > 0,
+        until(lambda: recall("rollback.sh", agent="catui", match="all")["total"] > 0,
               "the new run was never indexed")
-    hits = recall("rollback.sh", limit=50)["hits"]
+    hits = recall("rollback.sh", match="all", limit=50)["hits"]
     assert {(hit["sessionId"], Path(hit["path"]).name) for hit in hits} == {(run, f"{run}.jsonl")}
 
 

@@ -114,18 +114,23 @@ def test_a_transcript_naming_no_session_is_not_one(tmp_path: Path) -> None:
 
 
 def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
-    """A recall hit on a Claude tool result, followed unchanged, expands to the verbatim
-    line of its uuid (byte for byte), and the hit says its agent and project."""
+    """A recall hit on a Claude tool result says its agent and project; followed unchanged
+    it reads as text (address, role, tool, error, time, output), and with raw the verbatim
+    line of its uuid, byte for byte."""
     copy, where = indexed_copy(TOOLS, tmp_path)
     hits = recall("10.000000000000002", **where)["hits"]
     assert len(hits) == 1
     hit = hits[0]
     assert (hit["agent"], hit["project"], hit["tool"]) == (
         "claude-code", "/home/dev/projects/ledger", "Bash")
-    page = expand_request(hit["follow"])
+    page = expand_request({**hit["follow"], "raw": True})
     entry = next(e for e in read_source(copy).entries if e.id == hit["address"])
     assert page["entries"][0]["text"].encode() == read_line(str(copy), entry)
     assert page["entries"][0]["line"] == 5
+    text = expand_request(hit["follow"])["entries"][0]["text"]  # as a model reads it
+    assert text == (f"{hit['address']} toolResult Bash error 2025-09-14T08:00:09.000Z\n"
+                    "FAILED tests/test_report.py::test_rounding - assert 10.000000000000002 "
+                    "== 10.0")
 
 
 def test_a_transcript_appended_since_indexing_still_expands(tmp_path: Path) -> None:
@@ -135,7 +140,7 @@ def test_a_transcript_appended_since_indexing_still_expands(tmp_path: Path) -> N
     later = _line("s1", "p2u", parentUuid="p1a", message={"role": "user", "content": "more"})
     with copy.open("ab") as stream:
         stream.write(later)
-    page = expand(str(copy), addresses=["cs", "p2u"], **where)
+    page = expand(str(copy), addresses=["cs", "p2u"], raw=True, **where)
     lines = copy.read_bytes().splitlines()
     assert [e["text"].encode() for e in page["entries"]] == [lines[9], later.rstrip(b"\n")]
 

@@ -103,9 +103,9 @@ def test_an_unknown_shape_in_codexs_folder_is_an_unsupported_version(
 
 
 def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
-    """A recall hit on Codex's compaction summary says its agent and project (in text too)
-    and, followed unchanged, expands to its line byte for byte; a call id is recallable by
-    its value (the call and the result)."""
+    """A recall hit on Codex's compaction summary says its agent and project (in text too);
+    followed unchanged it reads as text, and with raw it is its line byte for byte; a call
+    id is recallable by its value (the call and the result)."""
     copy, where = indexed_copy(CURRENT, tmp_path)
     response = recall("off-by-one", **where)
     hits = response["hits"]
@@ -113,8 +113,11 @@ def test_recall_follow_expand_returns_the_exact_line(tmp_path: Path) -> None:
         ("L11", "compaction", "codex")]
     assert ("codex session 0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d  project "
             "/home/dev/projects/ledger") in render_recall(response)
-    page = expand_request(hits[0]["follow"])
+    page = expand_request({**hits[0]["follow"], "raw": True})
     assert page["entries"][0]["text"].encode() == copy.read_bytes().splitlines()[10]
+    text = expand_request(hits[0]["follow"])["entries"][0]["text"]
+    assert text.startswith("L11 compaction 2025-10-03T09:20:00.000Z\nSummary so far: the "
+                           "nightly export skipped the last ledger row")
     by_id = recall("call_Xk2p9LedgerExport", mode="phrase", **where)
     assert sorted(h["address"] for h in by_id["hits"]) == ["L7", "L8"]  # the call, its result
 

@@ -208,7 +208,8 @@ def test_exports_in_a_named_folder_are_indexed(
 def test_recall_follow_expand_returns_the_exact_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, query: str, source: Path, address: str
 ) -> None:
-    """A Fabro hit is followed to the verbatim line of its export."""
+    """A Fabro hit is followed to its entry as text, and with raw to the verbatim line of
+    its export."""
     exports = fabro_exports(tmp_path)
     fake_home(tmp_path, monkeypatch)
     monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", str(exports))
@@ -216,8 +217,10 @@ def test_recall_follow_expand_returns_the_exact_line(
     hit = recall(query, agent="fabro")["hits"][0]
     copied = exports / source.relative_to(FIXTURES)
     assert (hit["address"], hit["path"]) == (address, str(copied.resolve()))
-    entry = expand_request(hit["follow"])["entries"][0]
+    entry = expand_request({**hit["follow"], "raw": True})["entries"][0]
     assert entry["text"] == line_at(copied, entry["line"])
+    text = expand_request(hit["follow"])["entries"][0]["text"]  # as a model reads it
+    assert text.startswith(f"{address} ") and "{" not in text.split("\n")[0]
 
 
 def test_the_cli_and_the_mcp_server_answer_for_fabro(
