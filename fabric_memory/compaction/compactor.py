@@ -4,11 +4,12 @@ A compaction summarizes the entries before its cut. :func:`compact_branch` finds
 the cut that keeps every tool call with its result (:mod:`.closure`), resumes from
 the state the previous compaction carries (:mod:`.details`), and streams the newly
 summarized entries' views (:mod:`fabric_memory.view`) once into that state's
-ledgers: what the user stated (goal, constraints, facts to keep), files touched,
-Fabric phases and operations (only as the view's guarded ``FabricResult`` says),
-operation outcomes, turns and the current status. Activity and turns arrive as
-:class:`~.ledger.Pending` items, so only what the bounded state keeps is ever
-written out. :mod:`.render` then lays the state out as the summary.
+ledgers: what the user stated (goal, constraints, facts to keep: from the text the user
+wrote, not what they pasted, :mod:`.authored`), files touched and how each changed, commits,
+releases and check runs (:mod:`.work`), Fabric phases and operations (only as the view's
+guarded ``FabricResult`` says), operation outcomes, turns and the current status. Activity
+and turns arrive as :class:`~.ledger.Pending` items, so only what the bounded state keeps is
+ever written out. :mod:`.render` then lays the state out as the summary.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from ..trace import (
     operation_address,
     phase_address,
 )
-from ..view import EntryView, ToolCall
+from ..view import EntryView, ToolCall, content_text
+from . import work
+from .authored import authored, is_request, sentences_within
 from .closure import entry_ids, index_tool_calls, safe_cut, window_start
 from .details import (
     Coverage,
@@ -55,6 +58,14 @@ ERROR_BYTES: Final = 160
 USER_SNIPPET_BYTES: Final = 200
 ASSISTANT_SNIPPET_BYTES: Final = 160
 STATUS_BYTES: Final = 300
+CHANGE_LINE_BYTES: Final = 90
+"""An edit's changed line, on each side."""
+COMMAND_BYTES: Final = 80
+EVENT_BYTES: Final = 200
+CHANGES_PER_FILE: Final = 3
+"""A file's latest changes kept in the state (older ones leave it as newer ones come)."""
+GOAL_ITEMS: Final = 3
+"""Bare links or paths the goal takes before the first request that says something."""
 
 _CONSTRAINT_WORDS: Final = (
     "never", "must", "mustn't", "do not", "don't", "always", "constraint", "forbidden",
@@ -238,7 +249,7 @@ def _statements(address: str, text: str, *, goal: bool) -> Iterator[tuple[str, s
     """What ``text`` (whitespace collapsed) states; the pieces stay collapsed, so they are
     their own de-duplication key once case-folded."""
     if goal:
-        yield "goal", clip(text, GOAL_BYTES)
+        yield "goal", clip(sentences_within(text, GOAL_BYTES), GOAL_BYTES)
     if not _may_state(text):
         return
     # A match never spans the whitespace the sentence split removes (no pattern has a
@@ -320,7 +331,10 @@ class _Cycle:
         self.previous = previous
         self.calls = calls
         self.ledgers = {name: LedgerBuilder(previous.ledgers[name]) for name in LEDGERS}
-        self.goal_known = bool(previous.ledgers["goal"].total)
+        goals = previous.ledgers["goal"].total
+        self.goal_known = goals >= GOAL_ITEMS or any(
+            is_request(item.text) for item in previous.ledgers["goal"].items
+        )
         self.counts: Counter[str] = Counter()
         self.turns = self.assistant_messages = self.tool_results = 0
         """Counted apart from ``counts``: an attribute is cheaper to bump per entry."""
@@ -353,8 +367,10 @@ class _Cycle:
             self.turn = _Turn(address, text)
             self.turns += 1
             if text:
-                self._state(address, text)
-                self.status["user"] = (address, text)
+                own = collapse(authored(view.text))
+                if own:
+                    self._state(address, own)
+                self.status["user"] = (address, own or text)
             return
         turn = self.turn
         if turn is None:
@@ -383,7 +399,11 @@ class _Cycle:
             command = message.get("command")
             if isinstance(command, str):
                 shown = clip(collapse(command), TARGET_BYTES)
-                turn.notes.append(f"ran `{shown}` (exit {mask(str(message.get('exitCode')))})")
+                exit_code = message.get("exitCode")
+                turn.notes.append(f"ran `{shown}` (exit {mask(str(exit_code))})")
+                output = message.get("output")
+                run = work.shell_run(output if isinstance(output, str) else "", False, exit_code)
+                self._shell(address, command, run)
         elif view.type == "branch_summary":
             turn.notes.append("returned from another branch")
         elif view.type == "custom_message":
@@ -391,13 +411,18 @@ class _Cycle:
             turn.notes.append(f"{mask(kind) if isinstance(kind, str) else 'custom'} message")
 
     def _state(self, address: str, text: str) -> None:
+        """What ``text`` (the user's own words, collapsed) states; the goal is the first
+        request that says something (bare links and paths before it are kept beside it)."""
         if self.goal_known and not _may_state(text):  # (most texts: no generator to start)
             return
-        for kind, statement in _statements(address, text, goal=not self.goal_known):
+        goal = not self.goal_known and (is_request(text) or not text.startswith("/"))
+        for kind, statement in _statements(address, text, goal=goal):
             self.ledgers[_STATEMENT_LEDGERS[kind]].add_unique(
                 Item(address, address, statement, key=statement.casefold())
             )
-        self.goal_known = True
+        if goal:
+            goals = self.ledgers["goal"]
+            self.goal_known = is_request(text) or len(goals.keys) >= GOAL_ITEMS
 
     def _close_turn(self) -> None:
         turn = self.turn
@@ -450,18 +475,95 @@ class _Cycle:
 
     def _tool(self, view: EntryView) -> None:
         """A plain tool result: its outcome (for outstanding errors) and the file it touched,
-        both from the call's arguments; the result text is never read."""
+        both from the call's arguments; a shell command's result text is read for what it
+        reports (commits, checks, searches with no match), no other result text is."""
         call = self.calls.get(view.call_id) if view.call_id is not None else None
         name = view.tool_name or (call.name if call is not None else "")
         arguments = call.arguments if call is not None else {}
-        if (view.message or {}).get("isError") is True:
+        message = view.message or {}
+        failed = message.get("isError") is True
+        command = arguments.get("command") if name == "bash" else None
+        if isinstance(command, str) and work.interesting(command):
+            run = work.shell_run(content_text(message.get("content")), failed)
+            if failed and work.no_match(command, run):
+                self.counts["searchesWithoutMatch"] += 1
+                return
+            self._shell(view.id, command, run)
+        if failed:
             self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
                                        None, "tool"))
             return
         self._resolve(name, arguments)
         path = arguments.get("path")
         if name in FILE_ACTIONS and isinstance(path, str) and path:
+            shown = mask(path)
+            seen = shown in self.touched or shown in self.ledgers["files"].keys
             self._touch(path, FILE_ACTIONS[name], view.id)
+            if name != "read":
+                self._change(shown, name, arguments, view.id, seen)
+
+    def _shell(self, address: str, command: str, run: work.Run) -> None:
+        """What a shell command did: check runs by command, the commits, tags, pushes,
+        releases and branch switches it reports and (when it succeeded) the files it deleted
+        or moved."""
+        if not work.interesting(command):
+            return
+        checks = work.checks(command)
+        if checks:
+            passed, failing = work.outcome(run)
+            for check in checks:
+                self._check(address, check, passed, failing, run.exit_code)
+        commits = self.ledgers["commits"]
+        for event in work.vcs_events(command, run.output, run.failed):
+            commits.add(Item(address, address, clip(event, EVENT_BYTES)))
+        if run.failed:
+            return
+        for path, what in work.moves(command):
+            shown = mask(path)
+            self.ledgers["changes"].add_latest(
+                Item(address, address, f"{shown}: {clip(what, TARGET_BYTES)}", key=shown),
+                CHANGES_PER_FILE,
+            )
+
+    def _check(self, address: str, command: str, passed: bool, failing: str,
+               exit_code: int | None) -> None:
+        """The latest run of ``command`` (masked, clipped: the key its runs share), with how
+        many runs it had."""
+        key = clip(command, COMMAND_BYTES)
+        checks = self.ledgers["checks"]
+        earlier = checks.remove(key)
+        runs = 1
+        for item in earlier:
+            tag = cast(Item, item).tags[0] if cast(Item, item).tags else ""
+            runs += int(tag.split()[0]) if tag[:1].isdigit() else 1
+        if passed:
+            text = f"`{key}` last run passed"
+        else:
+            code = f" (exit {exit_code})" if exit_code else ""
+            text = f"`{key}` last run failed{code}: {clip_collapsed(failing, ERROR_BYTES)}"
+        checks.add(Item(address, address, text, key=key, tags=(f"{runs} runs",)))
+
+    def _change(self, shown: str, tool: str, arguments: Mapping[str, Any], address: str,
+                seen: bool) -> None:
+        """An edit's first changed line or a write's line count, under its file (``shown``:
+        its masked path; ``seen``: touched earlier in the session, so a write overwrites)."""
+        if tool == "edit":
+            lines = work.edit_change(arguments)
+            if lines is None:
+                return
+            old, new = (clip(line, CHANGE_LINE_BYTES) for line in lines)
+            change = " -> ".join(
+                part for part in (old and f"`- {old}`", new and f"`+ {new}`") if part
+            ) or "whitespace only"
+            change = f"edit {change}"
+        else:
+            count = work.written_lines(arguments)
+            if count is None:
+                return
+            change = f"{'overwritten' if seen else 'created'} ({count} lines)"
+        self.ledgers["changes"].add_latest(
+            Item(address, address, f"{shown}: {change}", key=shown), CHANGES_PER_FILE
+        )
 
     def _resolve(self, ref: str, args: Mapping[str, Any]) -> None:
         if ref in self.error_refs:

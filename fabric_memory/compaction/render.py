@@ -18,7 +18,7 @@ from typing import Final
 
 from .details import CumulativeState, LiveRange, Rendered, Section
 from .ledger import LEDGERS, Item, Ledger
-from .text import bounded, utf8_size
+from .text import bounded, shown_id, utf8_size
 
 SUMMARY_MAX_BYTES: Final = 32 * 1024
 MIN_PARTIAL_BYTES: Final = 48
@@ -44,6 +44,9 @@ SECTIONS: Final = (
     SectionSpec("status", "Current status", 1536),
     SectionSpec("errors", "Outstanding errors", 4096, counted=True),
     SectionSpec("files", "Files", 4096, counted=True),
+    SectionSpec("changes", "File changes", 3072, counted=True),
+    SectionSpec("commits", "Commits and releases", 2048, counted=True),
+    SectionSpec("checks", "Checks", 1536, counted=True),
     SectionSpec("activity", "Fabric activity", 8704, counted=True),
     SectionSpec("turns", "Earlier turns", 6656, counted=True),
 )
@@ -53,7 +56,10 @@ SPARE_ORDER: Final = (
     "facts",
     "errors",
     "status",
+    "checks",
+    "commits",
     "files",
+    "changes",
     "turns",
     "activity",
 )
@@ -70,7 +76,8 @@ def _line(item: Item, text: str | None = None) -> str:
         body = f"{body} ({', '.join(item.tags)})"
     if not item.first:
         return f"- {body}\n"
-    where = item.first if item.last == item.first else f"{item.first} ... {item.last}"
+    first = shown_id(item.first)
+    where = first if item.last == item.first else f"{first} ... {shown_id(item.last)}"
     return f"- [{where}] {body}\n"
 
 
@@ -84,6 +91,7 @@ def _cut_line(item: Item, room: int) -> str | None:
 
 
 def _omission(count: int, first: str, last: str, session: str) -> str:
+    first, last = shown_id(first), shown_id(last)
     where = first if first == last else f"{first} ... {last}"
     return (
         f"- ... {count} more omitted here [{where}]; "
@@ -140,11 +148,12 @@ class _Layout:
         front_limit = len(ledger.head) if ledger.dropped else n
         back_limit = len(ledger.tail) if ledger.dropped else n
         widest = max(
-            len(ledger.dropped_first or ""),
-            len(ledger.dropped_last or ""),
-            *[len(address) for item in items for address in (item.first, item.last)],
+            utf8_size(shown_id(address)) if address else 0
+            for address in (ledger.dropped_first or "", ledger.dropped_last or "",
+                            *[a for item in items for a in (item.first, item.last)])
         )
-        reserve = utf8_size(_omission(ledger.total, "x" * widest, "y" * widest, self.session))
+        # The first address is named twice (range and expand command), the last once.
+        reserve = utf8_size(_omission(ledger.total, "x", "y", self.session)) + 3 * (widest - 1)
         room = budget - self.heading_size - 1 - reserve
         head = tail = used = 0
         while head < front_limit and used + sizes[head] <= room // HEAD_SHARE:
@@ -242,7 +251,7 @@ def _allocate(needs: dict[str, int], room: int) -> dict[str, int]:
 
 def render_summary(state: CumulativeState, live: LiveRange, *, session_id: str | None) -> Rendered:
     """The summary of ``state`` within :data:`SUMMARY_MAX_BYTES`."""
-    session = session_id or UNKNOWN_SESSION
+    session = shown_id(session_id) if session_id else UNKNOWN_SESSION
     title = "# Compacted session context (fabric-memory)\n\n"
     footer = _footer(state, live, session)
     ledgers: dict[str, Ledger] = {name: state.ledgers[name] for name in LEDGERS}
@@ -278,13 +287,14 @@ def _footer(state: CumulativeState, live: LiveRange, session: str) -> str:
     coverage = state.coverage
     if coverage.first and coverage.last:
         source = (
-            f"Source: session {session}, entries [{coverage.first}] ... [{coverage.last}] "
+            f"Source: session {session}, entries [{shown_id(coverage.first)}] ... "
+            f"[{shown_id(coverage.last)}] "
             f"({coverage.entries} entries, cumulative over every compaction)"
         )
     else:
         source = f"Source: session {session}, no entries summarized"
     if live.first and live.last:
-        source += f"; this compaction added [{live.first}] ... [{live.last}]"
+        source += f"; this compaction added [{shown_id(live.first)}] ... [{shown_id(live.last)}]"
     return (
         f"---\n{source}.\n"
         f"Each [address] is exact: `fabric-memory expand {session} --address <address>` returns "
