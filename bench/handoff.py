@@ -68,8 +68,8 @@ def cuts(file: str) -> list[Cut]:
         if not isinstance(kept, str):
             continue
         outcome = _ours(views[:at], kept, session.session_id)
-        summary = view.raw.get("summary")
-        found.append(Cut(file, kept, outcome.summary, summary if isinstance(summary, str) else None))
+        pi = view.raw.get("summary")
+        found.append(Cut(file, kept, outcome.summary, pi if isinstance(pi, str) else None))
         raw = {"type": "compaction", "id": view.id, "parentId": view.parent_id,
                "summary": outcome.summary, "firstKeptEntryId": kept, "details": outcome.details}
         views[at] = view_entry(view.id, "compaction", view.parent_id, view.timestamp, raw)

@@ -4,7 +4,7 @@ section, and none of that is the user's goal or a constraint they set.
 
 A message is read by paragraphs (blank-line separated). A paragraph is pasted when it is
 inside a code fence (an unclosed fence runs to the paragraph's end), starts with a
-Markdown heading or a table row, or when at least half of its lines look like output
+Markdown heading, a table row, an error report or a JSON object, or when at least half of its lines look like output
 (prompts, stack frames, JSON, box drawing, diff lines, indented code). A message that
 opens with a pasted paragraph is a pasted document up to its last pasted paragraph.
 """
@@ -21,13 +21,16 @@ _OUTPUT_LINE = re.compile(
     r"(?:Error|TypeError|node:|npm ERR|Traceback|File \")|>\s)"
     r"|\s{4,}\S|\t",
 )
+_OUTPUT_LEAD = re.compile(r"\s*(?:\w*Error\b|Traceback|node:|npm ERR|\{\"|\[\{)")
+"""A paragraph led by an error report or a JSON object is output, however it wraps."""
 _SLASH_COMMAND = re.compile(r"/[\w:-]+(?:\s+\S+)?")
 _BARE_LINK = re.compile(r"(?:https?://|@|/|~/)\S+")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
 
 def _pasted(paragraph: str) -> bool:
-    if paragraph.lstrip().startswith(_FENCE) or _HEADING.match(paragraph.lstrip()):
+    lead = paragraph.lstrip()
+    if lead.startswith(_FENCE) or _HEADING.match(lead) or _OUTPUT_LEAD.match(lead):
         return True
     lines = [line for line in paragraph.split("\n") if line.strip()]
     looks = sum(1 for line in lines if _OUTPUT_LINE.match(line))
