@@ -4,9 +4,10 @@ section, and none of that is the user's goal or a constraint they set.
 
 A message is read by paragraphs (blank-line separated). A paragraph is pasted when it is
 inside a code fence (an unclosed fence runs to the paragraph's end), starts with a
-Markdown heading, a table row, an error report or a JSON object, or when at least half of its lines look like output
-(prompts, stack frames, JSON, box drawing, diff lines, indented code). A message that
-opens with a pasted paragraph is a pasted document up to its last pasted paragraph.
+Markdown heading, a table row, an error report or a JSON object, or when at least half of
+its lines look like output (prompts, stack frames, JSON, box drawing, diff lines, indented
+code). A message that opens with a pasted paragraph is a pasted document up to its last
+pasted paragraph.
 """
 
 from __future__ import annotations

@@ -541,7 +541,8 @@ class _Cycle:
         else:
             code = f" (exit {exit_code})" if exit_code else ""
             text = f"`{key}` last run failed{code}: {clip_collapsed(failing, ERROR_BYTES)}"
-        checks.add(Item(address, address, text, key=key, tags=(f"{runs} runs",)))
+        checks.add(Item(address, address, text, key=key,
+                        tags=(f"{runs} run{'s' if runs != 1 else ''}",)))
 
     def _change(self, shown: str, tool: str, arguments: Mapping[str, Any], address: str,
                 seen: bool) -> None:
