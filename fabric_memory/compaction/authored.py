@@ -24,6 +24,11 @@ _OUTPUT_LINE = re.compile(
 )
 _OUTPUT_LEAD = re.compile(r"\s*(?:\w*Error\b|Traceback|node:|npm ERR|\{\"|\[\{)")
 """A paragraph led by an error report or a JSON object is output, however it wraps."""
+_SUSPECT = re.compile(
+    rf"^(?:\s*(?:{_HEADING.pattern})|{_OUTPUT_LEAD.pattern}|(?:{_OUTPUT_LINE.pattern}))",
+    re.MULTILINE,
+)
+"""A line that could make its paragraph pasted: a message without one is all the user's."""
 _SLASH_COMMAND = re.compile(r"/[\w:-]+(?:\s+\S+)?")
 _BARE_LINK = re.compile(r"(?:https?://|@|/|~/)\S+")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
@@ -44,7 +49,9 @@ def _pasted(paragraph: str) -> bool:
 def authored(text: str) -> str:
     """``text`` without its pasted paragraphs (paragraphs rejoined by blank lines)."""
     if "\n" not in text and _FENCE not in text:  # one line: the usual message
-        return "" if _OUTPUT_LINE.match(text) and len(text) > 80 else text
+        return "" if len(text) > 80 and _OUTPUT_LINE.match(text) else text
+    if _FENCE not in text and _SUSPECT.search(text) is None:  # (one search: most messages)
+        return text
     paragraphs: list[tuple[str, bool]] = []
     fenced = False
     for paragraph in re.split(r"\n\s*\n", text):

@@ -41,7 +41,16 @@ from .details import (
 )
 from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
-from .text import clip, clip_collapsed, collapse, mask, masking_once, target_key, target_of
+from .text import (
+    clip,
+    clip_collapsed,
+    collapse,
+    mask,
+    masking_once,
+    plain_ids,
+    target_key,
+    target_of,
+)
 
 FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
 """Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
@@ -332,14 +341,16 @@ class _Cycle:
         self.calls = calls
         self.ledgers = {name: LedgerBuilder(previous.ledgers[name]) for name in LEDGERS}
         goals = previous.ledgers["goal"].total
-        self.goal_known = goals >= GOAL_ITEMS or any(
+        self.goal_known = bool(goals) and (goals >= GOAL_ITEMS or any(
             is_request(item.text) for item in previous.ledgers["goal"].items
-        )
+        ))
         self.counts: Counter[str] = Counter()
         self.turns = self.assistant_messages = self.tool_results = 0
         """Counted apart from ``counts``: an attribute is cheaper to bump per entry."""
         self.status: dict[str, tuple[str, str]] = {}
         """role → (address, text); a user's text is collapsed already, an assistant's not."""
+        self.user_said = ""
+        """The latest user text as it came: its status shows what the user wrote of it."""
         self.resolved = 0
         self.error_refs = {
             ref for item in previous.ledgers["errors"].items for ref in _key_refs(item.key)
@@ -367,10 +378,15 @@ class _Cycle:
             self.turn = _Turn(address, text)
             self.turns += 1
             if text:
-                own = collapse(authored(view.text))
-                if own:
-                    self._state(address, own)
-                self.status["user"] = (address, own or text)
+                # Only a text with a statement word (or before the goal is known) is read
+                # for what the user wrote apart from what they pasted: most texts have none.
+                if not self.goal_known or _may_state(text):
+                    own = authored(view.text)
+                    own = text if own is view.text else collapse(own)
+                    if own:
+                        self._state(address, own)
+                self.status["user"] = (address, text)
+                self.user_said = view.text
             return
         turn = self.turn
         if turn is None:
@@ -625,8 +641,15 @@ class _Cycle:
         counts["resolvedErrors"] += self.resolved
         status = {item.key: item for item in previous.status}
         for role, (address, text) in self.status.items():
-            # A user's text is collapsed already, an assistant's not.
-            shown = (clip if role == "user" else clip_collapsed)(text, STATUS_BYTES)
+            # A user's text is collapsed already (and shown without what they pasted, unless
+            # that is all it holds), an assistant's not.
+            if role == "user":
+                own = authored(self.user_said)
+                if own is not self.user_said and own:
+                    text = collapse(own)
+                shown = clip(text, STATUS_BYTES)
+            else:
+                shown = clip_collapsed(text, STATUS_BYTES)
             status[role] = Item(address, address, shown, key=role)
         coverage = Coverage(
             previous.coverage.first or self.first,
@@ -685,7 +708,8 @@ def compact_branch(
         state = cycle.state()
         kept = branch[safe].id if safe < len(branch) else ""
         live = LiveRange(cycle.first, cycle.last, cycle.entries, kept)
-        rendered = render_summary(state, live, session_id=session_id)
+        plain = plain_ids(ids) and (resume == 0 or plain_ids(previous.addresses()))
+        rendered = render_summary(state, live, session_id=session_id, plain=plain)
     details = build_details(
         state,
         rendered,

@@ -10,8 +10,9 @@ enters the state (and masks it there).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
 LINE_BYTES: Final = 100
@@ -105,6 +106,13 @@ def segments(command: str) -> list[list[str]]:
     return found
 
 
+@lru_cache(maxsize=1024)
+def programs(command: str) -> tuple[tuple[str, ...], ...]:
+    """Each simple command of ``command`` from its program on (:func:`segments`, wrappers
+    skipped); cached: a session runs the same few commands again and again."""
+    return tuple(tuple(_program(words)) for words in segments(command))
+
+
 def _program(words: list[str]) -> list[str]:
     """``words`` from the program on: leading ``VAR=value`` assignments, ``sudo``/``env``/
     ``time`` and ``npx``/``pnpm exec``/``uv run``/``python -m`` wrappers skipped."""
@@ -128,9 +136,8 @@ def _program(words: list[str]) -> list[str]:
     return rest
 
 
-def is_check(words: list[str]) -> bool:
-    """A test, lint, type-check or build command."""
-    words = _program(words)
+def is_check(words: Sequence[str]) -> bool:
+    """A test, lint, type-check or build command (``words``: from its program on)."""
     if not words:
         return False
     program = words[0]
@@ -153,7 +160,7 @@ def interesting(command: str) -> bool:
 def checks(command: str) -> list[str]:
     """The check commands ``command`` runs, each as its words joined (the key it is
     grouped by)."""
-    return [" ".join(words) for words in segments(command) if is_check(words)]
+    return [" ".join(words) for words in programs(command) if is_check(words)]
 
 
 def no_match(command: str, run: Run) -> bool:
@@ -161,13 +168,13 @@ def no_match(command: str, run: Run) -> bool:
     ``diff`` that found differences: exit code 1 of a command holding such a program."""
     if run.exit_code != 1:
         return False
-    programs = {(_program(words) or [""])[0] for words in segments(command)}
-    if programs.isdisjoint(_SEARCHES) and not {"git grep", "git diff"} & {
-        " ".join(_program(words)[:2]) for words in segments(command)
+    names = {words[0] for words in programs(command) if words}
+    if names.isdisjoint(_SEARCHES) and not {"git grep", "git diff"} & {
+        " ".join(words[:2]) for words in programs(command)
     }:
         return False
     body = _EXIT.sub("", run.output).strip()
-    return body in ("", "(no output)") or "diff" in programs or "cmp" in programs
+    return body in ("", "(no output)") or "diff" in names or "cmp" in names
 
 
 def outcome(run: Run) -> tuple[bool, str]:
@@ -226,9 +233,8 @@ def moves(command: str) -> list[tuple[str, str]]:
     """``(path, what happened)`` for each file a command deletes or moves: ``rm``, ``git rm``
     (``deleted``), ``mv``, ``git mv`` (``moved to <target>``)."""
     found: list[tuple[str, str]] = []
-    for words in segments(command):
-        words = _program(words)
-        if words[:2] in (["git", "rm"], ["git", "mv"]):
+    for words in programs(command):
+        if words[:2] in (("git", "rm"), ("git", "mv")):
             words = words[1:]
         if not words or words[0] not in ("rm", "mv"):
             continue
@@ -249,12 +255,12 @@ def vcs_events(command: str, output: str, failed: bool) -> list[str]:
     ``created branch <b>``, ``switched to branch <b>``."""
     events = [f"commit {hash_} on {branch}: {message.strip()}"
               for branch, hash_, message in _COMMIT.findall(output)]
-    for words in map(_program, [] if failed else segments(command)):
-        if words[:2] == ["git", "tag"] and len(words) > 2 and not words[2].startswith("-"):
+    for words in () if failed else programs(command):
+        if words[:2] == ("git", "tag") and len(words) > 2 and not words[2].startswith("-"):
             events.append(f"tag {words[2]}")
         elif words[:1] and words[0] in _PACKAGE_MANAGERS and (
-            words[1:2] == ["version"]
-            or (words[1:2] == ["run"] and words[2:3] and words[2].startswith("version"))
+            words[1:2] == ("version",)
+            or (words[1:2] == ("run",) and words[2:3] and words[2].startswith("version"))
         ):
             versions = _VERSION.findall(output)
             if versions:
