@@ -432,7 +432,7 @@ def test_section_keeps_earliest_and_latest_and_names_the_gap() -> None:
     """An overflowing section shows its first and last items and a line naming the omitted range."""
     items = tuple(Item(f"e{n:03d}", f"e{n:03d}", f"operation {n} -> succeeded") for n in range(200))
     spec = next(spec for spec in SECTIONS if spec.name == "activity")
-    section = _Layout(spec, Ledger(tail=items), "S1").within(2048)
+    section = _Layout(spec, Ledger(tail=items), "S1", True).within(2048)
     assert len(section.text.encode()) <= 2048
     assert "- [e000]" in section.text and "- [e199]" in section.text
     omission = re.search(r"- \.\.\. (\d+) more omitted here \[(e\d+) \.\.\. (e\d+)\]", section.text)
@@ -447,7 +447,7 @@ def test_cut_item_is_utf8_safe() -> None:
     items = tuple(Item(f"e{n}", f"e{n}", "Zürich→東京 ✓ " * 20) for n in range(40))
     spec = next(spec for spec in SECTIONS if spec.name == "turns")
     for budget in range(700, 900, 7):
-        text = _Layout(spec, Ledger(tail=items), "S").within(budget).text
+        text = _Layout(spec, Ledger(tail=items), "S", True).within(budget).text
         assert len(text.encode()) <= budget
         text.encode().decode("utf-8", errors="strict")
 

@@ -24,7 +24,7 @@ _OUTPUT_LINE = re.compile(
 )
 _OUTPUT_LEAD = re.compile(r"\s*(?:\w*Error\b|Traceback|node:|npm ERR|\{\"|\[\{)")
 """A paragraph led by an error report or a JSON object is output, however it wraps."""
-_SUSPECT = re.compile(
+_MAYBE_PASTED = re.compile(
     rf"^(?:\s*(?:{_HEADING.pattern})|{_OUTPUT_LEAD.pattern}|(?:{_OUTPUT_LINE.pattern}))",
     re.MULTILINE,
 )
@@ -50,7 +50,7 @@ def authored(text: str) -> str:
     """``text`` without its pasted paragraphs (paragraphs rejoined by blank lines)."""
     if "\n" not in text and _FENCE not in text:  # one line: the usual message
         return "" if len(text) > 80 and _OUTPUT_LINE.match(text) else text
-    if _FENCE not in text and _SUSPECT.search(text) is None:  # (one search: most messages)
+    if _FENCE not in text and _MAYBE_PASTED.search(text) is None:  # (one search: most messages)
         return text
     paragraphs: list[tuple[str, bool]] = []
     fenced = False

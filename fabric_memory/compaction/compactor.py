@@ -28,7 +28,6 @@ from ..trace import (
     phase_address,
 )
 from ..view import EntryView, ToolCall, content_text
-from . import work
 from .authored import authored, is_request, sentences_within
 from .closure import entry_ids, index_tool_calls, safe_cut, window_start
 from .details import (
@@ -51,6 +50,10 @@ from .text import (
     target_key,
     target_of,
 )
+from .work import Run as ShellRun
+from .work import checks as check_commands
+from .work import edit_change, interesting, moves, no_match, shell_run, vcs_events, written_lines
+from .work import outcome as check_outcome
 
 FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
 """Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
@@ -418,7 +421,7 @@ class _Cycle:
                 exit_code = message.get("exitCode")
                 turn.notes.append(f"ran `{shown}` (exit {mask(str(exit_code))})")
                 output = message.get("output")
-                run = work.shell_run(output if isinstance(output, str) else "", False, exit_code)
+                run = shell_run(output if isinstance(output, str) else "", False, exit_code)
                 self._shell(address, command, run)
         elif view.type == "branch_summary":
             turn.notes.append("returned from another branch")
@@ -499,9 +502,9 @@ class _Cycle:
         message = view.message or {}
         failed = message.get("isError") is True
         command = arguments.get("command") if name == "bash" else None
-        if isinstance(command, str) and work.interesting(command):
-            run = work.shell_run(content_text(message.get("content")), failed)
-            if failed and work.no_match(command, run):
+        if isinstance(command, str) and interesting(command):
+            run = shell_run(content_text(message.get("content")), failed)
+            if failed and no_match(command, run):
                 self.counts["searchesWithoutMatch"] += 1
                 return
             self._shell(view.id, command, run)
@@ -518,23 +521,23 @@ class _Cycle:
             if name != "read":
                 self._change(shown, name, arguments, view.id, seen)
 
-    def _shell(self, address: str, command: str, run: work.Run) -> None:
+    def _shell(self, address: str, command: str, run: ShellRun) -> None:
         """What a shell command did: check runs by command, the commits, tags, pushes,
         releases and branch switches it reports and (when it succeeded) the files it deleted
         or moved."""
-        if not work.interesting(command):
+        if not interesting(command):
             return
-        checks = work.checks(command)
+        checks = check_commands(command)
         if checks:
-            passed, failing = work.outcome(run)
+            passed, failing = check_outcome(run)
             for check in checks:
                 self._check(address, check, passed, failing, run.exit_code)
         commits = self.ledgers["commits"]
-        for event in work.vcs_events(command, run.output, run.failed):
+        for event in vcs_events(command, run.output, run.failed):
             commits.add(Item(address, address, clip(event, EVENT_BYTES)))
         if run.failed:
             return
-        for path, what in work.moves(command):
+        for path, what in moves(command):
             shown = mask(path)
             self.ledgers["changes"].add_latest(
                 Item(address, address, f"{shown}: {clip(what, TARGET_BYTES)}", key=shown),
@@ -565,7 +568,7 @@ class _Cycle:
         """An edit's first changed line or a write's line count, under its file (``shown``:
         its masked path; ``seen``: touched earlier in the session, so a write overwrites)."""
         if tool == "edit":
-            lines = work.edit_change(arguments)
+            lines = edit_change(arguments)
             if lines is None:
                 return
             old, new = (clip(line, CHANGE_LINE_BYTES) for line in lines)
@@ -574,7 +577,7 @@ class _Cycle:
             ) or "whitespace only"
             change = f"edit {change}"
         else:
-            count = work.written_lines(arguments)
+            count = written_lines(arguments)
             if count is None:
                 return
             change = f"{'overwritten' if seen else 'created'} ({count} lines)"
