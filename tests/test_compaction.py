@@ -1229,3 +1229,15 @@ def test_an_edits_first_changed_line_appears_under_its_file() -> None:
     line = next(line for line in changes.splitlines() if "[L216]" in line)  # the result
     assert "packages/coding-agent/src/core/hooks/types.ts: edit" in line
     assert "`- toolResults: AppMessage[];` -> `+ toolResults: ToolResultMessage[];`" in line
+
+
+def test_a_failed_check_is_resolved_by_a_later_passing_run_of_the_same_check() -> None:
+    """`cd pkg && npm run check` failing, then `npm run check | grep` passing: not outstanding;
+    a type check never run again stays outstanding."""
+    _, outcome, summarized = _dev("large-session.jsonl")
+    by_id = {view.id: view for view in summarized}
+    assert (by_id["L62"].message or {}).get("isError") is True  # so this can fail
+    errors = _section(outcome.summary, "Outstanding errors")
+    assert "[L62]" not in errors
+    assert "[L64]" in errors  # `npx tsc --noEmit --skipLibCheck`, never passing later
+    assert "`npm run check` last run passed" in _section(outcome.summary, "Checks")

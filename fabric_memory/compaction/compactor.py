@@ -359,6 +359,8 @@ class _Cycle:
             ref for item in previous.ledgers["errors"].items for ref in _key_refs(item.key)
         }
         """Refs that may have an outstanding error: a success of any other ref resolves nothing."""
+        self.check_errors: dict[str, list[str]] | None = None
+        """See :meth:`_failed_checks`."""
         self.touched: dict[str, _Touched] = {}
         """This cycle's files by (masked) path, in order of last touch."""
         self.turn: _Turn | None = None
@@ -509,8 +511,12 @@ class _Cycle:
                 return
             self._shell(view.id, command, run)
         if failed:
-            self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
-                                       None, "tool"))
+            key = self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
+                                             None, "tool"))
+            if isinstance(command, str) and interesting(command):
+                failed_checks = self._failed_checks()
+                for check in check_commands(command):
+                    failed_checks.setdefault(clip(check, COMMAND_BYTES), []).append(key)
             return
         self._resolve(name, arguments)
         path = arguments.get("path")
@@ -532,9 +538,10 @@ class _Cycle:
             passed, failing = check_outcome(run)
             for check in checks:
                 self._check(address, check, passed, failing, run.exit_code)
-        commits = self.ledgers["commits"]
-        for event in vcs_events(command, run.output, run.failed):
-            commits.add(Item(address, address, clip(event, EVENT_BYTES)))
+        events = vcs_events(command, run.output, run.failed)
+        if events:  # one line per command: a commit and its push, a release and its tag
+            self.ledgers["commits"].add(Item(address, address, clip("; ".join(events),
+                                                                    EVENT_BYTES)))
         if run.failed:
             return
         for path, what in moves(command):
@@ -549,6 +556,10 @@ class _Cycle:
         """The latest run of ``command`` (masked, clipped: the key its runs share), with how
         many runs it had."""
         key = clip(command, COMMAND_BYTES)
+        if passed and self.error_refs:
+            errors = self.ledgers["errors"]
+            for error in self._failed_checks().pop(key, ()):
+                self.resolved += len(errors.remove(error))
         checks = self.ledgers["checks"]
         earlier = checks.remove(key)
         runs = 1
@@ -590,7 +601,7 @@ class _Cycle:
             key = target_key(mask(ref), mask(target_of(args)))
             self.resolved += len(self.ledgers["errors"].remove(key))
 
-    def _error(self, event: OperationEvent) -> None:
+    def _error(self, event: OperationEvent) -> str:
         """An outstanding error, written only if it is neither resolved nor sampled out.
         Its key is masked like its text: the state carried in the details holds both."""
         address = event.address
@@ -600,6 +611,21 @@ class _Cycle:
                     key)
         )
         self.error_refs.add(event.ref)
+        return key
+
+    def _failed_checks(self) -> dict[str, list[str]]:
+        """Check command → the keys of outstanding errors of shell commands that ran it: a
+        later passing run of the check resolves them (``npm run check`` passing resolves a
+        failed ``cd pkg && npm run check``). Built from the state's errors on first use."""
+        if self.check_errors is None:
+            found: dict[str, list[str]] = {}
+            for key in self.ledgers["errors"].keys:
+                ref, _, target = key.partition("\x00")
+                if ref == "bash" and interesting(target):
+                    for check in check_commands(target):
+                        found.setdefault(clip(check, COMMAND_BYTES), []).append(key)
+            self.check_errors = found
+        return self.check_errors
 
     def _file_touch(self, entry_id: str, op: FabricExecutionTraceOperationV1) -> None:
         """A succeeded operation whose ref is one of :data:`FILE_REFS`: the file it touched."""

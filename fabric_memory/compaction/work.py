@@ -54,7 +54,8 @@ _PUSHED = re.compile(
     r"^\s*[+*]?\s*(?:[0-9a-f]{7,40}\.\.\.?[0-9a-f]{7,40}|\[new (?:branch|tag)\])\s+(\S+) -> (\S+)",
     re.MULTILINE,
 )
-_VERSION = re.compile(r"\bv?(\d+\.\d+\.\d+(?:-[\w.]+)?)\b")
+_VERSION = re.compile(r"^v(\d+\.\d+\.\d+(?:-[\w.]+)?)\s*$", re.MULTILINE)
+"""``npm version`` prints the new version alone on a line (once per workspace)."""
 _PUBLISHED = re.compile(r"^\+ (@?[\w./-]+@\d+\.\d+\.\d+[\w.-]*)\s*$", re.MULTILINE)
 _UPLOADING = re.compile(r"Uploading (\S+) v(\d[\w.-]*)")
 
@@ -185,7 +186,8 @@ def outcome(run: Run) -> tuple[bool, str]:
         piped = _PIPED_FAILURE.search(output)
         if piped is None:
             return True, ""
-        return False, piped.group().strip()
+        end = output.find("\n", piped.end())
+        return False, output[piped.start() : end if end >= 0 else len(output)].strip()
     lines = [line.strip() for line in _EXIT.sub("", output).splitlines() if line.strip()]
     failing = next((line for line in lines if _FAILING.search(line)), lines[-1] if lines else "")
     return False, failing
@@ -264,8 +266,10 @@ def vcs_events(command: str, output: str, failed: bool) -> list[str]:
         ):
             versions = _VERSION.findall(output)
             if versions:
-                events.append(f"version {versions[-1]} ({' '.join(words)})")
-    events.extend(f"published {name}" for name in _PUBLISHED.findall(output))
+                events.append(f"version {versions[0]} ({' '.join(words)})")
+    published = _PUBLISHED.findall(output)
+    if published:
+        events.append(f"published {', '.join(published)}")
     events.extend(f"published {name} {version}" for name, version in _UPLOADING.findall(output))
     events.extend(f"pushed {source} -> {target}" for source, target in _PUSHED.findall(output))
     for new, branch in _SWITCHED.findall(output):
