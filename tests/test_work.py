@@ -24,7 +24,7 @@ FAILED_GREP = "(no output)\n\nCommand exited with code 1"
     [
         ("cd /repo && npm run check 2>&1 | tail -20", ["npm run check"]),
         ("npx tsgo --noEmit", ["tsgo --noEmit"]),
-        ("cd pkg && npm test -- truncated-text.test.ts 2>&1", ["npm test -- truncated-text.test.ts"]),
+        ("cd pkg && npm test -- t.test.ts 2>&1", ["npm test -- t.test.ts"]),
         ("uv run pytest -q tests/x.py && ruff check .", ["pytest -q tests/x.py", "ruff check ."]),
         ("cargo test --all && go vet ./...", ["cargo test --all", "go vet ./..."]),
         ('git commit -m "run npm test; make"', []),
