@@ -433,17 +433,16 @@ class _Cycle:
 
     def _state(self, address: str, text: str) -> None:
         """What ``text`` (the user's own words, collapsed) states; the goal is the first
-        request that says something (bare links and paths before it are kept beside it)."""
-        if self.goal_known and not _may_state(text):  # (most texts: no generator to start)
-            return
-        goal = not self.goal_known and (is_request(text) or not text.startswith("/"))
+        request that says something (bare links and paths before it are kept beside it).
+        The caller read the text only if the goal is unknown or a statement word is in it."""
+        request = not self.goal_known and is_request(text)
+        goal = request or (not self.goal_known and not text.startswith("/"))
         for kind, statement in _statements(address, text, goal=goal):
             self.ledgers[_STATEMENT_LEDGERS[kind]].add_unique(
                 Item(address, address, statement, key=statement.casefold())
             )
         if goal:
-            goals = self.ledgers["goal"]
-            self.goal_known = is_request(text) or len(goals.keys) >= GOAL_ITEMS
+            self.goal_known = request or len(self.ledgers["goal"].keys) >= GOAL_ITEMS
 
     def _close_turn(self) -> None:
         turn = self.turn

@@ -279,9 +279,10 @@ class LedgerBuilder:
         """key → its items, earliest first (a key stays listed, empty, once popped)."""
         self.removed: set[int] = set()
         """``id()`` of removed items still in ``head``/``tail``."""
-        for item in ledger.items:
-            if item.key:
-                self.keys.setdefault(item.key, []).append(item)
+        if ledger.head or ledger.tail:  # (a new ledger, or one never used: nothing to list)
+            for item in ledger.items:
+                if item.key:
+                    self.keys.setdefault(item.key, []).append(item)
 
     def add(self, item: Item | Pending) -> None:
         self.tail.append(item)
