@@ -423,8 +423,9 @@ class _Cycle:
                 exit_code = message.get("exitCode")
                 turn.notes.append(f"ran `{shown}` (exit {mask(str(exit_code))})")
                 output = message.get("output")
-                run = shell_run(output if isinstance(output, str) else "", False, exit_code)
-                self._shell(address, command, run)
+                if interesting(command):
+                    run = shell_run(output if isinstance(output, str) else "", False, exit_code)
+                    self._shell(address, command, run)
         elif view.type == "branch_summary":
             turn.notes.append("returned from another branch")
         elif view.type == "custom_message":
@@ -529,9 +530,7 @@ class _Cycle:
     def _shell(self, address: str, command: str, run: ShellRun) -> None:
         """What a shell command did: check runs by command, the commits, tags, pushes,
         releases and branch switches it reports and (when it succeeded) the files it deleted
-        or moved."""
-        if not interesting(command):
-            return
+        or moved (``command``: one :func:`~.work.interesting` said may do any of it)."""
         checks = check_commands(command)
         if checks:
             passed, failing = check_outcome(run)

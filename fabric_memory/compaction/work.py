@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-LINE_BYTES: Final = 100
-"""A changed line, a failing line or a commit message is shown up to this many bytes."""
+PIPED_TAIL: Final = 8192
+"""How much of a passing check's output is searched for the failure a pipe hid."""
 
 _TOKEN = re.compile(
     r"""(?P<redirect>\d*(?:>>?|<)&?\d*|&>)|(?P<op>&&|\|\||[|;&\n])"""
@@ -183,6 +183,7 @@ def outcome(run: Run) -> tuple[bool, str]:
     whose exit code is the pipe's fails by its output."""
     output = run.output
     if not run.failed:
+        output = output[-PIPED_TAIL:]  # (a piped check prints its verdict last: `| tail`)
         piped = _PIPED_FAILURE.search(output)
         if piped is None:
             return True, ""
@@ -255,8 +256,10 @@ def vcs_events(command: str, output: str, failed: bool) -> list[str]:
     ``commit <hash> on <branch>: <message>``, ``tag <name>``, ``pushed <src> -> <dst>``,
     ``version <v>`` (``npm version``, a ``version:*`` script), ``published <pkg@v>``,
     ``created branch <b>``, ``switched to branch <b>``."""
+    # Each report is looked for only after a command that can make it: most outputs are
+    # long and report nothing.
     events = [f"commit {hash_} on {branch}: {message.strip()}"
-              for branch, hash_, message in _COMMIT.findall(output)]
+              for branch, hash_, message in (_COMMIT.findall(output) if "git" in command else ())]
     for words in () if failed else programs(command):
         if words[:2] == ("git", "tag") and len(words) > 2 and not words[2].startswith("-"):
             events.append(f"tag {words[2]}")
@@ -267,11 +270,15 @@ def vcs_events(command: str, output: str, failed: bool) -> list[str]:
             versions = _VERSION.findall(output)
             if versions:
                 events.append(f"version {versions[0]} ({' '.join(words)})")
-    published = _PUBLISHED.findall(output)
-    if published:
-        events.append(f"published {', '.join(published)}")
-    events.extend(f"published {name} {version}" for name, version in _UPLOADING.findall(output))
-    events.extend(f"pushed {source} -> {target}" for source, target in _PUSHED.findall(output))
-    for new, branch in _SWITCHED.findall(output):
-        events.append(f"{'created branch' if new else 'switched to branch'} {branch}")
+    if "publish" in command:
+        published = _PUBLISHED.findall(output)
+        if published:
+            events.append(f"published {', '.join(published)}")
+        events.extend(f"published {name} {version}"
+                      for name, version in _UPLOADING.findall(output))
+    if "push" in command:
+        events.extend(f"pushed {source} -> {target}" for source, target in _PUSHED.findall(output))
+    if "checkout" in command or "switch" in command:
+        for new, branch in _SWITCHED.findall(output):
+            events.append(f"{'created branch' if new else 'switched to branch'} {branch}")
     return events
