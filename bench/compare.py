@@ -283,6 +283,17 @@ def recall_rows(ctx: Context) -> list[Row]:
                             "bare Tantivy search", p50, f50, "ms", p50 / f50, "ours/floor p50",
                             target, ok, {"p99": p99, "floorP99": f99, "documents": built.documents,
                                          "queries": len(ours)}))
+        ours, floor = interleaved(workloads.natural_pair(built.index, built.sessions),
+                                  ctx.scale.queries, warmup=5)
+        p50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+        big = built.documents >= 1_000_000
+        rows.append(Row(f"recall.natural.{name}", f"recall of a 6-10 word question @ {scale} "
+                        "docs (p50 ms) vs one-word literal recall", p50, f50, "ms", p50 / f50,
+                        "question/word p50", "ratio <= 2" if name == "large" else "-",
+                        (p50 / f50 <= 2 and big) if name == "large" else None,
+                        {"p99": percentile(ours, 0.99) * 1e3,
+                         "floorP99": percentile(floor, 0.99) * 1e3,
+                         "documents": built.documents, "queries": len(ours)}))
     return rows
 
 

@@ -25,7 +25,8 @@ EXPECTED = (
     "reindex.full",
     "reindex.redaction",
     "reindex.noop",
-    *(f"recall.{mode}.{size}" for size in ("medium", "large") for mode in MODES),
+    *(f"recall.{mode}.{size}" for size in ("medium", "large")
+      for mode in (*MODES, "natural")),
     "expand.1",
     "expand.100",
     *(f"compaction.{kib}k" for kib in QUICK.compaction_kib),
