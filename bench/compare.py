@@ -504,6 +504,22 @@ def agent_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+def handoff_rows(ctx: Context) -> list[Row]:
+    """What the summary hands over on the real dev sessions (:mod:`bench.handoff`): the share
+    of probe key strings it carries beside Pi's own LLM summary at the same cuts."""
+    from . import handoff
+
+    result = handoff.score()
+    ours, pi = result["oursWherePi"], result["pi"]
+    detail = {f"{name}.ours": group["ours"] for name, group in result["dimensions"].items()}
+    detail |= {f"{name}.pi": group["pi"] for name, group in result["dimensions"].items()}
+    detail["probes"] = result["probes"]
+    detail["allCutsOurs"] = result["ours"]
+    return [Row("handoff", f"handoff probes on {len(result['cuts'])} real Pi cuts: key strings "
+                "carried, ours vs Pi's LLM summary (where Pi summarized)", ours, pi, "share",
+                ours / pi, "ours/Pi share", ">= 1", ours >= pi, detail)]
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
@@ -514,6 +530,7 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("compaction", compaction_rows),
     ("compaction plateau", plateau_rows),
     ("hook", hook_rows),
+    ("handoff", handoff_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),
