@@ -237,6 +237,11 @@ const recallParameters = Type.Object(
 		since: optionalText("ISO time, inclusive"),
 		until: optionalText("ISO time, inclusive"),
 		session: optionalText("One session: its id"),
+		agent: Type.Optional(
+			StringEnum(["pi", "omp", "claude-code", "codex", "catui", "fabro"] as const, {
+				description: "Only sessions this agent wrote (every hit names its agent)",
+			}),
+		),
 		branches: Type.Optional(StringEnum(["all", "active"] as const)),
 		limit: optionalCount("Hits per page, 1 to 50 (default 10; more is clamped)", 1),
 		offset: optionalCount("Hits to skip (use the answer's `next`)"),
