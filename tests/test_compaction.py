@@ -736,6 +736,57 @@ def test_state_carries_forward_from_details_not_summary(tmp_path: Path) -> None:
     assert isinstance(again, Compaction) and again.summary == second.summary
 
 
+def test_a_stored_state_is_masked_when_read_back(tmp_path: Path) -> None:
+    """A secret in the state a previous compaction stored (written before a rule existed, or
+    by another version) is masked in the next summary and the state it carries: goal, fact,
+    file and status texts, their keys and the count names."""
+    path = _writable(_corpus("fabric-valid-1"), tmp_path)
+    _, session = _compact_and_append(path, SMALL)
+    token = MAKERS["github-token"](random.Random(21)).values[0]
+    basic = MAKERS["basic-auth"](random.Random(22)).values[0]
+    lines = path.read_bytes().splitlines()
+    for index, line in enumerate(lines):
+        entry = orjson.loads(line)
+        if entry.get("type") == "compaction" and entry.get("fromHook") is True:
+            state = entry["details"]["state"]
+            state["ledgers"]["goal"]["head"] = [["g1", f"the goal: ship with {token}"]]
+            state["ledgers"]["facts"]["tail"].append(["g1", f"Authorization: Basic {basic}"])
+            state["ledgers"]["files"]["head"].append(
+                ["g1", "g1", f"/srv/{token}/a.txt", f"/srv/{token}/a.txt", ["read"]])
+            state["status"] = [["g1", "g1", f"user said {token}", "user", []]]
+            state["counts"][f"x-{token}"] = 1
+            lines[index] = orjson.dumps(entry)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    _append_turn(path, session.leaf_id or "", 1)
+    again = compact_session(path, SMALL).outcome
+    assert isinstance(again, Compaction)
+    written = again.summary + orjson.dumps(again.details).decode()
+    assert token not in written and basic not in written
+    assert "ship with [REDACTED:github-token]" in again.summary
+    assert "Basic [REDACTED:basic-auth]" in written
+
+
+def test_a_secret_cut_between_message_blocks_is_masked(tmp_path: Path) -> None:
+    """A token split over two text blocks of a user (or assistant) message leaves neither
+    half in the summary or the details."""
+    token = MAKERS["github-token"](random.Random(23)).values[0]
+    builder = SessionBuilder(tmp_path / "split.jsonl")
+    builder._entry("message", message={"role": "user", "timestamp": 0, "content": [
+        {"type": "text", "text": f"Remember the deploy key {token[:19]}"},
+        {"type": "text", "text": f"{token[19:]} for later."}]})
+    builder.assistant([{"type": "text", "text": f"Stored {token[:25]}"},
+                       {"type": "text", "text": token[25:]}])
+    for n in range(3):
+        builder.user(f"What is left after step {n}?")
+        builder.assistant([{"type": "text", "text": "Nothing more to do here. " * 4}])
+    outcome = compact_session(builder.write(), CompactionSettings(keep_recent_tokens=20)).outcome
+    assert isinstance(outcome, Compaction)
+    written = outcome.summary + orjson.dumps(outcome.details).decode()
+    assert token[:19] not in written and token[19:] not in written
+    assert token[:25] not in written and token[25:] not in written
+    assert "Remember the deploy key [REDACTED:github-token]" in outcome.summary
+
+
 def test_foreign_previous_details_trigger_a_rebuild(tmp_path: Path) -> None:
     """When the previous compaction's details are not ours, the state is rebuilt from the branch."""
     path = _writable(_corpus("fabric-valid-1"), tmp_path)

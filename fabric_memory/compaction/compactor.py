@@ -38,7 +38,16 @@ from .details import (
 )
 from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
-from .text import clip, clip_collapsed, collapse, mask, masking_once, target_key, target_of
+from .text import (
+    blocks_text,
+    clip,
+    clip_collapsed,
+    collapse,
+    mask,
+    masking_once,
+    target_key,
+    target_of,
+)
 
 FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
 """Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
@@ -348,7 +357,7 @@ class _Cycle:
         self.last = address
         role = view.role
         if role == "user":
-            text = collapse(view.text)
+            text = collapse(blocks_text(view.text, view.blocks))
             self._close_turn()
             self.turn = _Turn(address, text)
             self.turns += 1
@@ -362,7 +371,7 @@ class _Cycle:
         turn.last = address
         if role == "assistant":
             self.assistant_messages += 1
-            text = view.text
+            text = blocks_text(view.text, view.blocks)
             if text and not text.isspace():
                 turn.assistant = text
                 self.status["assistant"] = (address, text)

@@ -4,18 +4,21 @@
 The details carry the :class:`CumulativeState` (coverage, counts, the latest status,
 every ledger as the summary showed it) under a compactor name and a version. The next
 cycle resumes from that state, never from the summary text; details another compactor
-(or another version) wrote, or damaged ones, make it rebuild from the branch.
+(or another version) wrote, or damaged ones, make it rebuild from the branch. A state
+read back is masked again (:func:`remasked`): it may have been written before a rule
+existed, and it is shown in the next summary.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, TypedDict, cast
 
 from .._js import is_count
 from ..view import EntryView
 from .ledger import LEDGERS, Item, Ledger, LedgerJson, LedgerName
+from .text import mask_all
 
 COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
@@ -123,6 +126,30 @@ def read_state(value: Any) -> CumulativeState | None:
     )
 
 
+def remasked(state: CumulativeState) -> CumulativeState:
+    """``state`` with every text and key it carries (status, ledger items, count names)
+    masked by today's rules, one prefilter pass over all of them; ``state`` itself when
+    nothing changes (a state this version wrote)."""
+    ledgers = [state.ledgers[name] for name in LEDGERS]
+    items = [*state.status, *(item for ledger in ledgers for item in ledger.items)]
+    texts = [text for item in items for text in (item.text, item.key)]
+    texts.extend(state.counts)
+    masked = mask_all(texts)
+    if all(new is old for new, old in zip(masked, texts, strict=True)):
+        return state
+    fresh = iter(masked)
+    redone = [Item(item.first, item.last, next(fresh), next(fresh), item.tags) for item in items]
+    counts = dict(zip(fresh, state.counts.values(), strict=True))
+    status, at = tuple(redone[: len(state.status)]), len(state.status)
+    carried: dict[LedgerName, Ledger] = {}
+    for name, ledger in zip(LEDGERS, ledgers, strict=True):
+        head, tail = len(ledger.head), len(ledger.tail)
+        carried[name] = replace(ledger, head=tuple(redone[at : at + head]),
+                                tail=tuple(redone[at + head : at + head + tail]))
+        at += head + tail
+    return CumulativeState(state.coverage, counts, status, carried)
+
+
 def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeState, int]:
     """The state the latest compaction on ``branch`` carries and where projection resumes;
     an empty state from the branch start when that compaction is not ours."""
@@ -139,6 +166,7 @@ def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeSta
     state = read_state(details.get("state"))
     if state is None:
         return CumulativeState(), 0
+    state = remasked(state)
     if state.coverage.last is None:
         return state, 0
     resume = next((i for i, e in enumerate(branch) if e.id == state.coverage.last), None)
