@@ -688,17 +688,35 @@ def redact_json_text(text: str) -> str:
     counts: Counter[str] = Counter()
     masked = redact_json(value, counts)
     if not counts:
-        return _redact_escaped(text)
+        return _redact_escaped(text) if _has_duplicate_keys(text) else text
     try:
         return orjson.dumps(masked).decode()
     except TypeError:  # nested deeper than orjson writes: mask the text as it stands
         return _redact_escaped(text)
 
 
+def _has_duplicate_keys(text: str) -> bool:
+    """Whether an object of the JSON ``text`` names a key twice (True when the standard
+    library cannot read it: the text is then masked as text, which costs only masks)."""
+    import json  # (only here: most processes never need it)
+
+    repeated = False
+
+    def pairs(items: list[tuple[str, Any]]) -> None:
+        nonlocal repeated
+        repeated = repeated or len({key for key, _ in items}) < len(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return True
+    return repeated
+
+
 def _redact_escaped(text: str) -> str:
-    """``text`` (JSON text) masked where the rules find a secret in it as it stands or with
-    its escapes (``\\u0067hp_…``, ``\\"``) decoded; ``text`` itself when they find none."""
-    found = [(f.start, -f.end, 0, f.kind) for f in find_secrets(text)]
-    if "\\" in text:
-        found.extend(_found_decoded(text, _JSON_ESCAPE, _json_char))
-    return _masked(text, _merged(found), None)
+    """``text`` (JSON text) masked where the rules find a secret in it read with its escapes
+    (``\\u0067hp_…``, ``\\n``, ``\\"``) decoded, as its strings say; ``text`` itself when
+    they find none."""
+    if "\\" not in text:
+        return _masked(text, find_secrets(text), None)
+    return _masked(text, _merged(_found_decoded(text, _JSON_ESCAPE, _json_char)), None)

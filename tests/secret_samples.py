@@ -293,7 +293,8 @@ def survivors(rng: random.Random) -> list[tuple[str, str]]:
     sha = "".join(rng.choice("0123456789abcdef") for _ in range(40))
     uid = "-".join("".join(rng.choice("0123456789abcdef") for _ in range(n))
                    for n in (8, 4, 4, 4, 12))
-    public = "AAAAC3NzaC1lZDI1NTE5AAAAI" + _draw(rng, ALNUM, 43)
+    # (a "/" as real blobs have: each word fits the index's 64-character terms)
+    public = "AAAAC3NzaC1lZDI1NTE5AAAAI" + _draw(rng, ALNUM, 20) + "/" + _draw(rng, ALNUM, 22)
     fingerprint = "SHA256:" + _draw(rng, ALNUM, 43)
     colon = ":".join(f"{rng.randrange(256):02x}" for _ in range(16))
     tenant = f"tenant_{rng.randrange(10, 99)}"
