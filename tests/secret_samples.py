@@ -298,11 +298,13 @@ def survivors(rng: random.Random) -> list[tuple[str, str]]:
     fingerprint = "SHA256:" + _draw(rng, ALNUM, 43)
     colon = ":".join(f"{rng.randrange(256):02x}" for _ in range(16))
     tenant = f"tenant_{rng.randrange(10, 99)}"
+    vapid = "B" + _draw(rng, ALNUM, 60)
     return [
         (f"cache_key={sha}", sha),
         (f"idempotency_key: {uid}", uid),
         (f'public_key = "{public}"', public),
         (f"ssh_public_key: ssh-ed25519 {public} ci@build", public),
+        (f"VAPID_PUBLIC_KEY={vapid}", vapid),
         ("sort_key: createdAt", "createdAt"),
         ("sort_key = updatedAtMs", "updatedAtMs"),
         (f"partition_key={tenant}", tenant),

@@ -4,9 +4,10 @@
 The details carry the :class:`CumulativeState` (coverage, counts, the latest status,
 every ledger as the summary showed it) under a compactor name and a version. The next
 cycle resumes from that state, never from the summary text; details another compactor
-(or another version) wrote, or damaged ones, make it rebuild from the branch. A state
-read back is masked again (:func:`remasked`): it may have been written before a rule
-existed, and it is shown in the next summary.
+(or another version) wrote, or damaged ones, make it rebuild from the branch. The state
+names the redaction rules its texts were masked under (``rules``); one read back under
+other rules, or none, is masked again (:func:`remasked`): it is shown in the next
+summary, and it may have been written before a rule existed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, TypedDict, cast
 
 from .._js import is_count
+from ..redact import RULES_FINGERPRINT
 from ..view import EntryView
 from .ledger import LEDGERS, Item, Ledger, LedgerJson, LedgerName
 from .text import mask_all
@@ -36,6 +38,7 @@ class CoverageJson(TypedDict):
 
 class StateJson(TypedDict):
     version: int
+    rules: str
     coverage: CoverageJson
     counts: dict[str, int]
     status: list[list[Any]]
@@ -69,6 +72,7 @@ class CumulativeState:
     def to_json(self) -> StateJson:
         return {
             "version": STATE_VERSION,
+            "rules": RULES_FINGERPRINT,
             "coverage": self.coverage.to_json(),
             "counts": dict(sorted(self.counts.items())),
             "status": [item.to_json() for item in self.status],
@@ -163,10 +167,12 @@ def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeSta
         or details.get("version") != DETAILS_VERSION
     ):
         return CumulativeState(), 0
-    state = read_state(details.get("state"))
+    stored = details.get("state")
+    state = read_state(stored)
     if state is None:
         return CumulativeState(), 0
-    state = remasked(state)
+    if not (isinstance(stored, Mapping) and stored.get("rules") == RULES_FINGERPRINT):
+        state = remasked(state)  # (a state masked under today's rules is kept as it is)
     if state.coverage.last is None:
         return state, 0
     resume = next((i for i, e in enumerate(branch) if e.id == state.coverage.last), None)
