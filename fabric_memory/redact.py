@@ -25,7 +25,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from itertools import accumulate
 from typing import Any, Final
 
@@ -190,9 +190,11 @@ _SECRET_NAME = rf"[A-Za-z0-9_.\-]{{0,60}}?{_SECRET_WORD}"
 """A name whose value is a credential: ``*_TOKEN``, ``*_SECRET``, ``*_KEY``, ``password``..."""
 
 
+@lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Whether a value stored under ``name`` (a JSON key, an argument's name) may be a
-    credential: ``password``, ``DB_PASSWORD``, ``X-Api-Key``, ``*_token``..."""
+    credential: ``password``, ``DB_PASSWORD``, ``X-Api-Key``, ``*_token``... (remembered:
+    a session names the same few keys thousands of times)."""
     return _compiled(_SECRET_NAME, re.IGNORECASE).fullmatch(name) is not None
 
 
@@ -597,7 +599,7 @@ def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:
         if isinstance(item, str):
             container[key] = redact(item, counts)
         elif isinstance(item, list):
-            items = container[key] = mask_blocks(item, counts)
+            items = container[key] = list(mask_blocks(item, counts))
             stack.extend((items, index) for index in range(len(items)))
         elif isinstance(item, dict):
             pairs = container[key] = {redact(k, counts): mask_named(k, v, counts)
@@ -621,17 +623,22 @@ def mask_named(key: str, value: Any, counts: Counter[str] | None = None) -> Any:
 
 
 def mask_blocks(items: list[Any], counts: Counter[str] | None = None) -> list[Any]:
-    """A copy of ``items`` in which a secret cut between two text blocks (objects with a
-    string ``text`` or ``thinking``, :data:`BLOCK_KEYS`) is masked in each block it
-    touches (:func:`mask_across`); each block's own secrets are left to its own masking."""
+    """``items`` with a secret cut between two text blocks (objects with a string ``text``
+    or ``thinking``, :data:`BLOCK_KEYS`) masked in each block it touches (:func:`mask_across`),
+    the blocks changed copied; ``items`` itself when there is nothing to mask. Each block's
+    own secrets are left to its own masking."""
+    if len(items) < 2:
+        return items
     blocks = [(at, name) for at, item in enumerate(items) if type(item) is dict
-              for name in BLOCK_KEYS if isinstance(item.get(name), str)]
-    copied = list(items)
+              for name in BLOCK_KEYS if type(item.get(name)) is str]
     if len(blocks) < 2:
-        return copied
+        return items
     masked = mask_across([items[at][name] for at, name in blocks], counts)
+    copied = items
     for (at, name), text in zip(blocks, masked, strict=True):
         if text is not items[at][name]:
+            if copied is items:
+                copied = list(items)
             copied[at] = {**copied[at], name: text}
     return copied
 

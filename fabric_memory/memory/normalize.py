@@ -22,7 +22,7 @@ from typing import Any, Literal
 import orjson
 
 from ..errors import clipped
-from ..redact import mask_blocks, mask_named, redact_texts
+from ..redact import is_secret_name, mask_blocks, mask_named, redact_texts
 from ..session import Entry, LineProblem, Session, migrated_id
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
@@ -329,8 +329,9 @@ def _leaves(value: object, counts: Counter[str] | None) -> Iterator[str]:
         elif isinstance(current, (int, float)) and not isinstance(current, bool):
             yield str(current)
         elif isinstance(current, dict):
-            stack.extend(reversed([mask_named(key, item, counts) if isinstance(key, str)
-                                   else item for key, item in current.items()]))
+            stack.extend(reversed([
+                mask_named(key, item, counts) if type(item) is str and is_secret_name(key)
+                else item for key, item in current.items()]))
         elif isinstance(current, list):
             stack.extend(reversed(current))
 
