@@ -576,9 +576,12 @@ def clean_head(text: str, head: int) -> bool:
     masking of the rest. Not where lower() and IGNORECASE part (:data:`_FOLDS_APART`): a
     rule the rest selects could match there without a signature the head shows."""
     window = text[: head + SIGNATURE_REACH]
-    # A percent escape may hide a signature (``%3A%2F%2F`` for ``://``): one of a match's
-    # first characters up to its signature is one, or the signature is there as it is.
-    if "%" in window or any(char in window for char in _FOLDS_APART):
+    # A percent escape may hide a signature (``%3A%2F%2F`` for ``://``): then one of a
+    # match's characters up to its signature is escaped, the first of them starting in
+    # the window (+2: the whole escape), or the signature is there as it is.
+    if "%" in window and _compiled(_PERCENT).search(text, 0, head + SIGNATURE_REACH + 2):
+        return False
+    if any(char in window for char in _FOLDS_APART):
         return False
     lowered = window.lower()
     return _UNREACHED_START not in lowered and _ANY_SIGNATURE.search(lowered) is None

@@ -209,16 +209,18 @@ def test_a_match_is_seen_from_a_head_reaching_its_start(kind: str | int) -> None
 
 @settings(max_examples=300, deadline=None)
 @given(
-    kinds=st.lists(st.sampled_from(sorted(MAKERS)), min_size=1, max_size=3),
+    kinds=st.lists(st.sampled_from(sorted({**MAKERS, **FORMS})), min_size=1, max_size=3),
     rng=st.randoms(use_true_random=False),
-    noise=st.lists(st.sampled_from(_PIECES) | st.text(max_size=30), max_size=6),
+    noise=st.lists(st.sampled_from((*_PIECES, "%3D", "%3A%2F%2F", "%2", "%", "50% "))
+                   | st.text(max_size=30), max_size=6),
     head=st.integers(0, 400),
 )
 def test_clean_head_means_no_secret_starts_there(
     kinds: list[str], rng: random.Random, noise: list[str], head: int
 ) -> None:
-    """When the head is called clean, no finding starts in it."""
-    parts = [*noise, *(MAKERS[kind](rng).text for kind in kinds)]
+    """When the head is called clean, no finding starts in it (URL-encoded forms too)."""
+    makers = {**MAKERS, **FORMS}
+    parts = [*noise, *(makers[kind](rng).text for kind in kinds)]
     rng.shuffle(parts)
     text = " ".join(parts)
     if clean_head(text, head):
