@@ -227,6 +227,18 @@ def test_clean_head_means_no_secret_starts_there(
         assert all(finding.start >= head for finding in find_secrets(text))
 
 
+def test_a_percent_escape_makes_a_head_unclean() -> None:
+    """A URL-encoded secret whose signature the escapes hide (``%3A%2F%2F`` for ``://``)
+    keeps the head that holds its start from being called clean; a plain ``%`` does not."""
+    rng = random.Random(31)
+    hook = "https%3A%2F%2Fhooks.slack.com%2Fservices%2FT0A1B2C3D4%2FB0A1B2C3D4%2F" + (
+        MAKERS["github-token"](rng).values[0][4:28])
+    text = f"see {hook} " + "and more words " * 40
+    assert [f.start for f in find_secrets(text)] == [4]
+    assert not clean_head(text, 5)
+    assert clean_head("at 50% of the run " + "and more words " * 40, 5)
+
+
 def _all_matches(rule: Rule, text: str) -> list[tuple[int, int, dict[str, str | None]]]:
     return [(m.start(), m.end(), m.groupdict()) for m in _matches(rule, text)]
 
