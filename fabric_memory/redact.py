@@ -132,9 +132,11 @@ _NOT_CREDENTIAL = (
     r"|[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){7,}"
     r"|(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)"
     r"|AAAA[BCE][0-9A-Za-z+/]{12,}={0,2}"
+    r"|(?:~|\.{1,2})?(?:/[\w.\-@]+){2,}/?"
 )
-"""Under any name: a key fingerprint (``SHA256:…``, ``aa:bb:…``) or an SSH public key
-(its type, or its base64 blob ``AAAAC3NzaC1…``): what identifies a key, not the key."""
+"""Under any name: a key fingerprint (``SHA256:…``, ``aa:bb:…``), an SSH public key (its
+type, or its base64 blob ``AAAAC3NzaC1…``): what identifies a key, not the key; or a
+file path (``PWD=/home/dev/app``, ``GPG_KEY=~/.gnupg/key.asc``): where one is kept."""
 _PLAIN = (
     r"[0-9a-fA-F]{7,128}"
     r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"

@@ -317,6 +317,9 @@ def survivors(rng: random.Random) -> list[tuple[str, str]]:
         (f"commit {sha} token_count: 31337", "31337"),
         ("primary_key: user_id", "user_id"),
         ("foreign_key = orderLineId", "orderLineId"),
+        ("PWD=/home/dev/project OLDPWD=/home/dev", "/home/dev/project"),
+        ("SIGNING_KEY_FILE=~/.keys/release.pem signing_key: ./keys/release.pem",
+         "./keys/release.pem"),
     ]
 
 
