@@ -389,6 +389,12 @@ _STARTING = {s: frozenset(p for p in _SIGNATURES if s.startswith(p)) for s in _S
 _NONE: frozenset[str] = frozenset()
 
 
+@cache
+def _percent_bytes() -> re.Pattern[bytes]:
+    """:data:`_PERCENT` for :func:`redact_texts`' lowercased UTF-8."""
+    return re.compile(_PERCENT.lower().encode())
+
+
 def _present(lowered: str) -> frozenset[str]:
     """Every signature in ``lowered``, in one scan (resumed one past each hit, as two
     signatures may overlap) instead of one search per signature."""
@@ -498,14 +504,14 @@ def _matches(rule: Rule, text: str) -> Iterator[re.Match[str]]:
 
 def _spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
     for match in _matches(rule, text):
+        groups = match.groupdict()
         if rule.group == "value":
-            groups = match.groupdict()
-            name = next(n for n in ("dq", "sq", "bare") if groups.get(n) is not None)
-            start, end = match.span(name)
+            value = next(n for n in ("dq", "sq", "bare") if groups.get(n) is not None)
+            start, end = match.span(value)
         else:
             start, end = match.span(rule.group)
-        if start < end and (rule.accept is None or rule.accept(
-                text[start:end], match.groupdict().get("name") or "")):
+        if start < end and (rule.accept is None
+                            or rule.accept(text[start:end], groups.get("name") or "")):
             yield start, end
 
 
@@ -534,8 +540,7 @@ def redact_texts(texts: Sequence[str], counts: Counter[str] | None = None) -> li
             which = bisect_right(ends, found.start())
             present.setdefault(which, set()).add(found.group().decode())
             found = needle.search(joined, ends[which])
-    escaped = _compiled(_PERCENT.lower()).pattern.encode()  # (lowered: so is ``joined``)
-    for found in re.finditer(escaped, joined):
+    for found in _percent_bytes().finditer(joined):  # read URL-decoded too (find_secrets)
         present.setdefault(bisect_right(ends, found.start()), set())
     out = list(texts)
     for which, signatures in present.items():
@@ -561,7 +566,8 @@ def _masked(text: str, findings: list[Finding], counts: Counter[str] | None) -> 
 
 def might_hold_secrets(text: str) -> bool:
     """False when no rule can match ``text`` (the prefilter alone: one lowercase copy)."""
-    return _ANY_SIGNATURE.search(text.lower()) is not None or "%" in text
+    return _ANY_SIGNATURE.search(text.lower()) is not None or (
+        "%" in text and _compiled(_PERCENT).search(text) is not None)
 
 
 SIGNATURE_REACH: Final = 80
