@@ -230,23 +230,17 @@ def snippet_leaks(leaky: Leaky) -> list[str]:
 
 def _expanded_text(leaky: Leaky, show_secrets: bool) -> str:
     count = len(leaky.path.read_bytes().splitlines()) - 1
-    texts = []
-    page: Any = expand(str(leaky.path), range=f"0:{count - 1}", max_entries=20,
-                       show_secrets=show_secrets, **leaky.roots)
-    while True:
-        texts.extend(entry["text"] for entry in page["entries"])
-        if page["next"] is None:
-            break
-        page = expand_request(page["next"])
     operations = [p.address for p in leaky.planted
                   if p.place in ("fabric", "named-operation-argument")]
-    page = expand(str(leaky.path), addresses=operations, max_entries=20,
-                  show_secrets=show_secrets, **leaky.roots)
-    while True:
-        texts.extend(entry["text"] for entry in page["entries"])
-        if page["next"] is None:
-            break
-        page = expand_request(page["next"])
+    texts = []
+    for selection in ({"range": f"0:{count - 1}"}, {"addresses": operations}):
+        page: Any = expand(str(leaky.path), **selection, max_entries=20,  # type: ignore[arg-type]
+                           show_secrets=show_secrets, **leaky.roots)
+        while True:
+            texts.extend(entry["text"] for entry in page["entries"])
+            if page["next"] is None:
+                break
+            page = expand_request(page["next"])
     return "\n".join(texts)
 
 
