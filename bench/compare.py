@@ -283,6 +283,17 @@ def recall_rows(ctx: Context) -> list[Row]:
                             "bare Tantivy search", p50, f50, "ms", p50 / f50, "ours/floor p50",
                             target, ok, {"p99": p99, "floorP99": f99, "documents": built.documents,
                                          "queries": len(ours)}))
+        ours, floor = interleaved(workloads.natural_pair(built.index, built.sessions),
+                                  ctx.scale.queries, warmup=5)
+        p50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+        big = built.documents >= 1_000_000
+        rows.append(Row(f"recall.natural.{name}", f"recall of a 6-10 word question @ {scale} "
+                        "docs (p50 ms) vs one-word literal recall", p50, f50, "ms", p50 / f50,
+                        "question/word p50", "ratio <= 2" if name == "large" else "-",
+                        (p50 / f50 <= 2 and big) if name == "large" else None,
+                        {"p99": percentile(ours, 0.99) * 1e3,
+                         "floorP99": percentile(floor, 0.99) * 1e3,
+                         "documents": built.documents, "queries": len(ours)}))
     return rows
 
 
@@ -475,6 +486,22 @@ def agent_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+def handoff_rows(ctx: Context) -> list[Row]:
+    """What the summary hands over on the real dev sessions (:mod:`bench.handoff`): the share
+    of probe key strings it carries beside Pi's own LLM summary at the same cuts."""
+    from . import handoff
+
+    result = handoff.score()
+    ours, pi = result["oursWherePi"], result["pi"]
+    detail = {f"{name}.ours": group["ours"] for name, group in result["dimensions"].items()}
+    detail |= {f"{name}.pi": group["pi"] for name, group in result["dimensions"].items()}
+    detail["probes"] = result["probes"]
+    detail["allCutsOurs"] = result["ours"]
+    return [Row("handoff", f"handoff probes on {len(result['cuts'])} real Pi cuts: key strings "
+                "carried, ours vs Pi's LLM summary (where Pi summarized)", ours, pi, "share",
+                ours / pi, "ours/Pi share", ">= 1", ours >= pi, detail)]
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
@@ -484,6 +511,7 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("compaction", compaction_rows),
     ("compaction plateau", plateau_rows),
     ("hook", hook_rows),
+    ("handoff", handoff_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),

@@ -292,6 +292,36 @@ def recall_pair(index: Path, sessions: Path, mode: str) -> Pair:
     return Pair(ours, floor)
 
 
+NATURAL_SHAPES = ("how does {a} interact with the {b} adapter",
+                  "make the {a} parser accept trailing commas again",
+                  "why did the {a} step fail while we reviewed {b}",
+                  "what did we decide about the {a} and {b} adapters")
+"""Plain questions of 6-10 words in the generator's own words (its questions ask how one
+word interacts with another, its answers name an adapter, its goals a parser)."""
+
+
+def natural_requests() -> list[dict[str, Any]]:
+    """Rotating plain questions, recall's default matching (any word, every word first)."""
+    return [{"query": shape.format(a=a, b=b)}
+            for shape, a, b in zip(itertools.cycle(NATURAL_SHAPES), WORDS, WORDS[3:] + WORDS[:3],
+                                   strict=False)]
+
+
+def natural_pair(index: Path, sessions: Path) -> Pair:
+    """A plain question (ours) vs today's literal recall of one word (the floor): both are
+    whole ``recall`` calls, so the ratio is what asking in sentences costs."""
+    questions: Iterator[dict[str, Any]] = itertools.cycle(natural_requests())
+    words: Iterator[dict[str, Any]] = itertools.cycle(recall_requests("literal"))
+
+    def ours() -> int:
+        return recall(**next(questions), index=index, sessions=sessions)["total"]
+
+    def floor() -> int:
+        return recall(**next(words), index=index, sessions=sessions)["total"]
+
+    return Pair(ours, floor)
+
+
 # --- expand ---------------------------------------------------------------------------
 
 

@@ -221,15 +221,17 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", metavar="QUERY", nargs="?", default="",
                         help="text to find (may be empty when a filter is given)")
     parser.add_argument("--mode", choices=("literal", "phrase", "regex"), default="literal")
-    parser.add_argument("--match", choices=("any", "all"), default="all",
-                        help="literal mode: every term must match (all, default) or any term")
+    parser.add_argument("--match", choices=("any", "all"), default="any",
+                        help="literal mode: rank documents holding any word, those holding "
+                        "all first (any, default), or only those holding every word (all)")
     for name in ("ref", "tool", "role", "provider", "action", "outcome"):
         parser.add_argument(f"--{name}", default=None, help=f"exact {name}")
     parser.add_argument("--since", default=None, metavar="T", help="ISO time, inclusive")
     parser.add_argument("--until", default=None, metavar="T", help="ISO time, inclusive")
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
-    parser.add_argument("--limit", type=int, default=10, metavar="N", help="hits per page (max 50)")
+    parser.add_argument("--limit", type=int, default=10, metavar="N",
+                        help="hits per page (at most 50; more is clamped)")
     parser.add_argument("--offset", type=int, default=0, metavar="K")
     _locations(parser)
     _hot(parser)
@@ -251,23 +253,35 @@ def _run_recall(args: argparse.Namespace) -> Outcome:
 
 def _expand_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", metavar="SESSION", help="session id, or a path under the root")
+    parser.add_argument("--address", action="append", default=[], metavar="A",
+                        help="an address a summary, a recall hit or sessions printed: an entry "
+                        "(L12, a1b2c3d4), an operation (L40/3) or a phase (L40/phase:0)")
+    parser.add_argument("--range", default=None, metavar="FIRST:LAST",
+                        help="entry addresses, inclusive: a summary's [L12 ... L31] is "
+                        "--range L12:L31")
     parser.add_argument("--entry", action="append", default=[], metavar="ID")
-    parser.add_argument("--address", action="append", default=[], metavar="A")
     parser.add_argument("--position", dest="positions", action="append", type=int, default=[],
                         metavar="N", help="entry position in file order (0-based)")
-    parser.add_argument("--range", default=None, metavar="FIRST:LAST",
-                        help="entry positions, inclusive")
-    parser.add_argument("--anchor", default=None, metavar="ID")
-    parser.add_argument("--before", type=int, default=0, metavar="N")
-    parser.add_argument("--after", type=int, default=0, metavar="N")
+    parser.add_argument("--position-range", dest="position_range", default=None,
+                        metavar="FIRST:LAST", help="entry positions (0-based), inclusive")
+    parser.add_argument("--anchor", default=None, metavar="ID",
+                        help="an entry id to read around (with --before/--after)")
+    parser.add_argument("--before", type=int, default=0, metavar="N",
+                        help="also the N entries before each selected address or entry")
+    parser.add_argument("--after", type=int, default=0, metavar="N",
+                        help="also the N entries after each selected address or entry")
     parser.add_argument("--expected-source-hash", default=None, metavar="H")
     parser.add_argument("--expected-lineage", default=None, metavar="L")
-    parser.add_argument("--max-entries", type=int, default=10, metavar="N")
-    parser.add_argument("--max-chars", type=int, default=20_000, metavar="N")
+    parser.add_argument("--max-entries", type=int, default=10, metavar="N",
+                        help="entries per page (at most 20; more is clamped)")
+    parser.add_argument("--max-chars", type=int, default=20_000, metavar="N",
+                        help="characters per page (at most 24,000; more is clamped)")
     parser.add_argument("--entry-offset", type=int, default=0, metavar="K")
     parser.add_argument("--text-offset", type=int, default=0, metavar="K")
     parser.add_argument("--show-secrets", action="store_true",
                         help="return the raw bytes: do not mask secrets (docs/secrets.md)")
+    parser.add_argument("--raw", action="store_true",
+                        help="each entry's verbatim source line instead of readable text")
     _locations(parser, index_action=_IndexOrPosition)
     parser.add_argument("--index-dir", dest="index_dir", metavar="DIR", action=_Renamed,
                         new="--index DIR")
@@ -279,11 +293,13 @@ def _run_expand(args: argparse.Namespace) -> Outcome:
 
     page = expand(
         args.session, entries=args.entry, addresses=args.address, indices=args.positions,
-        range=args.range, anchor=args.anchor, before=args.before, after=args.after,
+        range=args.range, positions=args.position_range, anchor=args.anchor,
+        before=args.before, after=args.after,
         expected_source_hash=args.expected_source_hash,
         expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
         max_chars=args.max_chars, entry_offset=args.entry_offset, text_offset=args.text_offset,
-        show_secrets=args.show_secrets, index=args.index_dir, sessions=args.sessions,
+        show_secrets=args.show_secrets, raw=args.raw, index=args.index_dir,
+        sessions=args.sessions,
     )
     return Outcome(page, render_expand(page))
 
@@ -531,7 +547,8 @@ COMMANDS: list[Command] = [
             _reindex_arguments, _run_reindex),
     Command("recall", "search the memory index (text and exact filters)",
             _recall_arguments, _run_recall),
-    Command("expand", "show exact entries or operations of a session, verbatim",
+    Command("expand", "read exact entries or operations of a session as text (--raw: "
+            "verbatim lines)",
             _expand_arguments, _run_expand),
     Command("sessions", "list indexed sessions with tier, counts and hashes",
             _sessions_arguments, _run_sessions),

@@ -35,20 +35,26 @@ from .memory.catalog import DEFAULT_HOT_SESSIONS, list_sessions
 from .memory.expand import expand_request
 from .memory.live import LiveReport, watch_sessions
 from .memory.locations import index_root, sessions_roots
-from .memory.recall import recall_request
+from .memory.recall import DEFAULT_LIMIT, recall_request
 
 INSTRUCTIONS = """\
-Memory of past coding-agent sessions (Pi session files), searchable by exact words and
-by structure. Use `recall` before redoing work or when the user refers to something
-from an earlier session (a decision, an error, a file, a command, an identifier). Each
-hit carries `follow`: pass that object unchanged to `expand` to read the exact source
-entries. `stale_pointer` from `expand` means the session changed since the hit: call
-`recall` again. Long answers are paged: pass a response's `next` object unchanged to
-the same tool for the following page."""
+Memory of past coding-agent sessions (Pi session files), searchable by words and by
+structure. Use `recall` before redoing work or when the user refers to something from an
+earlier session (a decision, an error, a file, a command, an identifier): ask in plain
+words, as you would ask a colleague. Each hit carries `follow`: pass that object
+unchanged to `expand` to read the entries as text. The addresses a compaction summary
+prints (`L12`, `[L12 ... L31]`, `a1b2c3d4/3`) go to `expand` as they are: `addresses`, or
+`range: "L12:L31"`. `stale_pointer` from `expand` means the session changed since the
+hit: call `recall` again. Long answers are paged: pass a response's `next` object
+unchanged to the same tool for the following page."""
 
 RECALL_DESCRIPTION = """\
-Search past sessions. Literal words (all must match by default; `match: "any"` for
-either), an exact `phrase`, or a `regex` over single words; and/or exact filters: `role`
+Search past sessions. Ask in plain words (a sentence or its key words): every entry
+holding any of the words is ranked by relevance, entries holding all of them first;
+`matched` is "all" when every hit holds every word, "any" when some hold only some
+(`allWords` of them hold all). `match: "all"` keeps only entries holding every word;
+`mode: "phrase"` finds exact word sequences, `mode: "regex"` single words by pattern.
+Exact filters combine with the words or stand alone: `role`
 (user, assistant, toolResult), `tool` (tool name), `ref` (Fabric operation ref, e.g.
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
 (ISO-8601 times), `session` (id or path), `branches: "active"` (only the branch the
@@ -56,17 +62,22 @@ session continues from). Give a query or at least one filter. Hits come by relev
 (newest first without a query), each with `sessionId`, `address`, a `snippet`, `tier`,
 `stale` and `follow`. To read a hit in full, call `expand` with its `follow` object
 exactly as given. `next` is null on the last page; otherwise pass it unchanged to
-`recall` for more (`limit` at most 50 per page, `offset` skips hits)."""
+`recall` for more (`limit` at most 50 per page: more is clamped and noted under `clamped`;
+`offset` skips hits)."""
 
 EXPAND_DESCRIPTION = """\
-Read exact entries of one session, verbatim from its file. Normally you pass a recall
-hit's `follow` object unchanged (session, addresses, expected hashes). You may also
-select by `entries` (entry ids), `addresses`, `indices` (0-based entry positions),
-`range` ("FIRST:LAST" positions), or `anchor` (an entry id) with `before`/`after`
-neighbours. Pages hold at most `maxEntries` entries and `maxChars` characters; when
-`next` is not null, pass it unchanged to `expand` for the rest (a long entry continues
-at `textOffset`). Error `stale_pointer`: the session changed since recall gave the
-pointer; call `recall` again and follow the new hit. Secrets (API keys, tokens,
+Read entries of one session as text: each entry's address, role and time, what was said,
+thinking, tool calls as name(arguments) and tool results (`raw: true` returns the
+verbatim JSON lines instead). Pass a recall hit's `follow` object unchanged, or the
+addresses a compaction summary prints, as they are: `addresses` (["L12"], ["a1b2c3d4/3"])
+or `range` ("L12:L31" for the summary's [L12 ... L31]); `before`/`after` add that many
+neighbouring entries around each address. Also: `entries` (entry ids), `indices` (0-based
+entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). Pages
+hold at most `maxEntries` (20) entries and `maxChars` (24000) characters; larger values
+are clamped and noted under `clamped`. When `next` is not null, pass it unchanged to
+`expand` for the rest (a long entry continues at `textOffset`). Error `stale_pointer`:
+the session changed since recall gave the pointer; call `recall` again and follow the new
+hit. Secrets (API keys, tokens,
 passwords, private keys) come back masked as `[REDACTED:<kind>]`; set `showSecrets` to
 true only when the user explicitly asks for the raw value."""
 
@@ -84,9 +95,9 @@ RECALL_KEYS = frozenset({
     "query", "mode", "match", "role", "tool", "ref", "provider", "action", "outcome", "since",
     "until", "session", "branches", "limit", "offset", "hotSessions", "index", "sessions"})
 EXPAND_KEYS = frozenset({
-    "session", "entries", "addresses", "indices", "range", "anchor", "before", "after",
-    "expectedSourceHash", "expectedLineageFingerprint", "maxEntries", "maxChars",
-    "entryOffset", "textOffset", "showSecrets", "index", "sessions"})
+    "session", "entries", "addresses", "indices", "range", "positions", "anchor", "before",
+    "after", "expectedSourceHash", "expectedLineageFingerprint", "maxEntries", "maxChars",
+    "entryOffset", "textOffset", "showSecrets", "raw", "index", "sessions"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +191,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
     async def recall(
         query: str = "",
         mode: Literal["literal", "phrase", "regex"] = "literal",
-        match: Literal["any", "all"] = "all",
+        match: Literal["any", "all"] = "any",
         role: str | None = None,
         tool: str | None = None,
         ref: str | None = None,
@@ -191,7 +202,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         until: str | None = None,
         session: str | None = None,
         branches: Literal["active", "all"] = "all",
-        limit: int = 10,
+        limit: int = DEFAULT_LIMIT,
         offset: int = 0,
         hotSessions: int | None = None,
         index: str | None = None,
@@ -207,6 +218,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         addresses: list[str] | None = None,
         indices: list[int] | None = None,
         range: str | None = None,
+        positions: str | None = None,
         anchor: str | None = None,
         before: int | None = None,
         after: int | None = None,
@@ -217,6 +229,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         entryOffset: int | None = None,
         textOffset: int | None = None,
         showSecrets: bool | None = None,
+        raw: bool | None = None,
         index: str | None = None,
         sessions: str | None = None,
     ) -> CallToolResult:

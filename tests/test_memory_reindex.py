@@ -436,12 +436,12 @@ def test_glued_lines_are_salvaged_for_recall(tmp_path: Path) -> None:
     assert record.entries == len(session.entries) + 4
     _complete(roots["index"])
     marker = compaction["summary"].rsplit("- ", 1)[1]
-    hits = recall(marker, **roots)["hits"]
+    hits = recall(marker, match="all", **roots)["hits"]
     assert [(h["address"], h.get("onActiveBranch")) for h in hits] == [(compaction["id"], False)]
     thinking = turn["message"]["content"][0]["thinking"]
     hits = recall(thinking, mode="phrase", **roots)["hits"]
     assert [h["address"] for h in hits] == [turn["id"]]
-    page = expand_request(dict(hits[0]["follow"]))
+    page = expand_request({**hits[0]["follow"], "raw": True})
     assert page["entries"][0]["text"].encode() == path.read_bytes().split(b"\n")[second.line - 1]
 
 

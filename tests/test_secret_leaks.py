@@ -187,7 +187,9 @@ def recall_leaks(leaky: Leaky) -> list[str]:
     found = []
     for value in leaky.values:
         for mode, query in _queries(value):
-            if recall(query, mode=mode, **leaky.roots)["total"]:  # type: ignore[arg-type]
+            # every word of the value: a relaxed search would match its common words too
+            if recall(query, mode=mode, match="all",  # type: ignore[arg-type]
+                      **leaky.roots)["total"]:
                 found.append(f"{mode} {query}")
     return found
 
@@ -207,7 +209,8 @@ def recall_filter_leaks(leaky: Leaky) -> list[str]:
         filters = FILTERS.get(planted.place, {"branches": "all"})
         for value in planted.sample.values:
             for mode, query in _queries(value):
-                if recall(query, mode=mode, **filters, **leaky.roots)["total"]:  # type: ignore[arg-type]
+                if recall(query, mode=mode, match="all", **filters,  # type: ignore[arg-type]
+                          **leaky.roots)["total"]:
                     found.append(f"{mode} {query} {filters}")
     return found
 
@@ -228,14 +231,14 @@ def snippet_leaks(leaky: Leaky) -> list[str]:
     return [value for value in leaky.values if any(value in s for s in snippets)]
 
 
-def _expanded_text(leaky: Leaky, show_secrets: bool) -> str:
+def _expanded_text(leaky: Leaky, show_secrets: bool, raw: bool = False) -> str:
     count = len(leaky.path.read_bytes().splitlines()) - 1
     operations = [p.address for p in leaky.planted
                   if p.place in ("fabric", "named-operation-argument")]
     texts = []
-    for selection in ({"range": f"0:{count - 1}"}, {"addresses": operations}):
+    for selection in ({"positions": f"0:{count - 1}"}, {"addresses": operations}):
         page: Any = expand(str(leaky.path), **selection, max_entries=20,  # type: ignore[arg-type]
-                           show_secrets=show_secrets, **leaky.roots)
+                           show_secrets=show_secrets, raw=raw, **leaky.roots)
         while True:
             texts.extend(entry["text"] for entry in page["entries"])
             if page["next"] is None:
@@ -246,6 +249,11 @@ def _expanded_text(leaky: Leaky, show_secrets: bool) -> str:
 
 def expand_leaks(leaky: Leaky) -> list[str]:
     text = _expanded_text(leaky, show_secrets=False)
+    return [value for value in leaky.values if value in text]
+
+
+def raw_expand_leaks(leaky: Leaky) -> list[str]:
+    text = _expanded_text(leaky, show_secrets=False, raw=True)
     return [value for value in leaky.values if value in text]
 
 
@@ -310,12 +318,12 @@ def pi_tool_leaks(leaky: Leaky) -> list[str]:
         for value in leaky.values:
             for mode, query in _queries(value):
                 answers.append(_run_cli(["pi", "tool", "memory_recall"], orjson.dumps(
-                    {"query": query, "mode": mode}))[1])
+                    {"query": query, "mode": mode, "match": "all"}))[1])
         answers.append(_run_cli(["pi", "tool", "memory_recall"], orjson.dumps(
             {"query": "loaded pasted remember echo gave facts redacted", "match": "any",
              "limit": 50}))[1])
         count = len(leaky.path.read_bytes().splitlines()) - 1
-        request: Any = {"session": str(leaky.path), "range": f"0:{count - 1}",
+        request: Any = {"session": str(leaky.path), "positions": f"0:{count - 1}",
                         "maxEntries": 20, "maxChars": 24_000}
         while request is not None:
             answer = _run_cli(["pi", "tool", "memory_expand"], orjson.dumps(request))[1]
@@ -328,8 +336,8 @@ def pi_tool_leaks(leaky: Leaky) -> list[str]:
 
 CHECKS: dict[str, Callable[[Leaky], list[str]]] = {
     "recall": recall_leaks, "recall-filters": recall_filter_leaks, "snippets": snippet_leaks,
-    "expand": expand_leaks, "summary": summary_leaks, "hook": hook_leaks,
-    "pi-tools": pi_tool_leaks, "audit": audit_leaks,
+    "expand": expand_leaks, "expand-raw": raw_expand_leaks, "summary": summary_leaks,
+    "hook": hook_leaks, "pi-tools": pi_tool_leaks, "audit": audit_leaks,
 }
 
 
@@ -345,7 +353,8 @@ def test_values_that_only_look_like_secrets_stay_recallable(leaky: Leaky) -> Non
     are found by recall in every mode that can find them and shown by default expand."""
     assert len(leaky.kept) >= 15
     missing = [f"{mode} {query}" for _, word in leaky.kept for mode, query in _queries(word)
-               if not recall(query, mode=mode, **leaky.roots)["total"]]  # type: ignore[arg-type]
+               if not recall(query, mode=mode, match="all",  # type: ignore[arg-type]
+                             **leaky.roots)["total"]]
     assert missing == []
     expanded = _expanded_text(leaky, show_secrets=False)
     assert [word for _, word in leaky.kept if expanded.count(word) < 3] == []
@@ -363,8 +372,8 @@ def test_mcp_answers_leak_nothing(leaky: Leaky) -> None:
 
     async def expanded(client: Any, show: bool) -> str:
         count = len(leaky.path.read_bytes().splitlines()) - 1
-        request: Any = {"session": str(leaky.path), "range": f"0:{count - 1}",
-                        "maxEntries": 20, "showSecrets": show}
+        request: Any = {"session": str(leaky.path), "positions": f"0:{count - 1}",
+                        "maxEntries": 20, "showSecrets": show, "raw": show}
         texts = []
         while request is not None:
             page = value(await client.call_tool("expand", request))
@@ -379,7 +388,7 @@ def test_mcp_answers_leak_nothing(leaky: Leaky) -> None:
                 for leaked in planted.sample.values:
                     for mode, query in _queries(leaked):
                         answer = value(await client.call_tool(
-                            "recall", {"query": query, "mode": mode}))
+                            "recall", {"query": query, "mode": mode, "match": "all"}))
                         if answer["total"]:
                             found.append(f"{planted.place} {mode} {query}")
             assert found == []
@@ -401,10 +410,10 @@ def test_summary_still_says_where_the_secret_was(leaky: Leaky) -> None:
 
 def test_show_secrets_returns_the_raw_bytes(leaky: Leaky) -> None:
     """On explicit request expand returns every planted value, as the file holds it."""
-    text = _expanded_text(leaky, show_secrets=True)
+    text = _expanded_text(leaky, show_secrets=True, raw=True)
     assert [value for value in leaky.values if value not in text
             and orjson.dumps(value).decode()[1:-1] not in text] == []
-    page = expand(str(leaky.path), entries=["e001"], show_secrets=True, **leaky.roots)
+    page = expand(str(leaky.path), entries=["e001"], show_secrets=True, raw=True, **leaky.roots)
     assert page["entries"][0]["text"].encode() == leaky.path.read_bytes().splitlines()[1]
 
 
@@ -476,6 +485,7 @@ def test_sabotage_without_redaction_every_check_finds_leaks(
 
     monkeypatch.setattr(normalize, "redact_texts", lambda texts, counts=None: list(texts))
     monkeypatch.setattr(expand_module, "redact_json_text", lambda text: text)
+    monkeypatch.setattr(expand_module, "redact_json", lambda value, counts=None: value)
     monkeypatch.setattr(project, "redact", lambda text, counts=None: text)
     unmasked = Leaky(leaky.sessions, tmp_path / "index", leaky.path, leaky.planted)
     reindex(**unmasked.roots, workers=1)

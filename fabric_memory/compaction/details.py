@@ -20,11 +20,12 @@ from .._js import is_count
 from ..redact import RULES_FINGERPRINT
 from ..view import EntryView
 from .ledger import LEDGERS, Item, Ledger, LedgerJson, LedgerName
-from .text import mask_all
+from .text import bounded_id, mask_all
 
 COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
-STATE_VERSION: Final = 1
+STATE_VERSION: Final = 2
+"""2: the ``changes``, ``commits`` and ``checks`` ledgers (a version 1 state is rebuilt)."""
 
 
 # --- the cumulative state ------------------------------------------------------------
@@ -314,7 +315,7 @@ def build_details(
     return {
         "compactor": COMPACTOR,
         "version": DETAILS_VERSION,
-        "sessionId": session_id,
+        "sessionId": session_id if session_id is None else bounded_id(session_id),
         "summaryBytes": rendered.size,
         "firstKeptAdjustedFrom": adjusted_from,
         "sections": [section.to_json() for section in rendered.sections],

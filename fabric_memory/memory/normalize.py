@@ -23,7 +23,7 @@ import orjson
 
 from ..errors import clipped
 from ..redact import is_secret_name, mask_blocks, mask_named, redact_texts
-from ..session import Entry, LineProblem, Session, migrated_id
+from ..session import Entry, LineProblem, Session, decode_line, glued_objects, migrated_id
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
 
@@ -137,6 +137,21 @@ def _salvaged_entries(session: Session) -> list[Entry]:
                 has_id=False,
             ))
     return entries
+
+
+def line_value(data: bytes, line: int, entry_id: str) -> Any:
+    """The JSON value entry ``entry_id`` has on its line ``data`` (line number ``line``): the
+    line's value, or for an object salvaged from a glued line (:func:`_salvaged_entries`)
+    that object ({} when it is no longer there)."""
+    try:
+        return decode_line(data)
+    except ValueError:  # glued objects (or a line no reader takes): what was salvaged of it
+        objects = glued_objects(data)
+    numbered = f"{migrated_id(line)}."
+    number = entry_id.removeprefix(numbered)
+    if entry_id.startswith(numbered) and number.isdigit():
+        return objects[int(number)] if int(number) < len(objects) else {}
+    return next((value for value in objects if value.get("id") == entry_id), {})
 
 
 def source_records(entry_id: str, raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,10 @@
 """``recall``: search the memory index (lexical text plus exact structural filters).
 
+A question in plain words finds its entry: by default (``match="any"``) every document
+holding any of the query's words is ranked by relevance (BM25), those holding all of them
+first, and ``matched`` says whether the hits needed that relaxation (``"any"``) or every
+hit holds every word (``"all"``). ``match="all"`` keeps only documents holding every word.
+
 Every hit says which session and tier it comes from and carries ``follow``: the
 exact :func:`~fabric_memory.memory.expand.expand` request, bound to the session's
 sourceHash and lineage fingerprint, that hydrates it from the source file. The
@@ -19,6 +24,7 @@ from .._js import iso_ms
 from ..errors import QueryError, UsageError, clipped
 from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
 from .index import Hit, SearchSpec, TextMode
+from .limits import Clamped, bounded
 from .tiers import revalidate
 
 if TYPE_CHECKING:
@@ -94,16 +100,22 @@ class RecallHit(TypedDict):
 
 class RecallResponse(TypedDict):
     total: int
+    matched: Match
+    """"all": every hit holds every word of the query; "any": some hits hold only some."""
     offset: int
     hits: list[RecallHit]
     next: RecallRequest | None
+    allWords: NotRequired[int]
+    """With matched "any": how many of ``total`` hold every word (they are ranked first)."""
+    clamped: NotRequired[Clamped]
+    """Limits asked above their maximum: key → [asked, used]."""
 
 
 def recall(
     query: str = "",
     *,
     mode: TextMode = "literal",
-    match: Match = "all",
+    match: Match = "any",
     role: str | None = None,
     tool: str | None = None,
     ref: str | None = None,
@@ -121,7 +133,9 @@ def recall(
     sessions: str | os.PathLike[str] | None = None,
 ) -> RecallResponse:
     """Search past sessions; see the module docstring for the response."""
-    _check_options(query, mode, match, branches, limit, offset, hot_sessions)
+    clamped: Clamped = {}
+    limit = bounded(limit, "limit", "--limit", 1, MAX_LIMIT, clamped)
+    _check_options(query, mode, match, branches, offset, hot_sessions)
     filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
                "action": action, "outcome": outcome}
     given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
@@ -156,7 +170,12 @@ def recall(
     )
     page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
     hits = [_hit(hit, view.catalog, view.hot, view.unrefreshed, locations) for hit in page.hits]
-    return _bounded(request, page.total, offset, hits)
+    notes: dict[str, Any] = {}
+    if page.all_words is not None and page.all_words < page.total:
+        notes.update(matched="any", allWords=page.all_words)
+    if clamped:
+        notes["clamped"] = clamped
+    return _bounded(request, page.total, offset, hits, notes)
 
 
 def recall_request(request: Mapping[str, Any]) -> RecallResponse:
@@ -173,8 +192,7 @@ def recall_request(request: Mapping[str, Any]) -> RecallResponse:
 
 
 def _check_options(
-    query: str, mode: str, match: str, branches: str, limit: int, offset: int,
-    hot_sessions: int,
+    query: str, mode: str, match: str, branches: str, offset: int, hot_sessions: int,
 ) -> None:
     if mode not in MODES:
         raise UsageError(f"--mode {clipped(mode)}: use one of {', '.join(MODES)}")
@@ -184,8 +202,6 @@ def _check_options(
         raise UsageError(f"--branches {clipped(branches)}: use active or all")
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(f"QUERY is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
-    if not 1 <= limit <= MAX_LIMIT:
-        raise UsageError(f"--limit {limit}: must be between 1 and {MAX_LIMIT}")
     if not 0 <= offset <= MAX_OFFSET:
         raise UsageError(f"--offset {offset}: must be between 0 and {MAX_OFFSET} (narrow the "
                          "query with --since, --until or --session to reach older hits)")
@@ -254,16 +270,21 @@ def _stale(record: SessionRecord | None, path: str, unrefreshed: frozenset[str])
 
 
 def _bounded(
-    request: RecallRequest, total: int, offset: int, hits: list[RecallHit]
+    request: RecallRequest, total: int, offset: int, hits: list[RecallHit],
+    notes: Mapping[str, Any],
 ) -> RecallResponse:
-    """Fit the response in MAX_RESPONSE_CHARS: shorten snippets, then carry hits to ``next``."""
+    """Fit the response (with ``notes``: matched, allWords, clamped) in MAX_RESPONSE_CHARS:
+    shorten snippets, then carry hits to ``next``."""
 
     def build(kept: list[RecallHit]) -> RecallResponse:
         end = offset + len(kept)
         following: RecallRequest | None = None
         if end < total and end <= MAX_OFFSET:
             following = {**request, "offset": end}
-        return {"total": total, "offset": offset, "hits": kept, "next": following}
+        response: RecallResponse = {"total": total, "matched": "all", "offset": offset,
+                                    "hits": kept, "next": following}
+        response.update(cast(RecallResponse, notes))
+        return response
 
     response = build(hits)
     if _size(response) <= MAX_RESPONSE_CHARS:

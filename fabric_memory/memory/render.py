@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .index import REBUILD
@@ -46,8 +47,11 @@ def render_reindex(report: ReindexReport) -> str:
 def render_recall(response: RecallResponse) -> str:
     hits = response["hits"]
     first = response["offset"] + 1
-    lines = [f"{response['total']} hits" + (f", showing {first}-{first + len(hits) - 1}"
-                                            if hits else "")]
+    every = (f" ({response.get('allWords', 0)} with every word, ranked first)"
+             if response["matched"] == "any" else "")
+    lines = [f"{response['total']} hits{every}"
+             + (f", showing {first}-{first + len(hits) - 1}" if hits else "")]
+    lines.extend(_clamped(response.get("clamped", {})))
     for hit in hits:
         what = " ".join(
             str(value) for value in (hit.get("role"), hit.get("ref"), hit.get("outcome")) if value
@@ -73,6 +77,7 @@ def render_recall(response: RecallResponse) -> str:
 
 def render_expand(page: ExpandPage) -> str:
     lines = [f"session {page['sessionId']}  {page['path']}  sourceHash {page['sourceHash']}"]
+    lines.extend(_clamped(page.get("clamped", {})))
     for entry in page["entries"]:
         span = f"chars {entry['textOffset']}-{entry['textOffset'] + len(entry['text'])}"
         lines.append(
@@ -88,6 +93,11 @@ def render_expand(page: ExpandPage) -> str:
             f"--expected-source-hash {page['sourceHash']}"
         )
     return "\n".join(lines)
+
+
+def _clamped(clamped: Mapping[str, list[int]]) -> list[str]:
+    return [f"note: {key} {asked} is above its maximum; {used} used"
+            for key, (asked, used) in clamped.items()]
 
 
 def render_sessions(report: SessionsReport) -> str:
