@@ -19,12 +19,13 @@ instructions).
 
 from __future__ import annotations
 
+import base64
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from itertools import accumulate
 from typing import Any, Final
 
@@ -52,8 +53,9 @@ class Rule:
     signatures: tuple[str, ...]
     group: int | str = 0
     flags: int = 0
-    accept: Callable[[str], bool] | None = None
-    """A further check of the matched value (drops placeholders and identifiers)."""
+    accept: Callable[[str, str], bool] | None = None
+    """A further check of the matched value and the name it is assigned to (the rule's
+    ``name`` group, else ""): drops placeholders, identifiers, hashes."""
     anchor: Anchor | None = None
     """Where a match can be, when the pattern itself starts with no literal."""
 
@@ -116,17 +118,71 @@ _NOT_SECRETS = frozenset({
 _WORD = r"(?:[a-z_$]+(?:[A-Z][a-z]+)*|[A-Z][a-z]+(?:[A-Z][a-z]+)*|[A-Z_]+)\d{0,2}"
 _REFERENCE = rf"{_WORD}(?:(?:\.|\?\.|::|->){_WORD})+(?:\(\)?)?"
 """``process.env.TOKEN``, ``config.apiKey``, ``self.secret()``: code naming a value."""
-_IDENTIFIER = r"[a-z_\-]+|[A-Z_]+|[a-z]{2,}(?:[A-Z][a-z]{2,})+|[A-Za-z_$][\w$.]*\(\)?"
-"""A lone word, a CONSTANT_NAME, a camelCase name or a call: not a credential."""
+_IDENTIFIER = r"[a-z_]+|[A-Z_]+|[a-z]{2,}(?:[A-Z][a-z]+)+\d{0,2}|[A-Za-z_$][\w$.]*\(\)?"
+"""A lone word, a CONSTANT_NAME, a camelCase name (``createdAt``) or a call: not a
+credential."""
+_PASSPHRASE = r"[a-z]+(?:-[a-z]+)+"
+"""Lower-case words joined by dashes: a passphrase under a password's name, a name
+(``created-at``, ``my-bucket``) under any other."""
+_NUMBER = r"[+\-]?\d+(?:[.,_]\d+)*(?:[eE][+\-]?\d+)?[kKmMgG]?"
+"""A count, a limit, a size (``128000``, ``1.5e3``, ``64k``): a credential only under a
+password's name (a PIN-like password)."""
+_NOT_CREDENTIAL = (
+    r"(?:SHA256|SHA384|SHA512|SHA1|MD5):[A-Za-z0-9+/=:]+"
+    r"|[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){7,}"
+    r"|(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)"
+    r"|AAAA[BCE][0-9A-Za-z+/]{12,}={0,2}"
+    r"|(?:~|\.{1,2})?(?:/[\w.\-@]+){2,}/?"
+)
+"""Under any name: a key fingerprint (``SHA256:…``, ``aa:bb:…``), an SSH public key (its
+type, or its base64 blob ``AAAAC3NzaC1…``): what identifies a key, not the key; or a
+file path (``PWD=/home/dev/app``, ``GPG_KEY=~/.gnupg/key.asc``): where one is kept."""
+_PLAIN = (
+    r"[0-9a-fA-F]{7,128}"
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?Z?)?"
+    r"|(?:[a-z]+\d{0,3}|\d+)(?:[_\-.:/#@](?:[a-z]+\d{0,3}|\d+))*"
+)
+"""Under a weak name (``cache_key``, ``sort_key``, ``partition_key``: ``*_key`` names that
+say nothing of a secret): a git sha or other hex hash, a uuid, a date, or lower-case words
+and numbers joined by separators (``tenant_42``, ``customer-42``, ``v2:user:7``)."""
 
 
-def _assigned_value(value: str) -> bool:
-    """Whether the value of a secret-named assignment looks like a credential."""
+def _assigned_value(value: str, name: str = "token") -> bool:
+    """Whether ``value``, assigned to the secret-like ``name``, looks like a credential."""
     if len(value) < MIN_ASSIGNED or value.startswith(_PLACEHOLDER_START):
         return False
     if value.lower() in _NOT_SECRETS or len(set(value)) < 3:
         return False
-    return not (_compiled(_REFERENCE).fullmatch(value) or _compiled(_IDENTIFIER).fullmatch(value))
+    strength = _name_strength(name)
+    if strength == "public" or _compiled(_NOT_CREDENTIAL).fullmatch(value):
+        return False
+    if strength == "password":
+        if _compiled(_PASSPHRASE).fullmatch(value) or _compiled(_NUMBER).fullmatch(value):
+            return True
+    elif _compiled(_NUMBER).fullmatch(value) or (
+            strength == "weak" and _compiled(_PLAIN).fullmatch(value)):
+        return False
+    return not (_compiled(_REFERENCE).fullmatch(value) or _compiled(_IDENTIFIER).fullmatch(value)
+                or _compiled(_PASSPHRASE).fullmatch(value))
+
+
+_PUBLIC_NAME_ENDS = ("public_key", "publickey", "public-key", "pubkey", "pub_key", "pub-key")
+_PASSWORD_NAME_ENDS = ("password", "passwd", "pwd")
+_STRONG_KEY = r"(?:api|access|secret|private|signing|master|encryption|auth|client)[_\-]?key$"
+
+
+def _name_strength(name: str) -> str:
+    """``public`` (a public key's name: never a secret), ``password``, ``weak`` (a
+    ``*_key`` name that is not an API, access, secret, private... key) or ``strong``."""
+    lowered = name.lower()
+    if lowered.endswith(_PUBLIC_NAME_ENDS):
+        return "public"
+    if lowered.endswith(_PASSWORD_NAME_ENDS):
+        return "password"
+    if lowered.endswith("key") and _compiled(_STRONG_KEY).search(lowered) is None:
+        return "weak"
+    return "strong"
 
 
 _SECRET_WORD = (r"(?:token|secret|passw(?:or)?d|pwd|api[_\-]?key"
@@ -136,18 +192,53 @@ _SECRET_NAME = rf"[A-Za-z0-9_.\-]{{0,60}}?{_SECRET_WORD}"
 """A name whose value is a credential: ``*_TOKEN``, ``*_SECRET``, ``*_KEY``, ``password``..."""
 
 
-def _url_password(value: str) -> bool:
+@lru_cache(maxsize=4096)
+def is_secret_name(name: str) -> bool:
+    """Whether a value stored under ``name`` (a JSON key, an argument's name) may be a
+    credential: ``password``, ``DB_PASSWORD``, ``X-Api-Key``, ``*_token``... (remembered:
+    a session names the same few keys thousands of times)."""
+    return _compiled(_SECRET_NAME, re.IGNORECASE).fullmatch(name) is not None
+
+
+def _url_password(value: str, name: str = "") -> bool:
     return not value.startswith(_PLACEHOLDER_START) and value.lower() not in _NOT_SECRETS
+
+
+def _flag_password(value: str, name: str = "") -> bool:
+    """A password given on a command line: anything but a placeholder or another flag."""
+    return not value.startswith("-") and _url_password(value)
+
+
+def _basic_credentials(value: str, name: str = "") -> bool:
+    """Whether ``value`` is base64 of ``user:password`` (not a word after "Basic")."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError:  # (binascii.Error is one)
+        return False
+    return b":" in decoded and decoded.isascii() and decoded.decode().isprintable()
 
 
 def _rule(
     kind: str, pattern: str, signatures: tuple[str, ...], *, group: int | str = 0,
-    flags: int = 0, accept: Callable[[str], bool] | None = None,
+    flags: int = 0, accept: Callable[[str, str], bool] | None = None,
     anchor: tuple[str, int, int] | None = None,
 ) -> Rule:
     window = None if anchor is None else Anchor(anchor[0], flags, anchor[1], anchor[2])
     return Rule(kind, pattern, signatures, group, flags, accept, window)
 
+
+_PERCENT: Final = r"%[0-7][0-9A-Fa-f]"
+"""A percent escape of an ASCII character (every credential format is ASCII)."""
+_JSON_ESCAPE: Final = r"\\(?:u[0-9A-Fa-f]{4}|[\"\\/bfnrt])"
+_JSON_CHARS: Final = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+BLOCK_KEYS: Final = ("text", "thinking")
+"""The keys of a content list's text blocks, read as one text for secrets cut between two."""
+
+
+_FLAG_VALUE = (r"(?:\"(?P<dq>[^\"\n]{1,256})\"|'(?P<sq>[^'\n]{1,256})'"
+               r"|(?P<bare>[^\s'\"`;|&]{1,256}))")
+"""A command-line value: double- or single-quoted, or bare to the next blank or operator."""
 
 _B = r"(?<![A-Za-z0-9_])"
 """Not in the middle of a word (tokens are matched whole)."""
@@ -196,20 +287,42 @@ RULES: tuple[Rule, ...] = (
           ("k_live_", "k_test_", "whsec_")),
     _rule("jwt", _B + r"eyJ[A-Za-z0-9_\-]{5,}={0,2}\.eyJ[A-Za-z0-9_\-]{5,}={0,2}"
           r"\.[A-Za-z0-9_\-]*={0,2}", ("eyj",)),
+    _rule("huggingface-token", _B + r"hf_[A-Za-z0-9]{30,64}" + _E, ("hf_",)),
     _rule("url-password",
-          r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/?#@'\"<>]{1,128}:([^\s/?#@'\"<>]{1,256})@",
+          r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/?#@'\"<>]{0,128}:([^\s/?#@'\"<>]{1,256})@",
           ("://",), group=1, accept=_url_password),
     _rule("bearer-token", r"\b[Bb]earer\s+([A-Za-z0-9._~+/\-]{20,}=*)", ("bearer",), group=1),
+    _rule("basic-auth", r"\b[Bb]asic[ \t]+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])",
+          ("basic",), group=1, accept=_basic_credentials),
+    _rule("cli-password",
+          r"(?<![\w\-])--pass(?:word|wd)?(?:=|[ \t]+)" + _FLAG_VALUE,
+          ("--pass",), group="value", accept=_flag_password),
+    _rule("cli-password",
+          r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n;|&]{0,200}?[ \t]-p"
+          r"(?P<bare>[^\s'\"`;|&]{1,256})",
+          ("mysql", "mariadb"), group="value", accept=_flag_password),
+    _rule("cli-password",
+          r"\bcurl\b[^\n;|&]{0,300}?[ \t](?:-u|--user(?=[ \t=])=?)[ \t]*"
+          r"(?:\"[^\"\s:]{0,128}:(?P<dq>[^\"\n]{1,256})\"|'[^'\s:]{0,128}:(?P<sq>[^'\n]{1,256})'"
+          r"|[^\s:'\"]{0,128}:(?P<bare>[^\s'\"`;|&]{1,256}))",
+          ("curl",), group="value", accept=_flag_password),
     _rule("assigned-secret",
-          rf"(?<![A-Za-z0-9]){_SECRET_NAME}(?![A-Za-z0-9])\\?[\"']?"
-          r"[ \t]{0,3}(?:=|:=|:|=>)[ \t]{0,3}"
+          rf"(?<![A-Za-z0-9])(?P<name>{_SECRET_NAME})(?![A-Za-z0-9])\\?[\"']?"
+          r"[ \t]{0,100}+(?:=|:=|:|=>)[ \t]{0,100}+"
           r"(?:\\?\"(?P<dq>[^\"\\\n]{1,256})\\?\"|'(?P<sq>[^'\n]{1,256})'"
-          r"|(?P<bare>[^\s'\"`,;)}\]]{1,256}))",
+          r"|(?P<bare>[^\s'\"`,;)}\]&]{1,256}))",
           ("token", "secret", "passw", "pwd", "key", "credential"),
           group="value", flags=re.IGNORECASE, accept=_assigned_value,
           # 60 name characters before the word; after its start: the word (14 at most),
-          # \\?["']? (2), spaces, the operator, spaces (3 + 2 + 3), a quoted value (260).
-          anchor=(_SECRET_WORD, 60, 14 + 2 + 8 + 260)),
+          # \\?["']? (2), blanks, the operator, blanks (100 + 2 + 100), a quoted value (260).
+          anchor=(_SECRET_WORD, 60, 14 + 2 + 202 + 260)),
+    _rule("assigned-secret",
+          rf"<(?P<name>{_SECRET_NAME})>(?P<bare>[^<\n]{{1,256}})</(?P=name)>",
+          ("token", "secret", "passw", "pwd", "key", "credential"),
+          group="value", flags=re.IGNORECASE, accept=_assigned_value,
+          # "<" and 60 name characters before the word; after its start: the word (14), ">",
+          # the value (256), "</", the name again (74), ">".
+          anchor=(_SECRET_WORD, 61, 14 + 1 + 256 + 2 + 74 + 1)),
 )
 """Most specific first: where two rules match overlapping text, the earlier one names it."""
 
@@ -217,7 +330,8 @@ RULES: tuple[Rule, ...] = (
 def rules_fingerprint(rules: Sequence[Rule]) -> str:
     """Eight hex digits that change whenever any rule, or the data its checks use, does."""
     checks = (MIN_ASSIGNED, _PLACEHOLDER_START, sorted(_NOT_SECRETS), _REFERENCE, _IDENTIFIER,
-              MASK)
+              MASK, _PASSPHRASE, _NUMBER, _NOT_CREDENTIAL, _PLAIN, _PUBLIC_NAME_ENDS,
+              _PASSWORD_NAME_ENDS, _STRONG_KEY, _PERCENT, _JSON_ESCAPE, BLOCK_KEYS)
     described = "\n".join([repr(checks), *(
         # (the flags ``re.compile`` reports, read without compiling: tests/test_redact.py
         # holds them equal, so indexes built when rules compiled at import keep theirs)
@@ -275,6 +389,12 @@ _STARTING = {s: frozenset(p for p in _SIGNATURES if s.startswith(p)) for s in _S
 _NONE: frozenset[str] = frozenset()
 
 
+@cache
+def _percent_bytes() -> re.Pattern[bytes]:
+    """:data:`_PERCENT` for :func:`redact_texts`' lowercased UTF-8."""
+    return re.compile(_PERCENT.lower().encode())
+
+
 def _present(lowered: str) -> frozenset[str]:
     """Every signature in ``lowered``, in one scan (resumed one past each hit, as two
     signatures may overlap) instead of one search per signature."""
@@ -289,24 +409,73 @@ def _present(lowered: str) -> frozenset[str]:
 
 
 def find_secrets(text: str, present: frozenset[str] | None = None) -> list[Finding]:
-    """Every secret in ``text``, in order, overlaps resolved (the earlier rule wins ties).
+    """Every secret in ``text``, in order, overlapping ones merged (the earliest-starting,
+    then the earlier rule, names them). A text with percent escapes (``token%3Dghp_…``) is
+    also read URL-decoded, and what is found there is masked where it stands.
 
     ``present``: the signatures known to be in ``text`` (see :func:`redact_texts`).
     """
     if present is None:
         present = _present(text.lower())
-    if not present:
-        return []
-    found: list[tuple[int, int, int, str]] = []
+    found = _found(text, present) if present else []
+    if "%" in text and _compiled(_PERCENT).search(text) is not None:
+        found.extend(_found_decoded(text, _PERCENT, _percent_char))
+    return _merged(found)
+
+
+_Found = list[tuple[int, int, int, str]]
+"""(start, -end, rule order, kind): sorted, the earliest and then the longest first."""
+
+
+def _found(text: str, present: frozenset[str]) -> _Found:
+    found: _Found = []
     for order, rule in enumerate(RULES):
         if not present.isdisjoint(rule.signatures):
             found.extend((start, -end, order, rule.kind) for start, end in _spans(rule, text))
+    return found
+
+
+def _percent_char(escape: str) -> str:
+    return chr(int(escape[1:], 16))
+
+
+def _json_char(escape: str) -> str:
+    if escape[1] == "u":
+        return chr(int(escape[2:], 16))
+    return _JSON_CHARS.get(escape[1], escape[1])
+
+
+def _found_decoded(text: str, escape: str, decode: Callable[[str], str]) -> _Found:
+    """What the rules find in ``text`` with each ``escape`` decoded to its character, at
+    the places in ``text`` it came from."""
+    parts: list[str] = []
+    starts: list[int] = []
+    """For each decoded character, where it starts in ``text``."""
+    at = 0
+    for match in _compiled(escape).finditer(text):
+        parts.append(text[at : match.start()])
+        starts.extend(range(at, match.start()))
+        parts.append(decode(match.group()))
+        starts.append(match.start())
+        at = match.end()
+    parts.append(text[at:])
+    starts.extend(range(at, len(text) + 1))
+    decoded = "".join(parts)
+    found = _found(decoded, _present(decoded.lower()))
+    return [(starts[start], -starts[-negative_end], order, kind)
+            for start, negative_end, order, kind in found]
+
+
+def _merged(found: _Found) -> list[Finding]:
     found.sort()
     kept: list[Finding] = []
     for start, negative_end, _, kind in found:
+        end = -negative_end
         if kept and start < kept[-1].end:
+            if end > kept[-1].end:  # (the later match's tail is a secret's too)
+                kept[-1] = Finding(kept[-1].kind, kept[-1].start, end)
             continue
-        kept.append(Finding(kind, start, -negative_end))
+        kept.append(Finding(kind, start, end))
     return kept
 
 
@@ -335,19 +504,21 @@ def _matches(rule: Rule, text: str) -> Iterator[re.Match[str]]:
 
 def _spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
     for match in _matches(rule, text):
+        groups = match.groupdict()
         if rule.group == "value":
-            name = next(n for n in ("dq", "sq", "bare") if match.group(n) is not None)
-            start, end = match.span(name)
+            value = next(n for n in ("dq", "sq", "bare") if groups.get(n) is not None)
+            start, end = match.span(value)
         else:
             start, end = match.span(rule.group)
-        if start < end and (rule.accept is None or rule.accept(text[start:end])):
+        if start < end and (rule.accept is None
+                            or rule.accept(text[start:end], groups.get("name") or "")):
             yield start, end
 
 
 def redact(text: str, counts: Counter[str] | None = None) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]`` (counted in ``counts``)."""
     present = _present(text.lower())
-    if not present:  # (most texts: ``text`` itself, two calls fewer than through the rules)
+    if not present and "%" not in text:  # (most texts: ``text`` itself, no call more)
         return text
     return _masked(text, find_secrets(text, present), counts)
 
@@ -369,6 +540,8 @@ def redact_texts(texts: Sequence[str], counts: Counter[str] | None = None) -> li
             which = bisect_right(ends, found.start())
             present.setdefault(which, set()).add(found.group().decode())
             found = needle.search(joined, ends[which])
+    for found in _percent_bytes().finditer(joined):  # read URL-decoded too (find_secrets)
+        present.setdefault(bisect_right(ends, found.start()), set())
     out = list(texts)
     for which, signatures in present.items():
         text = texts[which]
@@ -393,7 +566,8 @@ def _masked(text: str, findings: list[Finding], counts: Counter[str] | None) -> 
 
 def might_hold_secrets(text: str) -> bool:
     """False when no rule can match ``text`` (the prefilter alone: one lowercase copy)."""
-    return _ANY_SIGNATURE.search(text.lower()) is not None
+    return _ANY_SIGNATURE.search(text.lower()) is not None or (
+        "%" in text and _compiled(_PERCENT).search(text) is not None)
 
 
 SIGNATURE_REACH: Final = 80
@@ -410,6 +584,11 @@ def clean_head(text: str, head: int) -> bool:
     masking of the rest. Not where lower() and IGNORECASE part (:data:`_FOLDS_APART`): a
     rule the rest selects could match there without a signature the head shows."""
     window = text[: head + SIGNATURE_REACH]
+    # A percent escape may hide a signature (``%3A%2F%2F`` for ``://``): then one of a
+    # match's characters up to its signature is escaped, the first of them starting in
+    # the window (+2: the whole escape), or the signature is there as it is.
+    if "%" in window and _compiled(_PERCENT).search(text, 0, head + SIGNATURE_REACH + 2):
+        return False
     if any(char in window for char in _FOLDS_APART):
         return False
     lowered = window.lower()
@@ -417,9 +596,10 @@ def clean_head(text: str, head: int) -> bool:
 
 
 def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:
-    """A copy of ``value`` (parsed JSON) with every string, keys included, redacted, and
-    the string value of a secret-named key (``{"password": "..."}``) masked whole when it
-    looks like a credential.
+    """A copy of ``value`` (parsed JSON) with every string, keys included, redacted; the
+    string value of a secret-named key (``{"password": "..."}``) masked whole when it looks
+    like a credential (:func:`mask_named`); and a secret cut between the text blocks of
+    a list (a message's ``content``) masked on both sides (:func:`mask_blocks`).
 
     Iterative: a session line may nest as deep as the JSON parser allows."""
     root = [value]
@@ -430,22 +610,73 @@ def redact_json(value: Any, counts: Counter[str] | None = None) -> Any:
         if isinstance(item, str):
             container[key] = redact(item, counts)
         elif isinstance(item, list):
-            items = container[key] = list(item)
+            items = container[key] = list(mask_blocks(item, counts))
             stack.extend((items, index) for index in range(len(items)))
         elif isinstance(item, dict):
-            pairs = container[key] = {redact(k, counts): _named(k, v, counts)
+            pairs = container[key] = {redact(k, counts): mask_named(k, v, counts)
                                       for k, v in item.items()}
             stack.extend((pairs, k) for k in pairs)
     return root[0]
 
 
-def _named(key: str, value: Any, counts: Counter[str] | None) -> Any:
-    if (isinstance(value, str) and _compiled(_SECRET_NAME, re.IGNORECASE).fullmatch(key)
-            and _assigned_value(value) and not find_secrets(value)):
+def mask_named(key: str, value: Any, counts: Counter[str] | None = None) -> Any:
+    """``value`` masked whole as an ``assigned-secret`` when ``key`` names a secret
+    (``password``, ``DB_PASSWORD``, ``X-Api-Key``) and the value, a string, looks like a
+    credential and has no known format of its own (the format's rule names it then); else
+    ``value`` itself. What ``expand`` and ``audit`` do for JSON keys, the index does for
+    tool-call and operation arguments: one rule for both."""
+    if (isinstance(value, str) and is_secret_name(key) and _assigned_value(value, key)
+            and not find_secrets(value)):
         if counts is not None:
             counts["assigned-secret"] += 1
         return MASK.format(kind="assigned-secret")
     return value
+
+
+def mask_blocks(items: list[Any], counts: Counter[str] | None = None) -> list[Any]:
+    """``items`` with a secret cut between two text blocks (objects with a string ``text``
+    or ``thinking``, :data:`BLOCK_KEYS`) masked in each block it touches (:func:`mask_across`),
+    the blocks changed copied; ``items`` itself when there is nothing to mask. Each block's
+    own secrets are left to its own masking."""
+    if len(items) < 2:
+        return items
+    blocks = [(at, name) for at, item in enumerate(items) if type(item) is dict
+              for name in BLOCK_KEYS if type(item.get(name)) is str]
+    if len(blocks) < 2:
+        return items
+    masked = mask_across([items[at][name] for at, name in blocks], counts)
+    copied = items
+    for (at, name), text in zip(blocks, masked, strict=True):
+        if text is not items[at][name]:
+            if copied is items:
+                copied = list(items)
+            copied[at] = {**copied[at], name: text}
+    return copied
+
+
+def mask_across(parts: Sequence[str], counts: Counter[str] | None = None) -> list[str]:
+    """``parts`` with every secret that spans two or more of them, read as one text, masked
+    in each part it touches: a token the writer split between two blocks leaks neither
+    half. A secret inside one part is left to that part's own masking (and not counted)."""
+    out = list(parts)
+    if len(parts) < 2:
+        return out
+    ends = list(accumulate(len(part) for part in parts))
+    pieces: dict[int, list[Finding]] = {}
+    for finding in find_secrets("".join(parts)):
+        first, last = bisect_right(ends, finding.start), bisect_left(ends, finding.end)
+        if first == last:
+            continue
+        if counts is not None:
+            counts[finding.kind] += 1
+        for at in range(first, last + 1):
+            begin = ends[at] - len(parts[at])
+            start, end = max(finding.start, begin) - begin, min(finding.end, ends[at]) - begin
+            if start < end:
+                pieces.setdefault(at, []).append(Finding(finding.kind, start, end))
+    for at, found in pieces.items():
+        out[at] = _masked(parts[at], found, None)
+    return out
 
 
 def secret_kinds(value: Any) -> Counter[str]:
@@ -457,22 +688,53 @@ def secret_kinds(value: Any) -> Counter[str]:
 
 def redact_json_text(text: str) -> str:
     """The text of one JSON value with its strings redacted, still valid JSON; ``text``
-    itself when it holds no secret (not JSON at all: redacted as plain text).
+    itself when it holds no secret.
 
     Strings are redacted after decoding, so an escape (``\\n`` inside a key block, ``\\u``
-    in a token) cannot hide a secret, and a mask never splits an escape.
+    in a token) cannot hide a secret, and a mask never splits an escape. When the parsed
+    value shows no secret, the text is checked as it stands too: a duplicate key's value
+    is in the text but not in the value (orjson keeps the last). A text orjson refuses (a
+    lone surrogate escape, nesting too deep) is masked as text, read with its JSON escapes
+    decoded as well as it stands.
     """
     if not might_hold_secrets(text) and "\\u" not in text:
         return text
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return redact(text)
+        return _redact_escaped(text)
     counts: Counter[str] = Counter()
     masked = redact_json(value, counts)
     if not counts:
-        return text
+        return _redact_escaped(text) if _has_duplicate_keys(text) else text
     try:
         return orjson.dumps(masked).decode()
     except TypeError:  # nested deeper than orjson writes: mask the text as it stands
-        return redact(text)
+        return _redact_escaped(text)
+
+
+def _has_duplicate_keys(text: str) -> bool:
+    """Whether an object of the JSON ``text`` names a key twice (True when the standard
+    library cannot read it: the text is then masked as text, which costs only masks)."""
+    import json  # (only here: most processes never need it)
+
+    repeated = False
+
+    def pairs(items: list[tuple[str, Any]]) -> None:
+        nonlocal repeated
+        repeated = repeated or len({key for key, _ in items}) < len(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return True
+    return repeated
+
+
+def _redact_escaped(text: str) -> str:
+    """``text`` (JSON text) masked where the rules find a secret in it read with its escapes
+    (``\\u0067hp_…``, ``\\n``, ``\\"``) decoded, as its strings say; ``text`` itself when
+    they find none."""
+    if "\\" not in text:
+        return _masked(text, find_secrets(text), None)
+    return _masked(text, _merged(_found_decoded(text, _JSON_ESCAPE, _json_char)), None)

@@ -61,6 +61,9 @@ class EntryView:
     text: str
     """The text blocks of a user, assistant or custom message, one per line (else "")."""
     tool_calls: tuple[ToolCall, ...]
+    blocks: tuple[str, ...] = ()
+    """The text blocks ``text`` joins, when there are two or more (a secret may be cut
+    between two: the compaction masks it on both sides)."""
     _fabric: FabricResult | object | None = field(default=_UNREAD, init=False, repr=False,
                                                   compare=False)
 
@@ -155,14 +158,17 @@ def _is_object(value: object) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-def _read_content(content: Any, caller: str | None) -> tuple[str, tuple[ToolCall, ...]]:
-    """The text of ``content`` (:func:`content_text`) and, for an assistant entry (``caller``:
-    its id), its ``toolCall`` blocks: one pass over the blocks for both."""
+def _read_content(
+    content: Any, caller: str | None
+) -> tuple[str, tuple[ToolCall, ...], tuple[str, ...]]:
+    """The text of ``content`` (:func:`content_text`), for an assistant entry (``caller``:
+    its id) its ``toolCall`` blocks, and its text blocks when there are two or more: one
+    pass over the blocks for all three."""
     if type(content) is not list:
         if isinstance(content, str):
-            return content, ()
+            return content, (), ()
         if not isinstance(content, list):
-            return "", ()
+            return "", (), ()
     texts = []
     calls: list[ToolCall] | None = None  # most messages have none
     for block in content:
@@ -187,7 +193,8 @@ def _read_content(content: Any, caller: str | None) -> tuple[str, tuple[ToolCall
                         cast("Mapping[str, Any]", arguments) if _is_object(arguments) else {},
                     )
                 )
-    return "\n".join(texts), tuple(calls) if calls else ()
+    blocks = tuple(texts) if len(texts) > 1 else ()
+    return "\n".join(texts), tuple(calls) if calls else (), blocks
 
 
 def view_entry(
@@ -208,12 +215,13 @@ def view_entry(
     tool_name = call_id = None
     text = ""
     calls: tuple[ToolCall, ...] = ()
+    blocks: tuple[str, ...] = ()
     if role == "toolResult":
         name, answered = message.get("toolName"), message.get("toolCallId")
         tool_name = name if type(name) is str else None
         call_id = answered if type(answered) is str and answered else None
     elif role in _TEXT_ROLES:
         caller = entry_id if role == "assistant" else None
-        text, calls = _read_content(message.get("content"), caller)
+        text, calls, blocks = _read_content(message.get("content"), caller)
     return EntryView(entry_id, parent_id, entry_type, timestamp, raw, message, role, tool_name,
-                     call_id, text, calls)
+                     call_id, text, calls, blocks)

@@ -161,6 +161,33 @@ def assigned_secret(rng: random.Random) -> Sample:
     return Sample("assigned-secret", text, (value,))
 
 
+def basic_auth(rng: random.Random) -> Sample:
+    user = rng.choice(["admin", "deploy", "ci-bot"])
+    encoded = base64.b64encode(f"{user}:{_draw(rng, PASSWORD, 16)}".encode()).decode()
+    return Sample("basic-auth", f'curl -H "Authorization: Basic {encoded}" https://api/v1',
+                  (encoded,))
+
+
+def _password(rng: random.Random, n: int = 14) -> str:
+    """A password that cannot be taken for a command-line flag (no leading dash)."""
+    return rng.choice(ALNUM) + _draw(rng, PASSWORD, n - 1)
+
+
+def cli_password(rng: random.Random) -> Sample:
+    password = _password(rng)
+    text = rng.choice([f"mysql -h db -u root --password {password} app",
+                       f"mysql -uroot -p{password} app",
+                       f"curl -u deploy:{password} https://ci.internal/api",
+                       f"mysqldump --password '{password}' app > dump.sql",
+                       f'curl --user "ci:{password}" https://ci.internal/api'])
+    return Sample("cli-password", text, (password,))
+
+
+def huggingface_token(rng: random.Random) -> Sample:
+    token = "hf_" + _draw(rng, string.ascii_letters, 34)
+    return Sample("huggingface-token", f"huggingface-cli login --token {token}", (token,))
+
+
 MAKERS: dict[str, Callable[[random.Random], Sample]] = {
     "private-key": private_key,
     "aws-access-key-id": aws_access_key_id,
@@ -178,7 +205,122 @@ MAKERS: dict[str, Callable[[random.Random], Sample]] = {
     "url-password": url_password,
     "bearer-token": bearer_token,
     "assigned-secret": assigned_secret,
+    "basic-auth": basic_auth,
+    "cli-password": cli_password,
+    "huggingface-token": huggingface_token,
 }
+
+
+# --- forms the format rules of a kind must also catch (issue 22) ----------------------
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    return ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randrange(5, 8)))
+            for _ in range(n)]
+
+
+def userless_url_password(rng: random.Random) -> Sample:
+    password = _password(rng, 18)
+    return Sample("url-password", f"REDIS_URL=redis://:{password}@cache.internal:6379/0",
+                  (password,))
+
+
+def column_aligned(rng: random.Random) -> Sample:
+    value = _password(rng, 20)
+    name, gap = rng.choice([("secret_key", " " * 6), ("API_TOKEN", "\t\t"),
+                            ("db_password", " " * 11)])
+    text = rng.choice([f'{name}{gap}= "{value}"', f"{name}:{gap}{value}",
+                       f"{name}{gap}={gap}{value}"])
+    return Sample("assigned-secret", f"[settings]\n{text}\nport = 8080", (value,))
+
+
+def dashed_passphrase(rng: random.Random) -> Sample:
+    value = "-".join(_words(rng, 4))
+    name = rng.choice(["password", "DB_PASSWORD", "passwd"])
+    text = rng.choice([f'{name} = "{value}"', f"{name}: {value}", f"export {name}='{value}'"])
+    return Sample("assigned-secret", text, (value,))
+
+
+def url_encoded_token(rng: random.Random) -> Sample:
+    token = "ghp_" + _draw(rng, ALNUM, 36)
+    return Sample("github-token", f"GET /login?next=%2Fbuild%3Ftoken%3D{token}%26x%3D1 302",
+                  (token,))
+
+
+def url_encoded_assignment(rng: random.Random) -> Sample:
+    value = _password(rng, 18).replace("!", "x")
+    return Sample("assigned-secret", f"redirect=%2Fcb%3Fapi_key%3D{value}%26page%3D2", (value,))
+
+
+def url_encoded_slack_webhook(rng: random.Random) -> Sample:
+    secret = _draw(rng, ALNUM, 24)
+    url = (f"https%3A%2F%2Fhooks.slack.com%2Fservices%2FT{_draw(rng, ALNUM, 10)}%2F"
+           f"B{_draw(rng, ALNUM, 10)}%2F{secret}")
+    return Sample("slack-token", f"curl 'https://relay.example/forward?to={url}&m=hi'", (secret,))
+
+
+def xml_element(rng: random.Random) -> Sample:
+    value = _password(rng, 16).replace("<", "x")
+    tag = rng.choice(["password", "apiKey", "client_secret", "Password"])
+    return Sample("assigned-secret", f"<server><user>ci</user><{tag}>{value}</{tag}></server>",
+                  (value,))
+
+
+FORMS: dict[str, Callable[[random.Random], Sample]] = {
+    "userless-url-password": userless_url_password,
+    "column-aligned": column_aligned,
+    "dashed-passphrase": dashed_passphrase,
+    "url-encoded-token": url_encoded_token,
+    "url-encoded-assignment": url_encoded_assignment,
+    "url-encoded-slack-webhook": url_encoded_slack_webhook,
+    "xml-element": xml_element,
+}
+"""Forms of known kinds the rules missed before issue 22 (each sample names its kind)."""
+
+SECRET_ARGUMENTS: tuple[tuple[str, ...], ...] = (
+    ("password",), ("env", "DB_PASSWORD"), ("headers", "X-Api-Key"), ("auth", "token"),
+)
+"""Key paths of tool-call arguments whose value is a secret by its name alone."""
+
+
+# --- what must survive --------------------------------------------------------------
+
+
+def survivors(rng: random.Random) -> list[tuple[str, str]]:
+    """(text, word): assignments under secret-like names whose values are not credentials
+    (git shas, uuids, public keys, field names, partition values, numbers, fingerprints),
+    each with the word that must stay searchable."""
+    sha = "".join(rng.choice("0123456789abcdef") for _ in range(40))
+    uid = "-".join("".join(rng.choice("0123456789abcdef") for _ in range(n))
+                   for n in (8, 4, 4, 4, 12))
+    # (a "/" as real blobs have: each word fits the index's 64-character terms)
+    public = "AAAAC3NzaC1lZDI1NTE5AAAAI" + _draw(rng, ALNUM, 20) + "/" + _draw(rng, ALNUM, 22)
+    fingerprint = "SHA256:" + _draw(rng, ALNUM, 43)
+    colon = ":".join(f"{rng.randrange(256):02x}" for _ in range(16))
+    tenant = f"tenant_{rng.randrange(10, 99)}"
+    vapid = "B" + _draw(rng, ALNUM, 60)
+    return [
+        (f"cache_key={sha}", sha),
+        (f"idempotency_key: {uid}", uid),
+        (f'public_key = "{public}"', public),
+        (f"ssh_public_key: ssh-ed25519 {public} ci@build", public),
+        (f"VAPID_PUBLIC_KEY={vapid}", vapid),
+        ("sort_key: createdAt", "createdAt"),
+        ("sort_key = updatedAtMs", "updatedAtMs"),
+        (f"partition_key={tenant}", tenant),
+        ("partition_key=2026-12-01", "2026-12-01"),
+        ("partition_key=customer-42", "customer-42"),
+        ("max_token=128000", "128000"),
+        ("MAX_TOKENS=4096 token_limit=8192", "8192"),
+        (f"host_key: {fingerprint}", fingerprint[7:]),
+        (f"deploy_key: {colon}", colon),
+        (f"commit {sha} token_count: 31337", "31337"),
+        ("primary_key: user_id", "user_id"),
+        ("foreign_key = orderLineId", "orderLineId"),
+        ("PWD=/home/dev/project OLDPWD=/home/dev", "/home/dev/project"),
+        ("SIGNING_KEY_FILE=~/.keys/release.pem signing_key: ./keys/release.pem",
+         "./keys/release.pem"),
+    ]
 
 
 def samples(seed: int = 13, per_kind: int = 1) -> list[Sample]:

@@ -8,7 +8,7 @@ import random
 import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -50,7 +50,7 @@ from fabric_memory.compaction.render import (
 )
 from fabric_memory.compaction.text import clip, clip_collapsed, collapse
 from fabric_memory.errors import CompactionError, HookInputError, SessionChangedError
-from fabric_memory.redact import redact
+from fabric_memory.redact import RULES_FINGERPRINT, redact
 from fabric_memory.session import Session, read_session
 from fabric_memory.trace import create_fabric_persisted_execution_details, read_fabric_result
 from fabric_memory.view import EntryView, ToolCall, content_text
@@ -323,6 +323,12 @@ def test_golden_compaction(name: str, key: str, update_golden: bool) -> None:
         "sessionId": session.session_id,
     }
     result = compaction_hook(event)
+    assert compact_session(_corpus(name), SETTINGS[key]).outcome.to_hook_result() == result
+    state = result["compaction"]["details"]["state"]
+    assert state["rules"] == RULES_FINGERPRINT
+    # A rule change changes the fingerprint, not the compaction: golden files hold a
+    # placeholder, so they change only where a summary or a state does.
+    state["rules"] = "<RULES_FINGERPRINT>"
     data = orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n"
     golden = GOLDEN / "compaction" / f"{name}.{key}.json"
     if update_golden:
@@ -330,7 +336,6 @@ def test_golden_compaction(name: str, key: str, update_golden: bool) -> None:
         golden.write_bytes(data)
     assert golden.read_bytes() == data
     assert "compaction" in result
-    assert compact_session(_corpus(name), SETTINGS[key]).outcome.to_hook_result() == result
 
 
 # --- masking and statements --------------------------------------------------------
@@ -735,6 +740,92 @@ def test_state_carries_forward_from_details_not_summary(tmp_path: Path) -> None:
     path.write_bytes(b"\n".join(lines) + b"\n")
     again = compact_session(path, SMALL).outcome
     assert isinstance(again, Compaction) and again.summary == second.summary
+
+
+@pytest.mark.parametrize("rules", [None, "0badf00d"], ids=["no-rules", "other-rules"])
+def test_a_stored_state_is_masked_when_read_back(tmp_path: Path, rules: str | None) -> None:
+    """A secret in the state a previous compaction stored before the state named its rules,
+    or under other rules (another version), is masked in the next summary and the state it
+    carries: goal, fact, file and status texts, their keys and the count names."""
+    path = _writable(_corpus("fabric-valid-1"), tmp_path)
+    _, session = _compact_and_append(path, SMALL)
+    token = MAKERS["github-token"](random.Random(21)).values[0]
+    basic = MAKERS["basic-auth"](random.Random(22)).values[0]
+    _edit_stored_state(path, lambda state: _plant_in_state(state, token, basic, rules))
+    _append_turn(path, session.leaf_id or "", 1)
+    again = compact_session(path, SMALL).outcome
+    assert isinstance(again, Compaction)
+    written = again.summary + orjson.dumps(again.details).decode()
+    assert token not in written and basic not in written
+    assert "ship with [REDACTED:github-token]" in again.summary
+    assert "Basic [REDACTED:basic-auth]" in written
+    assert again.details["state"]["rules"] == RULES_FINGERPRINT
+
+
+def _plant_in_state(state: dict[str, Any], token: str, basic: str, rules: str | None) -> None:
+    state["ledgers"]["goal"]["head"] = [["g1", f"the goal: ship with {token}"]]
+    state["ledgers"]["facts"]["tail"].append(["g1", f"Authorization: Basic {basic}"])
+    state["ledgers"]["files"]["head"].append(
+        ["g1", "g1", f"/srv/{token}/a.txt", f"/srv/{token}/a.txt", ["read"]])
+    state["status"] = [["g1", "g1", f"user said {token}", "user", []]]
+    state["counts"][f"x-{token}"] = 1
+    if rules is None:
+        del state["rules"]
+    else:
+        state["rules"] = rules
+
+
+def _edit_stored_state(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    lines = path.read_bytes().splitlines()
+    for index, line in enumerate(lines):
+        entry = orjson.loads(line)
+        if entry.get("type") == "compaction" and entry.get("fromHook") is True:
+            edit(entry["details"]["state"])
+            lines[index] = orjson.dumps(entry)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def test_a_state_masked_under_todays_rules_is_read_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state that names today's rules is not masked again (the hook's speed: its texts
+    were masked when written), and the next compaction is the same either way."""
+    from fabric_memory.compaction import details
+
+    path = _writable(_corpus("fabric-valid-1"), tmp_path)
+    _, session = _compact_and_append(path, SMALL)
+    _append_turn(path, session.leaf_id or "", 1)
+    calls: list[int] = []
+    remasked = details.remasked
+    monkeypatch.setattr(details, "remasked", lambda state: calls.append(1) or remasked(state))
+    fast = compact_session(path, SMALL).outcome
+    assert calls == []
+    _edit_stored_state(path, lambda state: state.pop("rules"))
+    slow = compact_session(path, SMALL).outcome
+    assert calls == [1]
+    assert isinstance(fast, Compaction) and isinstance(slow, Compaction)
+    assert fast.summary == slow.summary and fast.details == slow.details
+
+
+def test_a_secret_cut_between_message_blocks_is_masked(tmp_path: Path) -> None:
+    """A token split over two text blocks of a user (or assistant) message leaves neither
+    half in the summary or the details."""
+    token = MAKERS["github-token"](random.Random(23)).values[0]
+    builder = SessionBuilder(tmp_path / "split.jsonl")
+    builder._entry("message", message={"role": "user", "timestamp": 0, "content": [
+        {"type": "text", "text": f"Remember the deploy key {token[:19]}"},
+        {"type": "text", "text": f"{token[19:]} for later."}]})
+    builder.assistant([{"type": "text", "text": f"Stored {token[:25]}"},
+                       {"type": "text", "text": token[25:]}])
+    for n in range(3):
+        builder.user(f"What is left after step {n}?")
+        builder.assistant([{"type": "text", "text": "Nothing more to do here. " * 4}])
+    outcome = compact_session(builder.write(), CompactionSettings(keep_recent_tokens=20)).outcome
+    assert isinstance(outcome, Compaction)
+    written = outcome.summary + orjson.dumps(outcome.details).decode()
+    assert token[:19] not in written and token[19:] not in written
+    assert token[:25] not in written and token[25:] not in written
+    assert "Remember the deploy key [REDACTED:github-token]" in outcome.summary
 
 
 def test_foreign_previous_details_trigger_a_rebuild(tmp_path: Path) -> None:

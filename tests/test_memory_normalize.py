@@ -133,3 +133,36 @@ def test_duplicate_ids_are_reported_not_fatal(tmp_path: Path) -> None:
     normalized = normalize_session(read_session(builder.write()))
     assert [i.address for i in normalized.items] == [first, first]
     assert normalized.duplicate_addresses == (first,)
+
+
+def test_argument_values_are_masked_by_their_key_name(tmp_path: Path) -> None:
+    """A tool call's or a Fabric operation's argument whose key names a secret (password,
+    env.DB_PASSWORD, headers.X-Api-Key, at any depth) is masked in the index text, as
+    expand masks it, and counted; an argument under another name stays searchable."""
+    values = ["Zx9hunter22q", "Qw7!db-pass-91", "Ak3ApiValue88z", "Tk5tokenvalue77"]
+    arguments = {"password": values[0], "env": {"DB_PASSWORD": values[1], "HOME": "/home/u"},
+                 "headers": {"X-Api-Key": values[2]}, "auth": [{"token": values[3]}],
+                 "sort_key": "createdAt"}
+    builder = SessionBuilder(tmp_path / "named.jsonl")
+    builder.assistant_call("c1", "deploy", arguments)
+    builder.assistant_call("c2", "fabric_exec", {"code": "x"})
+    builder.fabric_result("c2", [operation(1, "pi.bash", arguments)])
+    normalized = normalize_session(read_session(builder.write()))
+    texts = [item.text for item in normalized.items if "createdAt" in item.text]
+    assert len(texts) == 2 and all("/home/u" in text for text in texts)
+    assert [value for value in values if any(value in text for text in texts)] == []
+    assert all(text.count("[REDACTED:assigned-secret]") == 4 for text in texts)
+    assert (normalized.redacted or {}).get("assigned-secret") == 8
+
+
+def test_a_secret_cut_between_text_blocks_is_masked_in_both(tmp_path: Path) -> None:
+    """A token split over two text blocks of one message (or a text and a thinking block)
+    leaves neither half in the index text."""
+    token = "ghp_" + "Ab3dE6gH9jK2mN5pQ8sT" + "1vW4yZ7bC0eF3hJ6kL9n"
+    builder = SessionBuilder(tmp_path / "split.jsonl")
+    builder.assistant([{"type": "text", "text": f"the key is {token[:20]}"},
+                       {"type": "thinking", "thinking": f"{token[20:]} and more"}])
+    normalized = normalize_session(read_session(builder.write()))
+    text = normalized.items[-1].text
+    assert token[:20] not in text and token[20:] not in text, text
+    assert text.count("[REDACTED:github-token]") == 2 and "and more" in text

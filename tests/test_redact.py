@@ -24,6 +24,7 @@ from fabric_memory.redact import (
     _present,
     clean_head,
     find_secrets,
+    mask_across,
     might_hold_secrets,
     redact,
     redact_json,
@@ -34,7 +35,7 @@ from fabric_memory.redact import (
 )
 
 from .corpus import CORPUS
-from .secret_samples import MAKERS, Sample, clean_corpus, samples
+from .secret_samples import FORMS, MAKERS, Sample, clean_corpus, samples, survivors
 
 REPO = Path(__file__).resolve().parents[1]
 CLEAN_FIXTURES = [REPO / "fixtures" / name for name in ("pi-1.6.0", "sessions", "closure")]
@@ -55,6 +56,53 @@ def test_every_kind_is_masked_and_named(kind: str) -> None:
         assert _leaked(sample, masked) == [], sample.text
         assert f"[REDACTED:{kind}]" in masked
         assert kind in {finding.kind for finding in find_secrets(sample.text)}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_every_form_is_masked_and_named(form: str) -> None:
+    """Twenty fakes of each form issue 22 found unmasked (userless URL passwords, aligned
+    assignments, dashed passphrases, URL-encoded tokens and webhooks, XML elements) come
+    out as [REDACTED:<kind>]."""
+    rng = random.Random(form)
+    for _ in range(20):
+        sample = FORMS[form](rng)
+        masked = redact(sample.text)
+        assert _leaked(sample, masked) == [], sample.text
+        assert f"[REDACTED:{sample.kind}]" in masked, masked
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_values_that_are_not_credentials_survive(seed: int) -> None:
+    """Git shas, uuids, public keys, fingerprints, field names, partition values and numbers
+    under secret-like names (cache_key, idempotency_key, public_key, sort_key, max_token...)
+    are left as they are."""
+    for text, word in survivors(random.Random(seed)):
+        assert redact(text) == text, text
+        assert redact_json({"x": text, text: word}) == {"x": text, text: word}
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+def test_a_secret_split_across_blocks_is_masked_in_both(kind: str) -> None:
+    """A secret cut between two text blocks of one message is masked on both sides of the
+    cut, as plain texts (mask_across) and inside a JSON content list (redact_json)."""
+    rng = random.Random(f"split-{kind}")
+    for _ in range(10):
+        sample = MAKERS[kind](rng)
+        value = max(sample.values, key=len)
+        at = sample.text.index(value) + len(value) // 2
+        parts = ["see: " + sample.text[:at], sample.text[at:] + " (end)"]
+        counts: Counter[str] = Counter()
+        masked = mask_across(parts, counts)
+        assert value[: len(value) // 2] not in masked[0] and value[len(value) // 2 :] not in (
+            masked[1]), (parts, masked)
+        assert masked[0].startswith("see: ") and masked[1].endswith(" (end)")
+        assert sum(counts.values()) >= 1
+        content = [{"type": "text", "text": parts[0]}, {"type": "toolCall", "id": "c"},
+                   {"type": "text", "text": parts[1]}]
+        blocks = redact_json({"content": content})["content"]
+        assert value[len(value) // 2 :] not in blocks[2]["text"], blocks
+        assert value[: len(value) // 2] not in blocks[0]["text"], blocks
+    assert mask_across(["one ghp_", "two"]) == ["one ghp_", "two"]
 
 
 def test_rules_cover_the_issue_kinds() -> None:
@@ -130,9 +178,11 @@ _PIECES = (
     "paſſword", "ıd", "İ", "İ" * 70, "\u212a", "ſ", "ß", "=", ":=", ":",
     "=>", "\\\"", "\"", "'", " ", "\t", "\n", "\\", ",", "}", "`", ".", "-", "_", "a",
     "Z", "9", "é", "x" * 59, "x" * 60, "x" * 61, "A1b2C3d4" * 33, "q" * 255,
+    "<", ">", "</", "<password>", "</PASSWORD>", "</api_key>", " " * 99, "\t" * 100, " " * 101,
 )
-"""Keywords (with IGNORECASE look-alikes), the assignment syntax, and runs at the
-lengths where the pattern's name (60) and value (256) bounds sit."""
+"""Keywords (with IGNORECASE look-alikes), the assignment syntax (XML elements and runs of
+blanks included), and runs at the lengths where the pattern's name (60), blanks (100) and
+value (256) bounds sit."""
 
 
 _FAR_SIGNATURES = (
@@ -159,20 +209,34 @@ def test_a_match_is_seen_from_a_head_reaching_its_start(kind: str | int) -> None
 
 @settings(max_examples=300, deadline=None)
 @given(
-    kinds=st.lists(st.sampled_from(sorted(MAKERS)), min_size=1, max_size=3),
+    kinds=st.lists(st.sampled_from(sorted({**MAKERS, **FORMS})), min_size=1, max_size=3),
     rng=st.randoms(use_true_random=False),
-    noise=st.lists(st.sampled_from(_PIECES) | st.text(max_size=30), max_size=6),
+    noise=st.lists(st.sampled_from((*_PIECES, "%3D", "%3A%2F%2F", "%2", "%", "50% "))
+                   | st.text(max_size=30), max_size=6),
     head=st.integers(0, 400),
 )
 def test_clean_head_means_no_secret_starts_there(
     kinds: list[str], rng: random.Random, noise: list[str], head: int
 ) -> None:
-    """When the head is called clean, no finding starts in it."""
-    parts = [*noise, *(MAKERS[kind](rng).text for kind in kinds)]
+    """When the head is called clean, no finding starts in it (URL-encoded forms too)."""
+    makers = {**MAKERS, **FORMS}
+    parts = [*noise, *(makers[kind](rng).text for kind in kinds)]
     rng.shuffle(parts)
     text = " ".join(parts)
     if clean_head(text, head):
         assert all(finding.start >= head for finding in find_secrets(text))
+
+
+def test_a_percent_escape_makes_a_head_unclean() -> None:
+    """A URL-encoded secret whose signature the escapes hide (``%3A%2F%2F`` for ``://``)
+    keeps the head that holds its start from being called clean; a plain ``%`` does not."""
+    rng = random.Random(31)
+    hook = "https%3A%2F%2Fhooks.slack.com%2Fservices%2FT0A1B2C3D4%2FB0A1B2C3D4%2F" + (
+        MAKERS["github-token"](rng).values[0][4:28])
+    text = f"see {hook} " + "and more words " * 40
+    assert [f.start for f in find_secrets(text)] == [4]
+    assert not clean_head(text, 5)
+    assert clean_head("at 50% of the run " + "and more words " * 40, 5)
 
 
 def _all_matches(rule: Rule, text: str) -> list[tuple[int, int, dict[str, str | None]]]:
@@ -278,6 +342,41 @@ def test_json_text_is_masked_after_decoding_and_stays_json() -> None:
     assert value["note"] == "[REDACTED:github-token]"
     clean = orjson.dumps({"text": "nothing to see"}).decode()
     assert redact_json_text(clean) is clean
+
+
+def test_unparsable_json_is_masked_after_unescaping() -> None:
+    """A line orjson refuses (a lone surrogate escape) is masked as text after its \\u
+    escapes are decoded, so an escaped token is not printed; an escape-free clean line and
+    one with no secret come back as they are."""
+    token = MAKERS["github-token"](random.Random(4)).values[0]
+    value = _password_like(5)
+    line = ('{"a": "\\ud800", "note": "\\u0067' + token[1:] + '", "cfg": "\\u0070assword='
+            + value + '"}')
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(line)
+    masked = redact_json_text(line)
+    assert token[1:] not in masked and value not in masked, masked
+    assert masked.startswith('{"a": "\\ud800", "note": "[REDACTED:github-token]"')
+    clean = '{"a": "\\ud800", "b": "\\u0041 token count"}'
+    assert redact_json_text(clean) is clean
+
+
+def _password_like(seed: int) -> str:
+    return "Zx9" + "".join(random.Random(seed).choice("abcdefgh12345") for _ in range(12))
+
+
+def test_duplicate_keys_cannot_hide_a_secret() -> None:
+    """A line whose duplicate key holds a secret (the parsed value keeps the other one) is
+    still masked where expand prints it; the secret's kind is named."""
+    token = MAKERS["github-token"](random.Random(5)).values[0]
+    value = _password_like(6)
+    line = ('{"type": "message", "message": {"content": "' + token + '"}, '
+            '"message": {"content": "clean"}, "cfg": {"password": "' + value + '", '
+            '"password": "x"}}')
+    assert orjson.loads(line)["message"] == {"content": "clean"}
+    masked = redact_json_text(line)
+    assert token not in masked and value not in masked, masked
+    assert "[REDACTED:github-token]" in masked
 
 
 def test_json_keys_and_deep_nesting_are_walked() -> None:

@@ -1,10 +1,16 @@
-"""Secrets never leave through memory: planted credentials of every kind, in every place a
-session holds text, are absent from recall (literal, phrase, regex), snippets, default
-expand, the compaction summary and audit output; ``--show-secrets`` returns them."""
+"""Secrets never leave through memory: planted credentials of every kind and form, in every
+place a session holds text (and in argument values named as secrets, in tokens cut
+between two text blocks, behind JSON escapes a lone surrogate keeps orjson from reading,
+under a duplicate key), are absent from recall (literal, phrase, regex, with filters),
+snippets, default expand, the compaction summary, the hook, audit output, the MCP server
+and the Pi tools; ``--show-secrets`` returns them. Values that only look like secrets
+(shas, uuids, public keys, field names, numbers) stay recallable."""
 
 from __future__ import annotations
 
+import io
 import random
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +31,12 @@ from fabric_memory.memory.reindex import reindex
 from fabric_memory.redact import KINDS
 
 from .memory_builder import SessionBuilder, operation
-from .secret_samples import MAKERS, Sample
+from .secret_samples import FORMS, MAKERS, SECRET_ARGUMENTS, Sample, survivors
 
 PLACES = ("compaction", "user", "bash", "tool-call", "thinking", "custom", "fabric")
 """Compaction entries first: a new compaction summarizes what follows the last one."""
+SAMPLES = {**MAKERS, **FORMS}
+"""Every kind, and every form of a kind the rules once missed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +45,8 @@ class Planted:
     sample: Sample
     address: str
     """Where audit must report it (an entry id, or the operation's address)."""
+    audited: bool = True
+    """False under a duplicate key: the entry as read (the last value) does not hold it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +55,8 @@ class Leaky:
     index: Path
     path: Path
     planted: tuple[Planted, ...]
+    kept: tuple[tuple[str, str], ...] = ()
+    """(text, word) planted that must stay recallable (see ``survivors``)."""
 
     @property
     def values(self) -> list[str]:
@@ -79,22 +91,81 @@ def _plant(builder: SessionBuilder, place: str, sample: Sample, n: int) -> str:
     return builder.compaction(f"## Facts\n- {text}\n", first)
 
 
+def _nested(path: tuple[str, ...], value: str) -> dict[str, Any]:
+    nested: Any = value
+    for key in reversed(path):
+        nested = {key: nested}
+    return {"target": "prod", **nested}
+
+
+def _plant_structure(builder: SessionBuilder, rng: random.Random) -> list[Planted]:
+    """Secrets only the entry's structure shows: argument values under secret names (in a
+    tool call and in an operation), tokens cut between two text blocks (user, assistant,
+    thinking), an escaped token on a line orjson refuses, a token under a duplicate key."""
+    planted = []
+    for n, path in enumerate(SECRET_ARGUMENTS):
+        value = "Zq" + MAKERS["assigned-secret"](rng).values[0].replace("-", "x") + "9"
+        sample = Sample("assigned-secret", value, (value,))
+        arguments = _nested(path, value)
+        planted.append(Planted("named-argument", sample,
+                               builder.assistant_call(f"call-a{n}", "deploy", arguments)))
+        builder.tool_result(f"call-a{n}", "deploy")
+        builder.assistant_call(f"call-o{n}", "fabric_exec", {"code": "await pi.http(x)"})
+        builder.fabric_result(f"call-o{n}", [operation(1, "pi.http", arguments)])
+        planted.append(Planted("named-operation-argument", sample, f"{builder.leaf}/1"))
+    for n, kind in enumerate(("github-token", "huggingface-token", "basic-auth", "jwt")):
+        sample = MAKERS[kind](rng)
+        value = max(sample.values, key=len)
+        at = sample.text.index(value) + len(value) // 2
+        halves = Sample(kind, sample.text, (value[: len(value) // 2], value[len(value) // 2 :]))
+        first, second = sample.text[:at], sample.text[at:]
+        role = ("user", "assistant", "assistant", "user")[n]
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": f"Remember: {first}"},
+                                        {"type": "text", "text": f"{second} (split)"}]
+        if n == 2:
+            blocks[1] = {"type": "thinking", "thinking": f"{second} (split)"}
+        planted.append(Planted(f"split-{role}", halves, builder._entry(
+            "message", message={"role": role, "timestamp": 0, "content": blocks})))
+        builder.assistant([{"type": "text", "text": f"ok split {n}"}])
+    token = MAKERS["github-token"](rng).values[0]
+    escaped = builder.user("LONE_SURROGATE_PLACEHOLDER")
+    builder.lines[-1] = builder.lines[-1].replace(
+        b'"LONE_SURROGATE_PLACEHOLDER"', b'"odd \\ud800 then \\u0067' + token[1:].encode() + b'"')
+    planted.append(Planted("lone-surrogate", Sample("github-token", token, (token[1:],)), escaped))
+    hidden = MAKERS["gitlab-token"](rng).values[0]
+    duplicate = builder.user("nothing here")
+    builder.lines[-1] = builder.lines[-1].replace(
+        b'"message":', b'"message":{"role":"user","content":"' + hidden.encode()
+        + b'","timestamp":0},"message":', 1)
+    planted.append(Planted("duplicate-key", Sample("gitlab-token", hidden, (hidden,)), duplicate,
+                           audited=False))
+    return planted
+
+
 @pytest.fixture(scope="module")
 def leaky(tmp_path_factory: pytest.TempPathFactory) -> Leaky:
-    """One session with a sample of every kind in every place, indexed."""
+    """One session with a sample of every kind and form in every place, the structural
+    plants and the values that must survive, indexed."""
     base = tmp_path_factory.mktemp("leaky")
     path = base / "sessions" / "--home-dev-leaky--" / "2026-01-02T10-00-00-000Z_leaky.jsonl"
     builder = SessionBuilder(path)
     rng = random.Random(1313)
     planted = []
-    for n, (place, kind) in enumerate((p, k) for p in PLACES for k in MAKERS):
-        sample = MAKERS[kind](rng)
+    for n, (place, kind) in enumerate((p, k) for p in PLACES for k in SAMPLES):
+        sample = SAMPLES[kind](rng)
         planted.append(Planted(place, sample, _plant(builder, place, sample, n)))
         builder.assistant([{"type": "text", "text": f"ok {n}"}])
+    planted.extend(_plant_structure(builder, rng))
+    kept = survivors(random.Random(77))
+    for n, (text, _) in enumerate(kept):
+        builder.user(f"config line: {text}")
+        builder.bash("cat settings.ini", f"[app]\n{text}\n")
+        builder.assistant_call(f"call-k{n}", "bash", {"command": f"echo '{text}'"})
+        builder.tool_result(f"call-k{n}", "bash")
     builder.user("What is left to do?")
     builder.assistant([{"type": "text", "text": "Nothing; the work is done."}])
     builder.write()
-    leaky = Leaky(base / "sessions", base / "index", path, tuple(planted))
+    leaky = Leaky(base / "sessions", base / "index", path, tuple(planted), tuple(kept))
     reindex(**leaky.roots, workers=1)
     return leaky
 
@@ -123,6 +194,27 @@ def recall_leaks(leaky: Leaky) -> list[str]:
     return found
 
 
+FILTERS: dict[str, dict[str, str]] = {
+    "user": {"role": "user"}, "bash": {"role": "bashExecution"},
+    "tool-call": {"tool": "bash"}, "thinking": {"role": "assistant"},
+    "fabric": {"ref": "pi.bash", "outcome": "succeeded"},
+    "named-argument": {"tool": "deploy"}, "named-operation-argument": {"provider": "pi"},
+}
+"""The filters a search for each place's secret would use."""
+
+
+def recall_filter_leaks(leaky: Leaky) -> list[str]:
+    found = []
+    for planted in leaky.planted:
+        filters = FILTERS.get(planted.place, {"branches": "all"})
+        for value in planted.sample.values:
+            for mode, query in _queries(value):
+                if recall(query, mode=mode, match="all", **filters,  # type: ignore[arg-type]
+                          **leaky.roots)["total"]:
+                    found.append(f"{mode} {query} {filters}")
+    return found
+
+
 def _all_hits(leaky: Leaky, query: str) -> Iterator[dict[str, Any]]:
     response: Any = recall(query, match="any", limit=50, **leaky.roots)
     while True:
@@ -141,18 +233,17 @@ def snippet_leaks(leaky: Leaky) -> list[str]:
 
 def _expanded_text(leaky: Leaky, show_secrets: bool, raw: bool = False) -> str:
     count = len(leaky.path.read_bytes().splitlines()) - 1
+    operations = [p.address for p in leaky.planted
+                  if p.place in ("fabric", "named-operation-argument")]
     texts = []
-    page: Any = expand(str(leaky.path), positions=f"0:{count - 1}", max_entries=20,
-                       show_secrets=show_secrets, raw=raw, **leaky.roots)
-    while True:
-        texts.extend(entry["text"] for entry in page["entries"])
-        if page["next"] is None:
-            break
-        page = expand_request(page["next"])
-    operations = [p.address for p in leaky.planted if p.place == "fabric"]
-    page = expand(str(leaky.path), addresses=operations, max_entries=20,
-                  show_secrets=show_secrets, raw=raw, **leaky.roots)
-    texts.extend(entry["text"] for entry in page["entries"])
+    for selection in ({"positions": f"0:{count - 1}"}, {"addresses": operations}):
+        page: Any = expand(str(leaky.path), **selection, max_entries=20,  # type: ignore[arg-type]
+                           show_secrets=show_secrets, raw=raw, **leaky.roots)
+        while True:
+            texts.extend(entry["text"] for entry in page["entries"])
+            if page["next"] is None:
+                break
+            page = expand_request(page["next"])
     return "\n".join(texts)
 
 
@@ -184,17 +275,132 @@ def audit_leaks(leaky: Leaky) -> list[str]:
     return [value for value in leaky.values if value in shown]
 
 
+def _hook_event(leaky: Leaky) -> dict[str, Any]:
+    from fabric_memory.compaction import prepare_compaction
+    from fabric_memory.session import read_session
+
+    branch = read_session(leaky.path).active_branch()
+    prepared = prepare_compaction(branch, CompactionSettings(keep_recent_tokens=50))
+    assert prepared is not None
+    return {"type": "session_before_compact", "preparation": dict(prepared.to_event()),
+            "branchEntries": [entry.raw for entry in branch], "signal": {"aborted": False}}
+
+
+def _run_cli(argv: list[str], stdin: bytes) -> tuple[int, str]:
+    """``fabric-memory ARGV`` in process, ``stdin`` as its standard input."""
+    saved_in, saved_out = sys.stdin, sys.stdout
+    written = io.BytesIO()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
+    sys.stdout = io.TextIOWrapper(written, encoding="utf-8", write_through=True)
+    try:
+        status = main(argv)
+        sys.stdout.flush()
+        return status, written.getvalue().decode()
+    finally:
+        sys.stdin, sys.stdout = saved_in, saved_out
+
+
+def hook_leaks(leaky: Leaky) -> list[str]:
+    """`fabric-memory hook` fed the session's branch as Pi's event."""
+    status, out = _run_cli(["hook"], orjson.dumps(_hook_event(leaky)))
+    assert status == 0 and "compaction" in orjson.loads(out), out[:300]
+    return [value for value in leaky.values if value in out]
+
+
+def pi_tool_leaks(leaky: Leaky) -> list[str]:
+    """`fabric-memory pi tool memory_recall|memory_expand`, the model's door."""
+    env = {"FABRIC_MEMORY_SESSIONS": str(leaky.sessions),
+           "FABRIC_MEMORY_HOME": str(leaky.index.parent)}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        answers = []
+        for value in leaky.values:
+            for mode, query in _queries(value):
+                answers.append(_run_cli(["pi", "tool", "memory_recall"], orjson.dumps(
+                    {"query": query, "mode": mode, "match": "all"}))[1])
+        answers.append(_run_cli(["pi", "tool", "memory_recall"], orjson.dumps(
+            {"query": "loaded pasted remember echo gave facts redacted", "match": "any",
+             "limit": 50}))[1])
+        count = len(leaky.path.read_bytes().splitlines()) - 1
+        request: Any = {"session": str(leaky.path), "positions": f"0:{count - 1}",
+                        "maxEntries": 20, "maxChars": 24_000}
+        while request is not None:
+            answer = _run_cli(["pi", "tool", "memory_expand"], orjson.dumps(request))[1]
+            answers.append(answer)
+            request = orjson.loads(answer)["next"]
+    shown = "\n".join(answers)
+    assert '"entries"' in shown and '"hits"' in shown
+    return [value for value in leaky.values if value in shown]
+
+
 CHECKS: dict[str, Callable[[Leaky], list[str]]] = {
-    "recall": recall_leaks, "snippets": snippet_leaks, "expand": expand_leaks,
-    "expand-raw": raw_expand_leaks,
-    "summary": summary_leaks, "audit": audit_leaks,
+    "recall": recall_leaks, "recall-filters": recall_filter_leaks, "snippets": snippet_leaks,
+    "expand": expand_leaks, "expand-raw": raw_expand_leaks, "summary": summary_leaks,
+    "hook": hook_leaks, "pi-tools": pi_tool_leaks, "audit": audit_leaks,
 }
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
 def test_no_planted_secret_leaves(leaky: Leaky, check: str) -> None:
-    """Not one planted value (of 16 kinds in 7 places) comes back through this answer."""
+    """Not one planted value (19 kinds and 7 forms in 7 places, plus argument values named as
+    secrets, tokens cut between blocks, an escaped and a duplicate-key token) comes back
+    through this answer."""
     assert CHECKS[check](leaky) == []
+
+
+def test_values_that_only_look_like_secrets_stay_recallable(leaky: Leaky) -> None:
+    """Shas, uuids, public keys, fingerprints, field names, partition values and numbers
+    under secret-like names (cache_key, idempotency_key, public_key, sort_key, max_token...)
+    are found by recall in every mode that can find them and shown by default expand."""
+    assert len(leaky.kept) >= 15
+    missing = [f"{mode} {query}" for _, word in leaky.kept for mode, query in _queries(word)
+               if not recall(query, mode=mode, match="all",  # type: ignore[arg-type]
+                             **leaky.roots)["total"]]
+    assert missing == []
+    expanded = _expanded_text(leaky, show_secrets=False)
+    assert [word for _, word in leaky.kept if expanded.count(word) < 3] == []
+
+
+def test_mcp_answers_leak_nothing(leaky: Leaky) -> None:
+    """Through the real MCP server (the official client, `fabric-memory serve`), no planted
+    value comes back from recall (every mode) or default expand; `showSecrets` returns them,
+    so the check sees a value when one is there."""
+    import anyio
+
+    from .test_serve import connected, value
+
+    places = {"sessions": leaky.sessions, "index": leaky.index}
+
+    async def expanded(client: Any, show: bool) -> str:
+        count = len(leaky.path.read_bytes().splitlines()) - 1
+        request: Any = {"session": str(leaky.path), "positions": f"0:{count - 1}",
+                        "maxEntries": 20, "showSecrets": show, "raw": show}
+        texts = []
+        while request is not None:
+            page = value(await client.call_tool("expand", request))
+            texts.extend(entry["text"] for entry in page["entries"])
+            request = page["next"]
+        return "\n".join(texts)
+
+    async def body() -> None:
+        async with connected(places) as client:
+            found = []
+            for planted in leaky.planted:
+                for leaked in planted.sample.values:
+                    for mode, query in _queries(leaked):
+                        answer = value(await client.call_tool(
+                            "recall", {"query": query, "mode": mode, "match": "all"}))
+                        if answer["total"]:
+                            found.append(f"{planted.place} {mode} {query}")
+            assert found == []
+            masked = await expanded(client, show=False)
+            assert [v for v in leaky.values if v in masked] == []
+            raw = await expanded(client, show=True)
+            assert [p.place for p in leaky.planted if p.place == "user"
+                    and not all(v in raw for v in p.sample.values)] == []
+
+    anyio.run(body)
 
 
 def test_summary_still_says_where_the_secret_was(leaky: Leaky) -> None:
@@ -206,7 +412,7 @@ def test_summary_still_says_where_the_secret_was(leaky: Leaky) -> None:
 
 def test_show_secrets_returns_the_raw_bytes(leaky: Leaky) -> None:
     """On explicit request expand returns every planted value, as the file holds it."""
-    text = _expanded_text(leaky, show_secrets=True)
+    text = _expanded_text(leaky, show_secrets=True, raw=True)
     assert [value for value in leaky.values if value not in text
             and orjson.dumps(value).decode()[1:-1] not in text] == []
     page = expand(str(leaky.path), entries=["e001"], show_secrets=True, raw=True, **leaky.roots)
@@ -245,7 +451,7 @@ def test_audit_names_every_place_by_address_and_kind(leaky: Leaky) -> None:
     report = audit_secrets(leaky.sessions)
     found = {(f["address"], f["kind"]) for f in report["findings"]}
     missing = [(p.place, p.address, p.sample.kind) for p in leaky.planted
-               if (p.address, p.sample.kind) not in found]
+               if p.audited and (p.address, p.sample.kind) not in found]
     assert missing == []
     assert report["kinds"].keys() == set(KINDS)
 

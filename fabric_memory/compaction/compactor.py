@@ -41,6 +41,7 @@ from .details import (
 from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
 from .text import (
+    blocks_text,
     clip,
     clip_collapsed,
     collapse,
@@ -378,7 +379,7 @@ class _Cycle:
         self.last = address
         role = view.role
         if role == "user":
-            text = collapse(view.text)
+            text = collapse(blocks_text(view.text, view.blocks))
             self._close_turn()
             self.turn = _Turn(address, text)
             self.turns += 1
@@ -399,7 +400,7 @@ class _Cycle:
         turn.last = address
         if role == "assistant":
             self.assistant_messages += 1
-            text = view.text
+            text = blocks_text(view.text, view.blocks)
             if text and not text.isspace():
                 turn.assistant = text
                 self.status["assistant"] = (address, text)

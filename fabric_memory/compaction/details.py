@@ -4,19 +4,23 @@
 The details carry the :class:`CumulativeState` (coverage, counts, the latest status,
 every ledger as the summary showed it) under a compactor name and a version. The next
 cycle resumes from that state, never from the summary text; details another compactor
-(or another version) wrote, or damaged ones, make it rebuild from the branch.
+(or another version) wrote, or damaged ones, make it rebuild from the branch. The state
+names the redaction rules its texts were masked under (``rules``); one read back under
+other rules, or none, is masked again (:func:`remasked`): it is shown in the next
+summary, and it may have been written before a rule existed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, TypedDict, cast
 
 from .._js import is_count
+from ..redact import RULES_FINGERPRINT
 from ..view import EntryView
 from .ledger import LEDGERS, Item, Ledger, LedgerJson, LedgerName
-from .text import bounded_id
+from .text import bounded_id, mask_all
 
 COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
@@ -35,6 +39,7 @@ class CoverageJson(TypedDict):
 
 class StateJson(TypedDict):
     version: int
+    rules: str
     coverage: CoverageJson
     counts: dict[str, int]
     status: list[list[Any]]
@@ -68,6 +73,7 @@ class CumulativeState:
     def to_json(self) -> StateJson:
         return {
             "version": STATE_VERSION,
+            "rules": RULES_FINGERPRINT,
             "coverage": self.coverage.to_json(),
             "counts": dict(sorted(self.counts.items())),
             "status": [item.to_json() for item in self.status],
@@ -125,6 +131,30 @@ def read_state(value: Any) -> CumulativeState | None:
     )
 
 
+def remasked(state: CumulativeState) -> CumulativeState:
+    """``state`` with every text and key it carries (status, ledger items, count names)
+    masked by today's rules, one prefilter pass over all of them; ``state`` itself when
+    nothing changes (a state this version wrote)."""
+    ledgers = [state.ledgers[name] for name in LEDGERS]
+    items = [*state.status, *(item for ledger in ledgers for item in ledger.items)]
+    texts = [text for item in items for text in (item.text, item.key)]
+    texts.extend(state.counts)
+    masked = mask_all(texts)
+    if all(new is old for new, old in zip(masked, texts, strict=True)):
+        return state
+    fresh = iter(masked)
+    redone = [Item(item.first, item.last, next(fresh), next(fresh), item.tags) for item in items]
+    counts = dict(zip(fresh, state.counts.values(), strict=True))
+    status, at = tuple(redone[: len(state.status)]), len(state.status)
+    carried: dict[LedgerName, Ledger] = {}
+    for name, ledger in zip(LEDGERS, ledgers, strict=True):
+        head, tail = len(ledger.head), len(ledger.tail)
+        carried[name] = replace(ledger, head=tuple(redone[at : at + head]),
+                                tail=tuple(redone[at + head : at + head + tail]))
+        at += head + tail
+    return CumulativeState(state.coverage, counts, status, carried)
+
+
 def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeState, int]:
     """The state the latest compaction on ``branch`` carries and where projection resumes;
     an empty state from the branch start when that compaction is not ours."""
@@ -138,9 +168,12 @@ def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeSta
         or details.get("version") != DETAILS_VERSION
     ):
         return CumulativeState(), 0
-    state = read_state(details.get("state"))
+    stored = details.get("state")
+    state = read_state(stored)
     if state is None:
         return CumulativeState(), 0
+    if not (isinstance(stored, Mapping) and stored.get("rules") == RULES_FINGERPRINT):
+        state = remasked(state)  # (a state masked under today's rules is kept as it is)
     if state.coverage.last is None:
         return state, 0
     resume = next((i for i, e in enumerate(branch) if e.id == state.coverage.last), None)

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import orjson
 
-from ..redact import SIGNATURE_REACH, clean_head, redact
+from ..redact import SIGNATURE_REACH, clean_head, mask_across, redact, redact_texts
 
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
@@ -45,6 +45,21 @@ def mask(text: str) -> str:
     if done is None:
         done = masked[text] = redact(text)
     return done
+
+
+def blocks_text(text: str, blocks: tuple[str, ...]) -> str:
+    """A message's ``text`` (its ``blocks`` one per line; ``()``: a single block) with a
+    secret cut between two blocks masked on both sides: masked whole, each block keeps
+    what the other holds of it."""
+    if not blocks:
+        return text
+    return "\n".join(mask_across(blocks))
+
+
+def mask_all(texts: list[str]) -> list[str]:
+    """:func:`mask` of each text, the prefilter run once over all of them (a stored state
+    read back: written by another version, its texts may hold what today's rules mask)."""
+    return redact_texts(texts)
 
 
 def clip(text: str, max_bytes: int, marker: str = "...") -> str:

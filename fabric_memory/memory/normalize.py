@@ -2,10 +2,13 @@
 
 What is searchable is decided here and only here, and every searchable text passes
 once through :func:`fabric_memory.redact.redact_texts` on its way into an item (see
-docs/secrets.md): the index never holds a secret. A ``fabric_exec`` result
-contributes its valid trace (operations as children, phase names on the parent)
-and nothing else: never its outer output, its legacy audits, its operation
-results or the ``fabric_exec`` source code of the call. Verdicts come from
+docs/secrets.md): the index never holds a secret. Before that, what only the entry's
+structure tells is masked where it is read: an argument's value by its key's name
+(:func:`~fabric_memory.redact.mask_named`, the rule ``expand`` uses), a secret cut between
+two text blocks of one content list (:func:`~fabric_memory.redact.mask_blocks`).
+A ``fabric_exec`` result contributes its valid trace (operations as children, phase
+names on the parent) and nothing else: never its outer output, its legacy audits, its
+operation results or the ``fabric_exec`` source code of the call. Verdicts come from
 each entry's view (:mod:`fabric_memory.view`); this module never judges a trace.
 """
 
@@ -19,7 +22,7 @@ from typing import Any, Literal
 import orjson
 
 from ..errors import clipped
-from ..redact import redact_texts
+from ..redact import is_secret_name, mask_blocks, mask_named, redact_texts
 from ..session import Entry, LineProblem, Session, decode_line, glued_objects, migrated_id
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
@@ -81,6 +84,7 @@ def normalize_session(session: Session) -> NormalizedSession:
     """Every entry of ``session`` as an :class:`Item`, children after their parent, then
     the objects of glued lines (positions after the last entry)."""
     active = session.active_ids()
+    redacted: Counter[str] = Counter()
     items: list[Item] = []
     notes: list[LineProblem] = []
     operations = 0
@@ -88,7 +92,7 @@ def normalize_session(session: Session) -> NormalizedSession:
     for position, entry in enumerate(entries):
         view = entry.view
         fabric = view.fabric
-        parent = _entry_item(entry, view, position, entry.id in active)
+        parent = _entry_item(entry, view, position, entry.id in active, redacted)
         items.append(parent)
         if parent.time_ms is None and (note := _time_note(entry)) is not None:
             notes.append(note)
@@ -96,9 +100,8 @@ def normalize_session(session: Session) -> NormalizedSession:
         # expansion could read back, so they are not indexed.
         if fabric is not None and fabric.verdict == "valid" and position < len(session.entries):
             for op in fabric.operations:
-                items.append(_operation_item(parent, op))
+                items.append(_operation_item(parent, op, redacted))
                 operations += 1
-    redacted: Counter[str] = Counter()
     texts = redact_texts([item.text for item in items], redacted)
     for at, (item, text) in enumerate(zip(items, texts, strict=True)):
         if text is not item.text:
@@ -214,7 +217,8 @@ def _time_note(entry: Entry) -> LineProblem | None:
                                    "JavaScript's date range; indexed without a time")
 
 
-def _entry_item(entry: Entry, view: EntryView, position: int, on_active: bool) -> Item:
+def _entry_item(entry: Entry, view: EntryView, position: int, on_active: bool,
+                counts: Counter[str]) -> Item:
     fabric = view.fabric
     return Item(
         kind="entry",
@@ -238,15 +242,15 @@ def _entry_item(entry: Entry, view: EntryView, position: int, on_active: bool) -
         line=entry.line,
         offset=entry.offset,
         length=entry.length,
-        text=entry_text(view),
+        text=entry_text(view, counts),
         record=None,
     )
 
 
-def _operation_item(parent: Item, op: TraceOperation) -> Item:
+def _operation_item(parent: Item, op: TraceOperation, counts: Counter[str]) -> Item:
     """The child inherits where and when from its parent entry; the rest is the call's."""
     words = [op.ref, op.provider, op.action, op.outcome, op.failure_stage, op.error]
-    words.extend(_leaves(op.args))
+    words.extend(_leaves(op.args, counts))
     return Item(
         kind="operation", address=op.address, entry_id=parent.entry_id,
         parent_id=parent.entry_id, position=parent.position, sequence=op.sequence,
@@ -259,17 +263,20 @@ def _operation_item(parent: Item, op: TraceOperation) -> Item:
     )
 
 
-def entry_text(view: EntryView) -> str:
-    """The searchable text of one entry (see the module docstring for what is left out)."""
+def entry_text(view: EntryView, counts: Counter[str] | None = None) -> str:
+    """The searchable text of one entry (see the module docstring for what is left out);
+    what only the entry's structure shows as a secret is masked (counted in ``counts``),
+    the rest is left to :func:`~fabric_memory.redact.redact_texts`."""
     raw = view.raw
     message = view.message
     if message is not None:
-        return _join(_message_words(message, view.fabric))
+        return _join(_message_words(message, view.fabric, counts))
     kind = view.type
     if kind in ("compaction", "branch_summary"):
         return _join([_string(raw.get("summary")), _string(raw.get("shortSummary"))])
     if kind == "custom_message":
-        return _join([_string(raw.get("customType")), *_content_words(raw.get("content"))])
+        return _join([_string(raw.get("customType")),
+                      *_content_words(raw.get("content"), counts)])
     if kind == "label":
         return _join([_string(raw.get("label"))])
     if kind == "session_info":
@@ -281,7 +288,8 @@ def entry_text(view: EntryView) -> str:
     return ""
 
 
-def _message_words(message: dict[str, Any], fabric: FabricResult | None) -> list[str | None]:
+def _message_words(message: dict[str, Any], fabric: FabricResult | None,
+                   counts: Counter[str] | None) -> list[str | None]:
     role = message.get("role")
     if fabric is not None:
         # The outer output and the audits of fabric_exec are never searchable; only
@@ -295,7 +303,7 @@ def _message_words(message: dict[str, Any], fabric: FabricResult | None) -> list
     if role in ("branchSummary", "compactionSummary"):
         return [_string(message.get("summary"))]
     words = [_string(message.get("toolName")), _string(message.get("errorMessage"))]
-    words.extend(_content_words(message.get("content")))
+    words.extend(_content_words(message.get("content"), counts))
     sections = message.get("sections")
     if isinstance(sections, dict):
         words.extend(_string(value) for value in sections.values())
@@ -304,13 +312,13 @@ def _message_words(message: dict[str, Any], fabric: FabricResult | None) -> list
     return words
 
 
-def _content_words(content: object) -> Iterator[str | None]:
+def _content_words(content: object, counts: Counter[str] | None) -> Iterator[str | None]:
     if isinstance(content, str):
         yield content
         return
     if not isinstance(content, list):
         return
-    for part in content:
+    for part in mask_blocks(content, counts):
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
@@ -323,12 +331,14 @@ def _content_words(content: object) -> Iterator[str | None]:
             yield name
             # fabric_exec source code is not memory: only its trace is.
             if name != FABRIC_TOOL:
-                yield from _leaves(part.get("arguments"))
+                yield from _leaves(part.get("arguments"), counts)
             yield _string(part.get("id"))
 
 
-def _leaves(value: object) -> Iterator[str]:
-    """String and number leaves of a JSON value, depth first, without recursion."""
+def _leaves(value: object, counts: Counter[str] | None) -> Iterator[str]:
+    """String and number leaves of a JSON value, depth first, without recursion; a string
+    under a secret-named key (``password``, ``env.DB_PASSWORD``, ``headers.X-Api-Key``)
+    masked by that name (:func:`~fabric_memory.redact.mask_named`)."""
     stack = [value]
     while stack:
         current = stack.pop()
@@ -337,7 +347,9 @@ def _leaves(value: object) -> Iterator[str]:
         elif isinstance(current, (int, float)) and not isinstance(current, bool):
             yield str(current)
         elif isinstance(current, dict):
-            stack.extend(reversed(list(current.values())))
+            stack.extend(reversed([
+                mask_named(key, item, counts) if type(item) is str and is_secret_name(key)
+                else item for key, item in current.items()]))
         elif isinstance(current, list):
             stack.extend(reversed(current))
 
