@@ -30,7 +30,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from . import __version__
-from .errors import FabricMemoryError, LocationRefusedError
+from .arguments import check_name
+from .errors import FabricMemoryError, LocationRefusedError, clipped
 from .memory.catalog import DEFAULT_HOT_SESSIONS, list_sessions
 from .memory.expand import expand_request
 from .memory.live import LiveReport, watch_sessions
@@ -112,12 +113,14 @@ class Places:
         for key in LOCATION_KEYS:
             value = request.get(key)
             given, places = own[key]
-            if value is not None and (not isinstance(value, str)
-                                      or _resolved(Path(value)) not in places):
+            if value is not None:
+                check_name(key, value)  # before it is resolved as a path
+            if value is not None and _resolved(Path(value)) not in places:
                 where = ", ".join(map(str, places))
                 raise LocationRefusedError(
-                    f"{key} {value!r}: this server answers only from its own {key} ({where}); "
-                    f"drop the {key!r} key or pass the object exactly as this server gave it"
+                    f"{key} {clipped(value)}: this server answers only from its own {key} "
+                    f"({where}); drop the {key!r} key or pass the object exactly as this "
+                    "server gave it"
                 )
             if given is not None:
                 bound[key] = given
@@ -141,9 +144,16 @@ def refusal(code: str, message: str) -> CallToolResult:
                           is_error=True)
 
 
-def _run(call: Callable[[], Mapping[str, Any]]) -> CallToolResult:
+CALLS_AT_ONCE = 8
+"""Tool calls answered at the same time, each in a worker thread: a slow one (a regex at its
+time cap, a large session hashed) never holds up the others or the protocol."""
+_CALLS = anyio.CapacityLimiter(CALLS_AT_ONCE)
+
+
+async def _run(call: Callable[[], Mapping[str, Any]]) -> CallToolResult:
+    """``call``'s answer, computed off the event loop, or its error as a refusal."""
     try:
-        return answer(call())
+        return answer(await anyio.to_thread.run_sync(call, limiter=_CALLS))
     except FabricMemoryError as exc:
         return refusal(exc.code, exc.message)
 
@@ -198,7 +208,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         sessions: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in RECALL_KEYS}
-        return _run(lambda: recall_request({**hot, **places.bind(given)}))
+        return await _run(lambda: recall_request({**hot, **places.bind(given)}))
 
     @server.tool(name="expand", description=EXPAND_DESCRIPTION, annotations=READ_ONLY)
     async def expand(
@@ -221,7 +231,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         sessions: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in EXPAND_KEYS}
-        return _run(lambda: expand_request(places.bind(given)))
+        return await _run(lambda: expand_request(places.bind(given)))
 
     @server.tool(name="sessions", description=SESSIONS_DESCRIPTION, annotations=READ_ONLY)
     async def sessions(
@@ -233,9 +243,9 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         hotSessions: int | None = None,
     ) -> CallToolResult:
         chosen = hot_sessions if hotSessions is None else hotSessions
-        return _run(lambda: list_sessions(
+        return await _run(lambda: list_sessions(
             index=places.index, hot_sessions=chosen, project=project, since=since,
-            until=until, limit=limit, offset=offset))
+            until=until, limit=limit, offset=offset, sessions=places.sessions))
 
     return server
 

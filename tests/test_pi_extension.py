@@ -239,6 +239,29 @@ def test_tool_command_speaks_json_on_both_paths(
     assert status == 2 and "no such tool" in answer["error"]["message"]  # type: ignore[index]
 
 
+@pytest.mark.parametrize(("name", "arguments", "wrong"), [
+    ("memory_recall", {"query": 123}, "$.query: expected a string, got 123"),
+    ("memory_recall", {"query": "flaky", "limit": "5"}, '$.limit: expected an integer, got "5"'),
+    ("memory_expand", {"session": "session-one", "entries": ["e001"], "showSecrets": "false"},
+     '$.showSecrets: expected true or false, got "false"'),
+    ("memory_expand", {"session": "a/" * 1_000_000, "entries": ["e001"]},
+     "characters): too long; the limit is 4096 characters"),
+], ids=["query-number", "limit-string", "showSecrets-string", "session-2MB"])
+def test_tool_arguments_are_type_checked(
+    memory: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    name: str, arguments: dict[str, object], wrong: str,
+) -> None:
+    """`pi tool` refuses an argument of the wrong JSON type (a string "false" for a boolean
+    included, which never shows a secret) or a 2 MB session at once, with the CLI's JSON usage
+    error naming the argument."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(arguments).encode())))
+    status, out, err = run_cli(capsys, "pi", "tool", name)
+    error = json.loads(out)["error"]
+    assert (status, error["code"]) == (2, "usage"), out
+    assert wrong in error["message"] and len(error["message"]) < 300
+    assert "Traceback" not in err
+
+
 # --- reindex --session ----------------------------------------------------------------------
 
 

@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..arguments import check_name
+
 SESSIONS_ENV = "FABRIC_MEMORY_SESSIONS"
 HOME_ENV = "FABRIC_MEMORY_HOME"
 PI_SESSION_DIR_ENV = "PI_CODING_AGENT_SESSION_DIR"
@@ -19,6 +21,7 @@ def sessions_roots(explicit: str | os.PathLike[str] | None = None) -> tuple[Path
     :func:`pi_sessions_dir`) followed by oh-my-pi's (see :func:`omp_sessions_dir`) when
     that folder exists and is another one."""
     if explicit is not None:
+        check_name("--sessions", explicit)
         return (Path(explicit).expanduser().resolve(),)
     configured = os.environ.get(SESSIONS_ENV)
     if configured:
@@ -59,6 +62,7 @@ def pi_agent_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``explicit``, else ``$FABRIC_MEMORY_HOME/index``, else ``~/.cache/fabric-memory/index``."""
     if explicit is not None:
+        check_name("--index", explicit)
         return Path(explicit).expanduser()
     home = os.environ.get(HOME_ENV)
     if home:
@@ -95,3 +99,12 @@ def contains(root: Path, path: str | os.PathLike[str]) -> bool:
 def inside_any(roots: Iterable[Path], path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` lies inside one of ``roots`` (see :func:`contains`)."""
     return any(contains(root, path) for root in roots)
+
+
+def holds(roots: Iterable[Path], path: str) -> bool:
+    """Whether an indexed file, keyed by its real path, lies under one of ``roots`` (real
+    paths too): a prefix test, resolved (see :func:`contains`) only when that fails, for a
+    record kept under another spelling of its path."""
+    roots = tuple(roots)
+    return path.startswith(tuple(os.path.join(root, "") for root in roots)) or inside_any(
+        roots, path)
