@@ -315,6 +315,9 @@ def _keep_live(places: Places, stop: threading.Event, log: Callable[[str], None]
     except FabricMemoryError as exc:  # no sessions folder, no watchfiles: serve what is indexed
         if log is not None:
             log(f"live index off: {exc.message}")
+    except Exception as exc:  # a thread's last word: one line, not a traceback
+        if log is not None:
+            log(f"live index off: the watcher stopped ({type(exc).__name__}: {exc})")
 
 
 def stderr_log(command: str) -> Callable[[str], None]:

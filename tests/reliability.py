@@ -32,13 +32,13 @@ PROCESS_SECONDS = 60.0
 def python(script: str, *args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start ``python -c script args...`` in the repository with pipes."""
     return subprocess.Popen([sys.executable, "-c", script, *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs})
 
 
 def cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start ``fabric-memory args...`` (as ``python -m fabric_memory.cli``)."""
     return subprocess.Popen([sys.executable, "-m", "fabric_memory.cli", *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs})
 
 
 @contextlib.contextmanager

@@ -346,6 +346,22 @@ def test_cli_reindex_while_serving(places: dict[str, Path]) -> None:
     run(body, places, "--no-watch")
 
 
+def test_a_watcher_that_cannot_run_is_reported(places: dict[str, Path], tmp_path: Path) -> None:
+    """With its sessions root gone, the server says on stderr that the live index is off,
+    and still answers from the index."""
+    stderr = tmp_path / "stderr"
+    shutil.rmtree(places["sessions"])
+
+    async def body(client: Client) -> None:
+        assert value(await client.call_tool("recall", {"query": "Zürich"}))["total"] == 1
+
+    run(body, places, "--hot-sessions", "0", stderr=stderr)
+    err = stderr.read_text()
+    assert f"fabric-memory serve: live index off: {places['sessions']}: sessions directory " \
+        "does not exist" in err, err
+    assert "Traceback" not in err
+
+
 # --- exits -------------------------------------------------------------------------------
 
 
