@@ -7,9 +7,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -163,6 +165,91 @@ def test_install_leaves_a_broken_settings_file_alone(
     settings.write_text('{"packages": "npm:x"}')
     with pytest.raises(UsageError, match=r"\$\.packages is not a list"):
         install(tmp_path)
+
+
+def test_install_writes_through_a_symlinked_settings_file(tmp_path: Path, clean_env: Path
+                                                          ) -> None:
+    """A settings.json that is a symlink (dotfiles) stays a symlink: the file it leads to is
+    the one rewritten, and uninstall leaves the link in place."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    dotfiles = tmp_path / "dotfiles" / "pi-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"theme": "dark"}')
+    (agent / "settings.json").symlink_to(dotfiles)
+    assert install(agent)["action"] == "added"
+    assert (agent / "settings.json").is_symlink()
+    assert json.loads(dotfiles.read_text()) == {"theme": "dark", "packages": [str(EXTENSION_DIR)]}
+    assert install(agent, uninstall=True)["action"] == "removed"
+    assert (agent / "settings.json").is_symlink()
+    assert json.loads(dotfiles.read_text()) == {"theme": "dark"}
+
+
+@pytest.mark.parametrize(("content", "line", "reason"), [
+    (b'{\n  "theme": "dark",\n  "name": "caf\xe9"\n}', 3, "not valid UTF-8"),
+    (b'{\n  "name": "\\ud800 alone"\n}', 2, "lone surrogate"),
+    (b'{\n  "theme": "dark",\n\n  "limit": 1e400\n}', 4, "1e400"),
+    (b'{\n  "limit": NaN\n}', 2, "NaN"),
+    (b'{\n  "limit": -Infinity\n}', 2, "-Infinity"),
+], ids=["invalid-utf8", "lone-surrogate", "1e400", "NaN", "-Infinity"])
+def test_install_refuses_settings_it_cannot_write_back_as_they_are(
+    tmp_path: Path, clean_env: Path, capsys: pytest.CaptureFixture[str], content: bytes,
+    line: int, reason: str,
+) -> None:
+    """Settings that are not UTF-8, hold a lone surrogate, or a number JSON cannot carry
+    (written back it would be Infinity or NaN, which Pi cannot read) are refused with
+    path:line and left byte for byte as they were."""
+    settings = tmp_path / "settings.json"
+    settings.write_bytes(content)
+    status, _, err = run_cli(capsys, "pi", "install", "--agent-dir", str(tmp_path))
+    assert status == 2, err
+    assert err.startswith(f"fabric-memory pi: {settings}:{line}: ") and reason in err, err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert settings.read_bytes() == content
+
+
+def test_install_respects_a_read_only_settings_file(tmp_path: Path, clean_env: Path) -> None:
+    """A read-only settings.json is refused with the reason and left as it was."""
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"theme": "dark"}')
+    settings.chmod(0o444)
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(settings))}: read-only"):
+        install(tmp_path)
+    assert settings.read_text() == '{"theme": "dark"}'
+
+
+INSTALL_ONE = """
+import sys
+from pathlib import Path
+from fabric_memory.pi.install import install
+install(sys.argv[1], package=Path(sys.argv[2]))
+"""
+
+
+def test_install_takes_pis_settings_lock(tmp_path: Path, clean_env: Path) -> None:
+    """Writers never lose each other's updates: eight installs at once each add their entry,
+    and an install waits while Pi holds its settings lock (proper-lockfile's
+    settings.json.lock folder), then keeps what Pi wrote meanwhile."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    settings = agent / "settings.json"
+    settings.write_text("{}")
+    packages = [tmp_path / f"package-{n}" for n in range(8)]
+    writers = [subprocess.Popen([sys.executable, "-c", INSTALL_ONE, str(agent), str(package)])
+               for package in packages]
+    assert [writer.wait(timeout=60) for writer in writers] == [0] * 8
+    assert sorted(json.loads(settings.read_text())["packages"]) == sorted(map(str, packages))
+    lock = agent / "settings.json.lock"
+    lock.mkdir()  # Pi is writing
+    waiting = subprocess.Popen([sys.executable, "-c", INSTALL_ONE, str(agent),
+                                str(EXTENSION_DIR)])
+    time.sleep(1.0)
+    assert waiting.poll() is None, "install did not wait for Pi's lock"
+    settings.write_text(json.dumps({"theme": "dark", "packages": []}))
+    lock.rmdir()
+    assert waiting.wait(timeout=60) == 0
+    assert json.loads(settings.read_text()) == {"theme": "dark",
+                                                "packages": [str(EXTENSION_DIR)]}
 
 
 # --- the memory tools -----------------------------------------------------------------------
