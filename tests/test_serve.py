@@ -242,10 +242,13 @@ def test_hostile_values_are_clean_tool_errors(places: dict[str, Path], tmp_path:
             ("recall", {"query": "parser", "sessions": huge}),
             ("expand", {**hit["follow"], "index": "/elsewhere/" + "x" * 1_000_000}),
             ("expand", {**hit["follow"], "expectedSourceHash": "f" * 1_000_000}),
+            ("recall", {"query": "parser", "index": "/elsewhere/" + "x" * 4000}),
+            ("expand", {**hit["follow"], "sessions": "/elsewhere/" + "x" * 4000}),
+            ("expand", {**hit["follow"], "expectedSourceHash": "f" * 4000}),
         ]
         for name, arguments in calls:
             text = error_text(await client.call_tool(name, arguments))
-            assert text.split(": ", 1)[0] in ("usage", "location_refused"), text
+            assert text.split(": ", 1)[0] in ("usage", "location_refused", "stale_pointer"), text
             assert "a/" * 31 not in text and "x" * 61 not in text and "f" * 61 not in text
             assert len(text) < 400, text[:400]
 
