@@ -1,12 +1,13 @@
-"""``python -m bench.compare [--json] [--quick] [--update-readme]``: every hot path beside
+"""``python -m bench.compare [--json] [--quick] [--update-docs]``: every hot path beside
 its floor, one run.
 
 Absolute times are noisy on a shared 2-core machine, so each figure is timed in the
 same process run as its floor (interleaved, median of the repeats) and reported as
 a ratio. ``--quick`` runs the same rows on small data in a temporary directory (a
 smoke run for the test suite); the full run keeps its corpora and indexes in the
-bench cache (see :mod:`bench.data`) and reuses them. ``--update-readme`` writes the
-table into README between its markers and draws the plots (:mod:`bench.figures`).
+bench cache (see :mod:`bench.data`) and reuses them. ``--update-docs`` writes the
+table into docs/performance.md and the headline rows into README, each between its markers,
+and draws the plots (:mod:`bench.figures`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -563,21 +564,44 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--only", choices=[name for name, _ in FIGURES], default=None,
                         metavar="FIGURE", help="time one figure only (e.g. 'agent door')")
-    parser.add_argument("--update-readme", action="store_true",
-                        help="write the table into README (between its bench markers) and "
-                        "draw the plots (needs the bench extra: matplotlib)")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="write the table into docs/performance.md and the headline rows "
+                        "into README (each between its bench markers) and draw the plots "
+                        "(needs the bench extra: matplotlib)")
+    parser.add_argument("--docs", type=Path, default=REPO / "docs" / "performance.md",
+                        metavar="PATH", help="the page the full table goes into "
+                        "(default: docs/performance.md)")
     parser.add_argument("--readme", type=Path, default=REPO / "README.md", metavar="PATH",
-                        help="the README --update-readme writes (default: the repository's)")
+                        help="the README the headline rows go into (default: the repository's)")
     parser.add_argument("--figures", type=Path, default=REPO / "docs" / "figures",
-                        metavar="DIR", help="where --update-readme draws the plots "
+                        metavar="DIR", help="where --update-docs draws the plots "
                         "(default: docs/figures)")
     return parser.parse_args(argv)
 
 
-def publish(result: dict[str, Any], readme: Path, directory: Path) -> list[Path]:
-    """README's table region and the plots, from one run's result."""
-    written = figures.draw_figures(result, directory)
-    figures.update_readme(readme, table(result))
+HEADLINE: Final = ("recall.literal.large", "mcp.recall", "reindex.full", "hook.all", "hook.big",
+                   "certify")
+"""The rows README shows, in this order (the rest are in docs/performance.md)."""
+
+
+def headline(result: dict[str, Any]) -> str:
+    """README's short table: the HEADLINE rows of ``result`` and the run's machine line."""
+    rows = {row["id"]: row for row in result["rows"]}
+    picked = [rows[key] for key in HEADLINE if key in rows]
+    return table({**result, "rows": picked, "notes": []})
+
+
+def regions(args: argparse.Namespace) -> list[figures.Region]:
+    return [(args.docs, figures.BEGIN, figures.END),
+            (args.readme, figures.HEADLINE_BEGIN, figures.HEADLINE_END)]
+
+
+def publish(result: dict[str, Any], args: argparse.Namespace) -> list[Path]:
+    """The full table, README's headline rows and the plots, from one run's result."""
+    written = figures.draw_figures(result, args.figures)
+    full, short = regions(args)
+    figures.update_marked(full, table(result))
+    figures.update_marked(short, headline(result))
     return written
 
 
@@ -587,12 +611,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
-    if args.update_readme and args.only:
-        print("bench.compare: --update-readme writes the whole table; drop --only",
+    if args.update_docs and args.only:
+        print("bench.compare: --update-docs writes the whole table; drop --only",
               file=sys.stderr)
         return 2
-    if args.update_readme:  # fail before minutes of timing, not after
-        problem = figures.publish_problem(args.readme)
+    if args.update_docs:  # fail before minutes of timing, not after
+        problem = figures.publish_problem(regions(args))
         if problem is not None:
             print(f"bench.compare: {problem}", file=sys.stderr)
             return 2
@@ -608,10 +632,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         print(table(result))
-    if args.update_readme:
-        for path in publish(result, args.readme, args.figures):
+    if args.update_docs:
+        for path in publish(result, args):
             log(f"drew {path}")
-        log(f"wrote the table into {args.readme}")
+        log(f"wrote the table into {args.docs} and its headline rows into {args.readme}")
     return 0
 
 

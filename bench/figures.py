@@ -1,9 +1,11 @@
-"""What ``python -m bench.compare --update-readme`` publishes: README's table and the plots.
+"""What ``python -m bench.compare --update-docs`` publishes: the full table in
+docs/performance.md, the headline rows in README, and the plots.
 
-The table goes between README's ``<!-- bench:begin -->`` and ``<!-- bench:end -->``
-markers and nothing outside them changes. The plots are small SVG files drawn with
-matplotlib (the ``bench`` extra; the engine never imports it), written without a date
-or random ids so the same figures give the same bytes.
+Each table goes between a pair of marker lines (``<!-- bench:begin -->`` and
+``<!-- bench:end -->`` in docs/performance.md, ``<!-- bench:headline:begin -->`` and
+``<!-- bench:headline:end -->`` in README) and nothing outside them changes. The plots
+are small SVG files drawn with matplotlib (the ``bench`` extra; the engine never imports
+it), written without a date or random ids so the same figures give the same bytes.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from typing import Any
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
+HEADLINE_BEGIN = "<!-- bench:headline:begin -->"
+HEADLINE_END = "<!-- bench:headline:end -->"
 PLOTS = ("plateau", "recall", "compaction")
-"""The SVG files (``<name>.svg``) a run draws, in README order."""
+"""The SVG files (``<name>.svg``) a run draws, in the order docs/performance.md shows them."""
 
 
 class MarkerError(ValueError):
-    """README does not hold exactly one well-ordered pair of bench markers."""
+    """A page does not hold exactly one well-ordered pair of the markers asked for."""
 
 
 def _marker_lines(text: str, marker: str) -> list[int]:
@@ -28,35 +32,43 @@ def _marker_lines(text: str, marker: str) -> list[int]:
     return [m.start() for m in re.finditer(f"^{re.escape(marker)}$", text, flags=re.M)]
 
 
-def replace_marked(text: str, content: str, where: str = "README.md") -> str:
-    """``text`` with everything between the bench marker lines replaced by ``content``."""
-    found = {marker: _marker_lines(text, marker) for marker in (BEGIN, END)}
+def replace_marked(text: str, content: str, where: str, begin: str = BEGIN,
+                   end: str = END) -> str:
+    """``text`` with everything between the ``begin`` and ``end`` marker lines replaced by
+    ``content``."""
+    found = {marker: _marker_lines(text, marker) for marker in (begin, end)}
     for marker, offsets in found.items():
         if len(offsets) != 1:
             raise MarkerError(f"{where}: expected one {marker} line, found {len(offsets)}; put "
-                              f"the performance table between a {BEGIN} and a {END} line")
-    start = found[BEGIN][0] + len(BEGIN)
-    stop = found[END][0]
+                              f"the table between a {begin} and a {end} line")
+    start = found[begin][0] + len(begin)
+    stop = found[end][0]
     if stop < start:
-        raise MarkerError(f"{where}: the {END} line comes before the {BEGIN} line")
+        raise MarkerError(f"{where}: the {end} line comes before the {begin} line")
     return text[:start] + "\n" + content.strip("\n") + "\n" + text[stop:]
 
 
-def update_readme(readme: Path, content: str) -> None:
-    readme.write_text(replace_marked(readme.read_text(encoding="utf-8"), content, str(readme)),
-                      encoding="utf-8")
+Region = tuple[Path, str, str]
+"""A page and the marker pair whose lines a table goes between."""
 
 
-def publish_problem(readme: Path) -> str | None:
-    """Why ``--update-readme`` could not publish (checked before the run), or None."""
+def update_marked(region: Region, content: str) -> None:
+    page, begin, end = region
+    text = page.read_text(encoding="utf-8")
+    page.write_text(replace_marked(text, content, str(page), begin, end), encoding="utf-8")
+
+
+def publish_problem(regions: Sequence[Region]) -> str | None:
+    """Why ``--update-docs`` could not publish (checked before the run), or None."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return "drawing the plots needs matplotlib: pip install -e '.[bench]'"
-    try:
-        replace_marked(readme.read_text(encoding="utf-8"), "", str(readme))
-    except (OSError, MarkerError) as error:
-        return str(error)
+    for page, begin, end in regions:
+        try:
+            replace_marked(page.read_text(encoding="utf-8"), "", str(page), begin, end)
+        except (OSError, MarkerError) as error:
+            return str(error)
     return None
 
 

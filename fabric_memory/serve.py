@@ -9,7 +9,7 @@ sessions root and index it was started with, and refuses a ``follow``/``next`` w
 while a background thread keeps it live (:mod:`fabric_memory.memory.live`).
 
 Needs the ``mcp`` extra (``pip install 'fabric-memory[mcp]'``); the tool names and
-parameters are a contract documented in README ("MCP server").
+parameters are a contract documented in docs/mcp.md.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def append_user(path: Path, text: str) -> bytes:
 
 
 def report(config: Any, line: str) -> None:
-    """Print one summary line in the pytest run (the figures the README quotes), past
+    """Print one summary line in the pytest run (the figures docs/reliability.md quotes), past
     output capturing (module teardown runs inside the next test's captured setup)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")

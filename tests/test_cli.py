@@ -1,4 +1,4 @@
-"""The command line: README's command table matches the parser, and renamed options keep
+"""The command line: docs/cli.md's command table matches the parser, and renamed options keep
 their old spellings for one release with a note."""
 
 from __future__ import annotations
@@ -47,46 +47,46 @@ def positionals(parser: argparse.ArgumentParser) -> list[str]:
             if not action.option_strings and not isinstance(action, argparse._SubParsersAction)]
 
 
-def readme_commands(text: str) -> dict[str, str]:
-    """Command name → the usage cell of its row in README's command table."""
+def documented_commands(text: str) -> dict[str, str]:
+    """Command name → the usage cell of its row in docs/cli.md's command table."""
     table = text[text.index("## Commands"):]
     table = table[: table.index("\n## ", 1)]
     rows: dict[str, str] = {}
     for name, usage in ROW.findall(table):
-        assert name not in rows, f"README's command table has two rows for {name}"
+        assert name not in rows, f"docs/cli.md's command table has two rows for {name}"
         rows[name] = usage
     return rows
 
 
 @pytest.fixture(scope="module")
-def readme() -> str:
-    return (REPO / "README.md").read_text(encoding="utf-8")
+def cli_page() -> str:
+    return (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
-def test_readme_rows_are_the_commands(readme: str) -> None:
-    """README's command table has one row per command the CLI has, and no others."""
-    assert set(readme_commands(readme)) == set(subcommands(build_parser()))
+def test_documented_rows_are_the_commands(cli_page: str) -> None:
+    """docs/cli.md's command table has one row per command the CLI has, and no others."""
+    assert set(documented_commands(cli_page)) == set(subcommands(build_parser()))
 
 
-def test_readme_rows_list_each_commands_options(readme: str) -> None:
+def test_documented_rows_list_each_commands_options(cli_page: str) -> None:
     """Each row names exactly the options (and arguments) its command accepts; --json is
     documented once for every command, and every command has it."""
-    rows = readme_commands(readme)
-    assert "Every command takes `--json`" in readme
+    rows = documented_commands(cli_page)
+    assert "Every command takes `--json`" in cli_page
     drift = []
     for name, parser in subcommands(build_parser()).items():
         usage = rows.get(name, "")
         has = documented_options(parser)
         if "--json" not in has:
-            drift.append(f"{name}: README says every command takes --json; it does not")
+            drift.append(f"{name}: docs/cli.md says every command takes --json; it does not")
         shown = set(OPTION.findall(usage))
-        drift.extend(f"{name}: README lists {o}, which the command does not have"
+        drift.extend(f"{name}: docs/cli.md lists {o}, which the command does not have"
                      for o in sorted(shown - has))
-        drift.extend(f"{name}: README's row does not list {o}"
+        drift.extend(f"{name}: docs/cli.md's row does not list {o}"
                      for o in sorted(has - shown - {"--json"}))
-        drift.extend(f"{name}: README's row does not name the argument {p}"
+        drift.extend(f"{name}: docs/cli.md's row does not name the argument {p}"
                      for p in positionals(parser) if p not in usage)
-        drift.extend(f"{name}: README's row does not name the subcommand {c}"
+        drift.extend(f"{name}: docs/cli.md's row does not name the subcommand {c}"
                      for c in subcommands(parser) if c not in usage)
     assert not drift, drift
 
@@ -96,7 +96,7 @@ def test_table_check_sees_drift() -> None:
     text = ("## Commands\n\n| command | what |\n|---|---|\n"
             "| `fabric-memory recall [QUERY] [--mode M]` | x |\n"
             "| `fabric-memory verify [--index DIR]` | y |\n\nEvery command\n## Next\n")
-    rows = readme_commands(text)
+    rows = documented_commands(text)
     assert set(rows) == {"recall", "verify"}
     assert OPTION.findall(rows["recall"]) == ["--mode"]
     assert set(rows) != set(subcommands(build_parser()))

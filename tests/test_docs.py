@@ -78,3 +78,53 @@ def test_code_cites_no_outside_spec() -> None:
         if "SPEC" in line
     ]
     assert not offenders, offenders
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def relative_links(page: Path) -> list[tuple[str, str | None]]:
+    """(target file or "", anchor) of each Markdown link on ``page`` that is not a URL."""
+    found = []
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        found.append((path, anchor or None))
+    return found
+
+
+def broken_links(pages: list[Path]) -> list[str]:
+    broken = []
+    for page in pages:
+        for path, anchor in relative_links(page):
+            target = (page.parent / path).resolve() if path else page
+            if not target.exists():
+                broken.append(f"{page.name}: {path} does not exist")
+            elif anchor is not None and target.suffix == ".md" and anchor not in anchors(target):
+                broken.append(f"{page.name}: {path or page.name} has no section #{anchor}")
+    return broken
+
+
+def test_every_link_of_readme_changelog_and_docs_resolves() -> None:
+    """Each relative link (a file, a file#section or a #section of the same page) in README,
+    CHANGELOG and every docs page names something that exists."""
+    pages = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted(DOCS.glob("*.md"))]
+    assert len(pages) > 10
+    assert not broken_links(pages), broken_links(pages)
+
+
+def test_a_broken_link_is_found(tmp_path: Path) -> None:
+    """A link to a missing page, or to a missing section, is reported."""
+    (tmp_path / "a.md").write_text("# Top\n[x](b.md) [y](#nowhere) [z](a.md#top)\n",
+                                   encoding="utf-8")
+    assert broken_links([tmp_path / "a.md"]) == ["a.md: b.md does not exist",
+                                                 "a.md: a.md has no section #nowhere"]
+
+
+def test_readme_stays_a_front_door() -> None:
+    """README is at most 250 lines and keeps its two set-up commands (CI runs the second)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    blocks = re.findall(r"^```sh\n(.*?)^```", text[text.index("## Set up"):], flags=re.M | re.S)
+    assert "fabric-memory reindex" in blocks[0] and "pytest" in blocks[1]

@@ -46,7 +46,7 @@ from .reliability import (
 )
 
 FAULTS: dict[str, int] = {}
-"""Faults injected per test (the figures the README reports)."""
+"""Faults injected per test (the figures docs/reliability.md reports)."""
 
 
 def _roots(tmp_path: Path) -> dict[str, Path]:

@@ -310,7 +310,8 @@ def test_extension_type_checks_against_pis_declarations(host: PiHost) -> None:
 
 
 def test_bench_runs_through_pis_runtime(host: PiHost) -> None:
-    """``python -m bench.pi_extension --quick`` (a smoke run; the figures are README's)."""
+    """``python -m bench.pi_extension --quick`` (a smoke run; the figures are in
+    docs/performance.md)."""
     del host
     done = subprocess.run([sys.executable, "-m", "bench.pi_extension", "--quick", "--json"],
                           capture_output=True, text=True, cwd=PI_DIR.parent.parent, check=False)

@@ -63,7 +63,8 @@ def task_address(details: Mapping[str, Any]) -> str:
 
 
 def _items(state: Any) -> Iterator[tuple[str, str]]:
-    """``(first address, text)`` of every item of the state (documented in README)."""
+    """``(first address, text)`` of every item of the state (documented in
+    docs/compaction-details.md)."""
     if not isinstance(state, Mapping):
         return
     groups: list[Any] = [state.get("status")]

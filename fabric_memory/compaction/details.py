@@ -265,7 +265,7 @@ def build_details(
     session_id: str | None,
     adjusted_from: str | None,
 ) -> DetailsJson:
-    """The versioned details stored with the compaction (documented in README.md).
+    """The versioned details stored with the compaction (documented in docs/compaction-details.md).
 
     The state carried forward keeps, of each sampled list, the items the summary showed.
     """
