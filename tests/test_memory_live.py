@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex, reindex_paths
 
 from .memory_builder import SessionBuilder
-from .reliability import PROCESS_SECONDS, cli, python, until, watching
+from .reliability import readable_to_nobody, until, watching
 
 
 @pytest.fixture
@@ -181,52 +180,26 @@ def test_watch_stays_inside_the_root(roots: dict[str, Path], tmp_path: Path) -> 
                                    for n in ("one", "two", "three", "four"))
 
 
-WATCH_AS_NOBODY = """
-import logging, os, platform, sys  # what watchfiles imports lazily, while still root
-import watchfiles
-from fabric_memory.cli import build_parser, main
-import fabric_memory.memory.live, fabric_memory.memory.reindex, fabric_memory.memory.render
-build_parser()
-os.setgid(65534)
-os.setuid(65534)
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 def test_watch_survives_an_unreadable_folder(roots: dict[str, Path], tmp_path: Path) -> None:
     """An unreadable folder in the root is logged and skipped: `reindex --watch` keeps
     indexing the rest and exits 0 on SIGTERM, with no traceback."""
     sessions, index = roots["sessions"], roots["index"]
     (sessions / "--locked--").mkdir(mode=0o000)
+    as_nobody = os.geteuid() == 0  # root reads anything: watch as nobody instead
+    if as_nobody:
+        readable_to_nobody(tmp_path)
+        for path in [tmp_path, *tmp_path.rglob("*")]:
+            os.chown(path, 65534, 65534, follow_symlinks=False)
     stderr = tmp_path / "stderr"
-    args = ("reindex", "--watch", "--json", "--sessions", str(sessions), "--index", str(index))
-    with open(stderr, "wb") as log:
-        if os.geteuid() == 0:  # root reads anything: watch as nobody instead
-            for parent in [tmp_path, *tmp_path.parents]:
-                parent.chmod(parent.stat().st_mode | 0o005)
-            for path in [tmp_path, *tmp_path.rglob("*")]:
-                os.chown(path, 65534, 65534, follow_symlinks=False)
-            process = python(WATCH_AS_NOBODY, *args, stderr=log)
-        else:
-            process = cli(*args, stderr=log)
-        try:
-            assert process.stdout is not None
-            assert orjson.loads(process.stdout.readline())["step"] == "catch-up"
-            fresh = SessionBuilder(sessions / "--repo--" / "four.jsonl")
-            fresh.user("the pangolin was indexed live")
-            fresh.write()
-            os.chown(fresh.path, 65534, 65534) if os.geteuid() == 0 else None
-            until(lambda: recall("pangolin", index=index, sessions=sessions,
-                                 hot_sessions=0)["total"] == 1,
-                  "the watcher stopped indexing after meeting an unreadable folder")
-            process.send_signal(signal.SIGTERM)
-            status = process.wait(timeout=PROCESS_SECONDS)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    with open(stderr, "wb") as log, watching("--sessions", str(sessions), "--index",
+                                             str(index), as_nobody=as_nobody, stderr=log):
+        fresh = SessionBuilder(sessions / "--repo--" / "four.jsonl")
+        fresh.user("the pangolin was indexed live")
+        fresh.write()
+        until(lambda: recall("pangolin", index=index, sessions=sessions,
+                             hot_sessions=0)["total"] == 1,
+              "the watcher stopped indexing after meeting an unreadable folder")
     err = stderr.read_text()
-    assert status == 0, err
     assert "Traceback" not in err
     assert "--locked--" in err and "Permission denied" in err, err
 

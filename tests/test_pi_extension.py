@@ -29,6 +29,7 @@ from fabric_memory.pi.install import install
 from fabric_memory.pi.tools import call_tool
 
 from .memory_builder import SessionBuilder
+from .reliability import AS_NOBODY, readable_to_nobody
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -218,17 +219,6 @@ def test_install_respects_a_read_only_settings_file(tmp_path: Path, clean_env: P
     assert settings.read_text() == '{"theme": "dark"}'
 
 
-INSTALL_AS_NOBODY = """
-import os, sys
-from fabric_memory.cli import build_parser, main
-import fabric_memory.pi.install
-build_parser()
-os.setgid(65534)
-os.setuid(65534)
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 def test_install_in_a_read_only_folder_is_one_line(tmp_path: Path, clean_env: Path) -> None:
     """An agent folder install may not write is refused in one line naming it, with no
     traceback, and its settings are left as they were."""
@@ -240,9 +230,8 @@ def test_install_in_a_read_only_folder_is_one_line(tmp_path: Path, clean_env: Pa
     agent.chmod(0o555)
     command = ["pi", "install", "--agent-dir", str(agent)]
     if os.geteuid() == 0:  # root writes anywhere: install as nobody instead
-        for parent in [tmp_path, *tmp_path.parents]:
-            parent.chmod(parent.stat().st_mode | 0o005)
-        argv = [sys.executable, "-c", INSTALL_AS_NOBODY, *command]
+        readable_to_nobody(tmp_path)
+        argv = [sys.executable, "-c", AS_NOBODY, *command]
     else:
         argv = [sys.executable, "-m", "fabric_memory.cli", *command]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
