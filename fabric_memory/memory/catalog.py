@@ -376,9 +376,9 @@ def list_sessions(
     check_names(("--index", index), ("--project", project), ("--sessions", sessions))
     check_hot_sessions(hot_sessions)
     if limit is not None and not 1 <= limit <= MAX_SESSIONS_LIMIT:
-        raise UsageError(f"--limit {limit}: must be between 1 and {MAX_SESSIONS_LIMIT}")
+        raise UsageError(f"--limit {clipped(limit)}: must be between 1 and {MAX_SESSIONS_LIMIT}")
     if offset < 0:
-        raise UsageError(f"--offset {offset}: must not be negative")
+        raise UsageError(f"--offset {clipped(offset)}: must not be negative")
     low, high = _time_ns(since, "--since"), _time_ns(until, "--until")
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
@@ -423,7 +423,8 @@ def _time_ns(text: str | None, option: str) -> int | None:
         return None
     parsed = iso_ms(text.strip())
     if parsed is None:
-        raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
+        raise QueryError(f"{option} {clipped(text)}: not an ISO-8601 time "
+                         "(e.g. 2026-01-02T10:00:00Z)")
     return parsed * 1_000_000
 
 

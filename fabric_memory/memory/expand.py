@@ -211,13 +211,14 @@ def _check_bounds(
     after: int,
 ) -> None:
     if not 1 <= max_entries <= MAX_ENTRIES:
-        raise UsageError(f"--max-entries {max_entries}: must be between 1 and {MAX_ENTRIES}")
+        raise UsageError(f"--max-entries {clipped(max_entries)}: must be between 1 and "
+                         f"{MAX_ENTRIES}")
     if not 1 <= max_chars <= MAX_CHARS:
-        raise UsageError(f"--max-chars {max_chars}: must be between 1 and {MAX_CHARS}")
+        raise UsageError(f"--max-chars {clipped(max_chars)}: must be between 1 and {MAX_CHARS}")
     for name, value in (("--entry-offset", entry_offset), ("--text-offset", text_offset),
                         ("--before", before), ("--after", after)):
         if value < 0:
-            raise UsageError(f"{name} {value}: must not be negative")
+            raise UsageError(f"{name} {clipped(value)}: must not be negative")
 
 
 def _request(

@@ -203,10 +203,10 @@ def _check_options(
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(f"QUERY is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     if not 1 <= limit <= MAX_LIMIT:
-        raise UsageError(f"--limit {limit}: must be between 1 and {MAX_LIMIT}")
+        raise UsageError(f"--limit {clipped(limit)}: must be between 1 and {MAX_LIMIT}")
     if not 0 <= offset <= MAX_OFFSET:
-        raise UsageError(f"--offset {offset}: must be between 0 and {MAX_OFFSET} (narrow the "
-                         "query with --since, --until or --session to reach older hits)")
+        raise UsageError(f"--offset {clipped(offset)}: must be between 0 and {MAX_OFFSET} (narrow "
+                         "the query with --since, --until or --session to reach older hits)")
     check_hot_sessions(hot_sessions)
 
 
