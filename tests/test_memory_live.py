@@ -180,9 +180,12 @@ def test_watch_stays_inside_the_root(roots: dict[str, Path], tmp_path: Path) -> 
                                    for n in ("one", "two", "three", "four"))
 
 
-def test_watch_survives_an_unreadable_folder(roots: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("watcher", ["events", "polling"])
+def test_watch_survives_an_unreadable_folder(roots: dict[str, Path], tmp_path: Path,
+                                             watcher: str) -> None:
     """An unreadable folder in the root is logged and skipped: `reindex --watch` keeps
-    indexing the rest and exits 0 on SIGTERM, with no traceback."""
+    indexing the rest and exits 0 on SIGTERM, with no traceback (with file events, and
+    with the polling fallback)."""
     sessions, index = roots["sessions"], roots["index"]
     (sessions / "--locked--").mkdir(mode=0o000)
     as_nobody = os.geteuid() == 0  # root reads anything: watch as nobody instead
@@ -191,8 +194,10 @@ def test_watch_survives_an_unreadable_folder(roots: dict[str, Path], tmp_path: P
         for path in [tmp_path, *tmp_path.rglob("*")]:
             os.chown(path, 65534, 65534, follow_symlinks=False)
     stderr = tmp_path / "stderr"
+    polling = {"WATCHFILES_FORCE_POLLING": "1"} if watcher == "polling" else {}
     with open(stderr, "wb") as log, watching("--sessions", str(sessions), "--index",
-                                             str(index), as_nobody=as_nobody, stderr=log):
+                                             str(index), as_nobody=as_nobody, stderr=log,
+                                             env={**os.environ, **polling}):
         fresh = SessionBuilder(sessions / "--repo--" / "four.jsonl")
         fresh.user("the pangolin was indexed live")
         fresh.write()

@@ -135,13 +135,18 @@ def watch_sessions(
                 if _identities(roots) != seen or (folders is not None and any(
                         path not in folders and os.path.isdir(path) for path in changed)):
                     break  # a root went, or a folder came that needs a watch of its own
-        except PermissionError as exc:  # watchfiles names the folders it may not read
-            report(WatchError(f"{exc}: cannot read these folders under the sessions root; "
-                              "their sessions are not watched (fix their permissions)"))
-            folders = _readable_folders(roots)
-            continue
-        except OSError as exc:
-            report(WatchError(f"{_shown(roots)}: cannot watch ({exc.strerror or exc})"))
+        except (OSError, RuntimeError) as exc:  # what watchfiles raises when it cannot watch
+            # It names the folders it may not read (a PermissionError, or when polling its
+            # internal error saying so).
+            if isinstance(exc, PermissionError) or "Permission denied" in str(exc):
+                report(WatchError(f"{exc}: cannot read these folders under the sessions root; "
+                                  "their sessions are not watched (fix their permissions)"))
+                if folders is None:
+                    folders = set()  # from now on, each readable folder on its own
+                    continue
+            else:
+                report(WatchError(f"{_shown(roots)}: cannot watch ({exc})"))
+            _pause(stop)
         if stop.is_set():
             break
         for root, before, now in zip(roots, seen, _identities(roots), strict=True):
@@ -185,12 +190,15 @@ def _identities(roots: tuple[Path, ...]) -> list[tuple[int, int] | None]:
 
 def _wait_for(roots: tuple[Path, ...], stop: Stop) -> None:
     """Return once every root is a folder again (or ``stop`` is set), checking each tick."""
-    while not stop.is_set():
-        if all(root.is_dir() for root in roots):
-            return
-        deadline = time.monotonic() + TICK_MS / 1000
-        while not stop.is_set() and time.monotonic() < deadline:
-            time.sleep(STEP_MS / 1000)
+    while not stop.is_set() and not all(root.is_dir() for root in roots):
+        _pause(stop)
+
+
+def _pause(stop: Stop) -> None:
+    """Sleep one tick, or less when ``stop`` is set meanwhile."""
+    deadline = time.monotonic() + TICK_MS / 1000
+    while not stop.is_set() and time.monotonic() < deadline:
+        time.sleep(STEP_MS / 1000)
 
 
 def _shown(roots: tuple[Path, ...]) -> str:
