@@ -218,6 +218,24 @@ def reindex_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+def agents_rows(ctx: Context) -> list[Row]:
+    """A full reindex of a corpus of several agents (Pi, Claude Code, Codex, each in its own
+    format) beside Tantivy taking the same documents."""
+    corpus = data.agents_corpus(ctx.root, ctx.scale.corpus_sessions)
+    prebuilt = workloads.prebuild(corpus)
+    pair = workloads.reindex_pair(prebuilt, ctx.scratch / "agents")
+    ours, floor = interleaved(pair, ctx.scale.repeats + 2, warmup=0)
+    full, base = statistics.median(ours), statistics.median(floor)
+    ratio = full / base
+    agents = sorted({path.relative_to(corpus).parts[0] for path, *_ in (
+        (Path(record[0]),) for record in prebuilt.records)})
+    return [Row("reindex.agents", f"full reindex of {len(prebuilt.records)} sessions of "
+                f"{len(agents)} agents ({len(prebuilt.documents)} docs) vs prebuilt docs into "
+                "Tantivy", full, base, "s", ratio, "ours/floor time", "<= 2.5", ratio <= 2.5,
+                {"agents": agents, "sessions": len(prebuilt.records),
+                 "docsPerSecond": len(prebuilt.documents) / full})]
+
+
 def rss_rows(ctx: Context) -> list[Row]:
     """Peak anonymous memory of a full reindex of the medium and the large recall corpus
     (the same mix, 10x apart), each in a fresh process, beside Tantivy's own peak for the
@@ -283,6 +301,17 @@ def recall_rows(ctx: Context) -> list[Row]:
                             "bare Tantivy search", p50, f50, "ms", p50 / f50, "ours/floor p50",
                             target, ok, {"p99": p99, "floorP99": f99, "documents": built.documents,
                                          "queries": len(ours)}))
+        ours, floor = interleaved(workloads.natural_pair(built.index, built.sessions),
+                                  ctx.scale.queries, warmup=5)
+        p50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+        big = built.documents >= 1_000_000
+        rows.append(Row(f"recall.natural.{name}", f"recall of a 6-10 word question @ {scale} "
+                        "docs (p50 ms) vs one-word literal recall", p50, f50, "ms", p50 / f50,
+                        "question/word p50", "ratio <= 2" if name == "large" else "-",
+                        (p50 / f50 <= 2 and big) if name == "large" else None,
+                        {"p99": percentile(ours, 0.99) * 1e3,
+                         "floorP99": percentile(floor, 0.99) * 1e3,
+                         "documents": built.documents, "queries": len(ours)}))
     return rows
 
 
@@ -475,15 +504,33 @@ def agent_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+def handoff_rows(ctx: Context) -> list[Row]:
+    """What the summary hands over on the real dev sessions (:mod:`bench.handoff`): the share
+    of probe key strings it carries beside Pi's own LLM summary at the same cuts."""
+    from . import handoff
+
+    result = handoff.score()
+    ours, pi = result["oursWherePi"], result["pi"]
+    detail = {f"{name}.ours": group["ours"] for name, group in result["dimensions"].items()}
+    detail |= {f"{name}.pi": group["pi"] for name, group in result["dimensions"].items()}
+    detail["probes"] = result["probes"]
+    detail["allCutsOurs"] = result["ours"]
+    return [Row("handoff", f"handoff probes on {len(result['cuts'])} real Pi cuts: key strings "
+                "carried, ours vs Pi's LLM summary (where Pi summarized)", ours, pi, "share",
+                ours / pi, "ours/Pi share", ">= 1", ours >= pi, detail)]
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
     ("reindex", reindex_rows),
+    ("reindex agents", agents_rows),
     ("recall", recall_rows),
     ("expand", expand_rows),
     ("compaction", compaction_rows),
     ("compaction plateau", plateau_rows),
     ("hook", hook_rows),
+    ("handoff", handoff_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import xxhash
@@ -28,6 +29,9 @@ from fabric_memory.certify.generate import generate_corpus, rich_session
 from fabric_memory.memory import index as memory_index
 from fabric_memory.memory import normalize
 from fabric_memory.memory.reindex import ReindexReport, reindex
+
+if TYPE_CHECKING:
+    from fabric_memory.session import Session
 
 CACHE_ENV = "FABRIC_MEMORY_BENCH_CACHE"
 SEED = 991
@@ -200,3 +204,109 @@ def trace_bytes(lines: list[bytes]) -> list[bytes]:
         if isinstance(details, dict) and "trace" in details:
             out.append(orjson.dumps(details["trace"]))
     return out
+
+
+AGENT_LAYOUTS = ("pi", "claude-code", "codex")
+
+
+def agents_corpus(root: Path, sessions: int, seed: int = SEED) -> Path:
+    """``sessions`` seeded sessions of several agents, each in its agent's own format and
+    folder layout: the small corpus's sessions taken in turn as Pi's (copied), Claude
+    Code's and Codex's (their messages, tool calls and results rewritten in that agent's
+    format, one line each)."""
+    small = corpus(root, sessions, seed)
+    target = root / f"agents-{sessions}-s{seed}-{_source_key(generate.__file__, __file__)}"
+
+    def build(where: Path) -> None:
+        from fabric_memory.session import iter_session_files, read_session
+
+        for number, path in enumerate(iter_session_files(small)):
+            layout = AGENT_LAYOUTS[number % len(AGENT_LAYOUTS)]
+            session = read_session(path)
+            if layout == "pi":
+                target_path = where / "sessions" / "pi" / path.relative_to(small)
+                target_path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target_path)
+                continue
+            lines = _claude_lines(session) if layout == "claude-code" else _codex_lines(session)
+            name = (f"{session.session_id}.jsonl" if layout == "claude-code"
+                    else f"2026/01/02/rollout-2026-01-02T10-00-00-{session.session_id}.jsonl")
+            target_path = where / "sessions" / layout / name
+            target_path.parent.mkdir(parents=True, exist_ok=True)
+            target_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+    return _built(target, build) / "sessions"
+
+
+def _messages(session: Session) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """(entry id, timestamp, message) of each message entry of a Pi session."""
+    found = []
+    for entry in session.entries:
+        message = entry.message
+        if message is not None and message.get("role") in ("user", "assistant", "toolResult"):
+            found.append((entry.id, entry.timestamp, message))
+    return found
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [block for block in content if isinstance(block, dict)] if isinstance(
+        content, list) else []
+
+
+def _text(message: dict[str, Any]) -> str:
+    return "\n".join(str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text")
+
+
+def _claude_lines(session: Session) -> list[dict[str, Any]]:
+    session_id, cwd = session.session_id, "/work/bench-project"
+    lines: list[dict[str, Any]] = []
+    parent = None
+    for entry_id, stamp, message in _messages(session):
+        role = message["role"]
+        base = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": cwd,
+                "sessionId": session_id, "version": "1.0.98", "uuid": f"{session_id}-{entry_id}",
+                "timestamp": stamp}
+        if role == "assistant":
+            content = [{"type": "text", "text": b["text"]} if b.get("type") == "text" else
+                       {"type": "tool_use", "id": b.get("id"), "name": b.get("name"),
+                        "input": b.get("arguments")}
+                       for b in _blocks(message) if b.get("type") in ("text", "toolCall")]
+            line = {**base, "type": "assistant", "message": {"role": "assistant",
+                                                             "content": content}}
+        elif role == "toolResult":
+            line = {**base, "type": "user", "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": message.get("toolCallId"),
+                 "content": _text(message), "is_error": bool(message.get("isError"))}]}}
+        else:
+            line = {**base, "type": "user", "message": {"role": "user", "content": _text(message)}}
+        lines.append(line)
+        parent = base["uuid"]
+    return lines
+
+
+def _codex_lines(session: Session) -> list[dict[str, Any]]:
+    session_id = session.session_id
+    lines: list[dict[str, Any]] = [{"timestamp": "2026-01-02T10:00:00.000Z",
+                                       "type": "session_meta", "payload": {
+                                           "id": session_id, "cwd": "/work/bench-project",
+                                           "originator": "codex_cli_rs"}}]
+    for _, stamp, message in _messages(session):
+        role = message["role"]
+        items: list[dict[str, Any]] = []
+        if role == "toolResult":
+            items.append({"type": "function_call_output", "call_id": message.get("toolCallId"),
+                          "output": _text(message)})
+        else:
+            kind = "output_text" if role == "assistant" else "input_text"
+            if text := _text(message):
+                items.append({"type": "message", "role": role,
+                              "content": [{"type": kind, "text": text}]})
+            items.extend({"type": "function_call", "name": b.get("name"), "call_id": b.get("id"),
+                          "arguments": orjson.dumps(b.get("arguments")).decode()}
+                         for b in _blocks(message) if b.get("type") == "toolCall")
+        lines.extend({"timestamp": stamp, "type": "response_item", "payload": item}
+                     for item in items)
+    return lines

@@ -1,4 +1,5 @@
-"""Recall at ~100k and >= 1M documents (four modes) and expand of 1 and 100 addresses."""
+"""Recall at ~100k and >= 1M documents (four modes, and plain questions) and expand of 1
+and 100 addresses."""
 
 from __future__ import annotations
 
@@ -23,6 +24,18 @@ def test_recall(
     built = indexes(name)
     benchmark.group = f"recall {mode} @ {built.documents} docs"
     pair = workloads.recall_pair(built.index, built.sessions, mode)
+    benchmark(pair.ours if side == "ours" else pair.floor)
+
+
+@pytest.mark.parametrize("side", SIDES)
+@pytest.mark.parametrize("name", ["medium", "large"])
+def test_recall_natural(
+    benchmark: BenchmarkFixture, indexes: Callable[[str], BuiltIndex], name: str, side: str,
+) -> None:
+    """One 6-10 word plain question per call (floor: one-word literal recall, as today)."""
+    built = indexes(name)
+    benchmark.group = f"recall natural @ {built.documents} docs"
+    pair = workloads.natural_pair(built.index, built.sessions)
     benchmark(pair.ours if side == "ours" else pair.floor)
 
 

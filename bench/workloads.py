@@ -34,6 +34,7 @@ from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import default_workers, reindex
 from fabric_memory.session import iter_session_files, read_session
+from fabric_memory.sources import read_source
 from fabric_memory.trace import is_fabric_execution_trace_v1
 
 Call = Callable[[], object]
@@ -127,11 +128,12 @@ def prebuild(sessions: Path) -> Prebuilt:
     documents: list[str] = []
     records: list[tuple[str, str, int, bytes]] = []
     for path in iter_session_files(sessions):
-        session = read_session(path)
+        session = read_source(path)
         normalized = normalize_session(session)
         name = str(path)
         documents.extend(
-            memory_index.item_json(item, name, session.session_id) for item in normalized.items
+            memory_index.item_json(item, name, session.session_id, session.agent,
+                                   session.project) for item in normalized.items
         )
         mtime = path.stat().st_mtime_ns
         record = SessionRecord(
@@ -139,7 +141,7 @@ def prebuild(sessions: Path) -> Prebuilt:
             source_hash=session.source_hash,
             lineage_fingerprint=session.lineage_fingerprint("active"),
             entries=normalized.entries, operations=normalized.operations, indexed_at=now_iso(),
-            checked=(mtime, session.size),
+            checked=(mtime, session.size), cwd=session.project, agent=session.agent,
         )
         records.append((name, session.session_id, mtime, record.encode()))
     return Prebuilt(sessions, documents, records)
@@ -288,6 +290,36 @@ def recall_pair(index: Path, sessions: Path, mode: str) -> Pair:
         for _, address in result.hits:
             searcher.doc(address).to_dict()
         return len(result.hits)
+
+    return Pair(ours, floor)
+
+
+NATURAL_SHAPES = ("how does {a} interact with the {b} adapter",
+                  "make the {a} parser accept trailing commas again",
+                  "why did the {a} step fail while we reviewed {b}",
+                  "what did we decide about the {a} and {b} adapters")
+"""Plain questions of 6-10 words in the generator's own words (its questions ask how one
+word interacts with another, its answers name an adapter, its goals a parser)."""
+
+
+def natural_requests() -> list[dict[str, Any]]:
+    """Rotating plain questions, recall's default matching (any word, every word first)."""
+    return [{"query": shape.format(a=a, b=b)}
+            for shape, a, b in zip(itertools.cycle(NATURAL_SHAPES), WORDS, WORDS[3:] + WORDS[:3],
+                                   strict=False)]
+
+
+def natural_pair(index: Path, sessions: Path) -> Pair:
+    """A plain question (ours) vs today's literal recall of one word (the floor): both are
+    whole ``recall`` calls, so the ratio is what asking in sentences costs."""
+    questions: Iterator[dict[str, Any]] = itertools.cycle(natural_requests())
+    words: Iterator[dict[str, Any]] = itertools.cycle(recall_requests("literal"))
+
+    def ours() -> int:
+        return recall(**next(questions), index=index, sessions=sessions)["total"]
+
+    def floor() -> int:
+        return recall(**next(words), index=index, sessions=sessions)["total"]
 
     return Pair(ours, floor)
 

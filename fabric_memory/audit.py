@@ -26,7 +26,8 @@ from typing import Any, TypedDict
 from .errors import SessionError, UsageError
 from .memory.locations import sessions_roots
 from .redact import secret_kinds
-from .session import Session, iter_session_files, read_session
+from .session import Entry, Session, decode_line, iter_session_files
+from .sources import read_source
 from .trace import TraceOperation, project_result, projection_violations
 
 _SHOWN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{0,39}\Z")
@@ -97,10 +98,11 @@ def _roots(sessions: str | os.PathLike[str] | None) -> tuple[Path, ...]:
 
 
 def _read_all(roots: tuple[Path, ...], unreadable: list[UnreadableSession]) -> Iterator[Session]:
-    """Every session under ``roots``; a file that cannot be read is listed and skipped."""
+    """Every session under ``roots``, whichever agent wrote it; a file that cannot be read
+    is listed and skipped."""
     for path in chain.from_iterable(map(iter_session_files, roots)):
         try:
-            yield read_session(path)
+            yield read_source(path)
         except SessionError as exc:
             unreadable.append({"path": str(path), "reason": exc.message})
 
@@ -179,9 +181,10 @@ def audit_secrets(sessions: str | os.PathLike[str] | None = None) -> SecretAudit
     totals: Counter[str] = Counter()
     for session in _read_all(roots, report["unreadable"]):
         report["sessions"] += 1
+        written = _written(session)
         for entry in session.entries:
             report["entries"] += 1
-            found = secret_kinds(entry.raw)
+            found = secret_kinds(entry.raw if written is None else written.pop(entry.line, None))
             if not found:
                 continue
             places: list[tuple[str, Counter[str]]] = []
@@ -202,6 +205,27 @@ def audit_secrets(sessions: str | os.PathLike[str] | None = None) -> SecretAudit
                 } for kind, count in sorted(kinds.items()))
     report["kinds"] = dict(sorted(totals.items()))
     return report
+
+
+def _written(session: Session) -> dict[int, Any] | None:
+    """Line number → the JSON value written on that line, for another agent's file (its
+    reader keeps only what memory needs of a line, so the line itself is searched); None
+    for a Pi-format session, whose entries are searched as Pi holds them."""
+    if session.header.get("type") == "session":
+        return None
+    try:
+        data = Path(session.path).read_bytes()
+    except OSError:
+        return {entry.line: entry.raw for entry in session.entries}
+    return {entry.line: _decoded(data[entry.offset:entry.offset + entry.length], entry)
+            for entry in session.entries}
+
+
+def _decoded(line: bytes, entry: Entry) -> Any:
+    try:
+        return decode_line(line)
+    except ValueError:  # changed since it was read: what the reader saw
+        return entry.raw
 
 
 def render_secret_audit(report: SecretAuditReport) -> str:

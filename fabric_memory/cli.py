@@ -9,6 +9,7 @@ with ``--json``) and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -103,6 +104,16 @@ class _IndexOrPosition(argparse.Action):
             namespace.index_dir = text
 
 
+class _Folders(argparse.Action):
+    """``--sessions DIR``, repeatable: the folders joined by ``:`` (as the variable lists
+    them), so one value names them all."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before}{os.pathsep}{values}" if before else values)
+
+
 class _Renamed(argparse.Action):
     """An old option name that stores into its new name's destination, with a note."""
 
@@ -121,9 +132,10 @@ class _Renamed(argparse.Action):
 def _locations(parser: argparse.ArgumentParser, *, sessions: bool = True,
                index_action: type[argparse.Action] | None = None) -> None:
     if sessions:
-        parser.add_argument("--sessions", metavar="DIR", default=None,
-                            help="sessions root (default $FABRIC_MEMORY_SESSIONS, else "
-                            "Pi's sessions folder plus ~/.omp/agent/sessions when present)")
+        parser.add_argument("--sessions", metavar="DIR", default=None, action=_Folders,
+                            help="a sessions folder, repeatable (default "
+                            "$FABRIC_MEMORY_SESSIONS, ':'-separated; else every agent's "
+                            "folder that exists, see docs/agents.md)")
     parser.add_argument("--index", dest="index_dir", metavar="DIR", default=None,
                         action=index_action or "store",
                         help="index directory (default $FABRIC_MEMORY_HOME/index or "
@@ -135,8 +147,15 @@ def _hot(parser: argparse.ArgumentParser) -> None:
                         help="newest N sessions are hot: checked against their files per query")
 
 
+def _agents(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agents", default=None, metavar="A,B",
+                        help="read only these agents' sessions: pi, omp, claude-code, codex, "
+                        "catui, fabro (default $FABRIC_MEMORY_AGENTS, else all)")
+
+
 def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
     _locations(parser)
+    _agents(parser)
     parser.add_argument("--full", action="store_true", help="re-read every session")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parser processes (default min(2, CPUs); capped at the CPU count)")
@@ -165,7 +184,7 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
 
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
                      workers=args.workers, progress=progress if sys.stderr.isatty() else None,
-                     session=args.session)
+                     session=args.session, agents=args.agents)
     if shown[0]:
         sys.stderr.write("\n")
     for notice in report["notices"]:
@@ -208,8 +227,10 @@ def _watch(args: argparse.Namespace) -> Outcome:
         from .memory.reindex import reindex
 
         step(LiveReport("catch-up", reindex(sessions=args.sessions, index=args.index_dir,
-                                            full=True, workers=args.workers)))
+                                            full=True, workers=args.workers,
+                                            agents=args.agents)))
     watch_sessions(sessions=args.sessions, index=args.index_dir, stop=stop, on_step=step,
+                   agents=args.agents,
                    on_error=failed)
     summary = {"watched": True, "steps": steps}
     # Each step was printed as it happened; --json printed one line per step.
@@ -221,15 +242,20 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", metavar="QUERY", nargs="?", default="",
                         help="text to find (may be empty when a filter is given)")
     parser.add_argument("--mode", choices=("literal", "phrase", "regex"), default="literal")
-    parser.add_argument("--match", choices=("any", "all"), default="all",
-                        help="literal mode: every term must match (all, default) or any term")
+    parser.add_argument("--match", choices=("any", "all"), default="any",
+                        help="literal mode: rank documents holding any word, those holding "
+                        "all first (any, default), or only those holding every word (all)")
     for name in ("ref", "tool", "role", "provider", "action", "outcome"):
         parser.add_argument(f"--{name}", default=None, help=f"exact {name}")
     parser.add_argument("--since", default=None, metavar="T", help="ISO time, inclusive")
     parser.add_argument("--until", default=None, metavar="T", help="ISO time, inclusive")
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
+    parser.add_argument("--agent", default=None, metavar="NAME",
+                        help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
+                        "fabro")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
-    parser.add_argument("--limit", type=int, default=10, metavar="N", help="hits per page (max 50)")
+    parser.add_argument("--limit", type=int, default=10, metavar="N",
+                        help="hits per page (at most 50; more is clamped)")
     parser.add_argument("--offset", type=int, default=0, metavar="K")
     _locations(parser)
     _hot(parser)
@@ -242,7 +268,8 @@ def _run_recall(args: argparse.Namespace) -> Outcome:
     response = recall(
         args.query, mode=args.mode, match=args.match, ref=args.ref, tool=args.tool,
         role=args.role, provider=args.provider, action=args.action, outcome=args.outcome,
-        since=args.since, until=args.until, session=args.session, branches=args.branches,
+        since=args.since, until=args.until, session=args.session, agent=args.agent,
+        branches=args.branches,
         limit=args.limit, offset=args.offset, hot_sessions=args.hot_sessions,
         index=args.index_dir, sessions=args.sessions,
     )
@@ -251,23 +278,35 @@ def _run_recall(args: argparse.Namespace) -> Outcome:
 
 def _expand_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", metavar="SESSION", help="session id, or a path under the root")
+    parser.add_argument("--address", action="append", default=[], metavar="A",
+                        help="an address a summary, a recall hit or sessions printed: an entry "
+                        "(L12, a1b2c3d4), an operation (L40/3) or a phase (L40/phase:0)")
+    parser.add_argument("--range", default=None, metavar="FIRST:LAST",
+                        help="entry addresses, inclusive: a summary's [L12 ... L31] is "
+                        "--range L12:L31")
     parser.add_argument("--entry", action="append", default=[], metavar="ID")
-    parser.add_argument("--address", action="append", default=[], metavar="A")
     parser.add_argument("--position", dest="positions", action="append", type=int, default=[],
                         metavar="N", help="entry position in file order (0-based)")
-    parser.add_argument("--range", default=None, metavar="FIRST:LAST",
-                        help="entry positions, inclusive")
-    parser.add_argument("--anchor", default=None, metavar="ID")
-    parser.add_argument("--before", type=int, default=0, metavar="N")
-    parser.add_argument("--after", type=int, default=0, metavar="N")
+    parser.add_argument("--position-range", dest="position_range", default=None,
+                        metavar="FIRST:LAST", help="entry positions (0-based), inclusive")
+    parser.add_argument("--anchor", default=None, metavar="ID",
+                        help="an entry id to read around (with --before/--after)")
+    parser.add_argument("--before", type=int, default=0, metavar="N",
+                        help="also the N entries before each selected address or entry")
+    parser.add_argument("--after", type=int, default=0, metavar="N",
+                        help="also the N entries after each selected address or entry")
     parser.add_argument("--expected-source-hash", default=None, metavar="H")
     parser.add_argument("--expected-lineage", default=None, metavar="L")
-    parser.add_argument("--max-entries", type=int, default=10, metavar="N")
-    parser.add_argument("--max-chars", type=int, default=20_000, metavar="N")
+    parser.add_argument("--max-entries", type=int, default=10, metavar="N",
+                        help="entries per page (at most 20; more is clamped)")
+    parser.add_argument("--max-chars", type=int, default=20_000, metavar="N",
+                        help="characters per page (at most 24,000; more is clamped)")
     parser.add_argument("--entry-offset", type=int, default=0, metavar="K")
     parser.add_argument("--text-offset", type=int, default=0, metavar="K")
     parser.add_argument("--show-secrets", action="store_true",
                         help="return the raw bytes: do not mask secrets (docs/secrets.md)")
+    parser.add_argument("--raw", action="store_true",
+                        help="each entry's verbatim source line instead of readable text")
     _locations(parser, index_action=_IndexOrPosition)
     parser.add_argument("--index-dir", dest="index_dir", metavar="DIR", action=_Renamed,
                         new="--index DIR")
@@ -279,11 +318,13 @@ def _run_expand(args: argparse.Namespace) -> Outcome:
 
     page = expand(
         args.session, entries=args.entry, addresses=args.address, indices=args.positions,
-        range=args.range, anchor=args.anchor, before=args.before, after=args.after,
+        range=args.range, positions=args.position_range, anchor=args.anchor,
+        before=args.before, after=args.after,
         expected_source_hash=args.expected_source_hash,
         expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
         max_chars=args.max_chars, entry_offset=args.entry_offset, text_offset=args.text_offset,
-        show_secrets=args.show_secrets, index=args.index_dir, sessions=args.sessions,
+        show_secrets=args.show_secrets, raw=args.raw, index=args.index_dir,
+        sessions=args.sessions,
     )
     return Outcome(page, render_expand(page))
 
@@ -298,6 +339,9 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
     _hot(parser)
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="sessions whose cwd is DIR or a folder inside it")
+    parser.add_argument("--agent", default=None, metavar="NAME",
+                        help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
+                        "fabro")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",
@@ -313,12 +357,14 @@ def _run_sessions(args: argparse.Namespace) -> Outcome:
 
     report = list_sessions(index=args.index_dir, hot_sessions=args.hot_sessions,
                            project=args.project, since=args.since, until=args.until,
-                           limit=args.limit, offset=args.offset, sessions=args.sessions)
+                           limit=args.limit, offset=args.offset, agent=args.agent,
+                           sessions=args.sessions)
     return Outcome(report, render_sessions(report))
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     _locations(parser)
+    _agents(parser)
     _hot(parser)
     parser.add_argument("--no-watch", dest="live", action="store_false",
                         help="serve the index as it is; do not keep it live")
@@ -335,7 +381,7 @@ def _run_serve(args: argparse.Namespace) -> Outcome:
             "pip install 'fabric-memory[mcp]'"
         ) from None
     serve(sessions=args.sessions, index=args.index_dir, hot_sessions=args.hot_sessions,
-          live=args.live, log=stderr_log("serve"))
+          live=args.live, agents=args.agents, log=stderr_log("serve"))
     # stdout was the protocol's: nothing more goes there (--json only shapes a start-up
     # error, as in every command).
     args.json = False
@@ -532,7 +578,8 @@ COMMANDS: list[Command] = [
             _reindex_arguments, _run_reindex),
     Command("recall", "search the memory index (text and exact filters)",
             _recall_arguments, _run_recall),
-    Command("expand", "show exact entries or operations of a session, verbatim",
+    Command("expand", "read exact entries or operations of a session as text (--raw: "
+            "verbatim lines)",
             _expand_arguments, _run_expand),
     Command("sessions", "list indexed sessions with tier, counts and hashes",
             _sessions_arguments, _run_sessions),
@@ -566,7 +613,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub-parser costs more than a recall takes to answer."""
     parser = argparse.ArgumentParser(
         prog="fabric-memory",
-        description="Compaction and memory index for Pi coding-agent sessions.",
+        description="Compaction and memory index for coding-agent sessions.",
     )
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="show the version and exit")

@@ -1,4 +1,5 @@
-"""``fabric-memory inspect``: what one session file holds, as the engine reads it."""
+"""``fabric-memory inspect``: what one session file holds, as the engine reads it (any
+agent's file, by its own reader: :mod:`fabric_memory.sources`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import os
 from collections import Counter
 from typing import TypedDict
 
-from .session import DEFAULT_MAX_LINE_BYTES, read_session
+from .session import DEFAULT_MAX_LINE_BYTES
+from .sources import read_source
 
 
 class FabricVerdict(TypedDict, total=False):
@@ -19,6 +21,7 @@ class FabricVerdict(TypedDict, total=False):
 class Inspection(TypedDict):
     path: str
     sessionId: str
+    agent: str
     version: int
     cwd: str | None
     title: str | None
@@ -40,7 +43,7 @@ def inspect_session(
     path: str | os.PathLike[str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Inspection:
     """Read ``path`` and describe it: header, branch, counts, hashes, Fabric verdicts."""
-    session = read_session(path, max_line_bytes=max_line_bytes)
+    session = read_source(path, max_line_bytes)
     active = [entry.id for entry in session.active_branch()]
     on_branch = set(active)
     verdicts: list[FabricVerdict] = []
@@ -54,12 +57,12 @@ def inspect_session(
         verdict["addresses"] = [op.address for op in result.operations]
         verdicts.append(verdict)
     title = session.title.get("title") if session.title else None
-    cwd = session.header.get("cwd")
     return {
         "path": session.path,
         "sessionId": session.session_id,
+        "agent": session.agent,
         "version": session.version,
-        "cwd": cwd if isinstance(cwd, str) else None,
+        "cwd": session.project,
         "title": title if isinstance(title, str) else None,
         "leafId": session.leaf_id,
         "activeBranch": active,
@@ -82,7 +85,7 @@ def render_inspection(report: Inspection) -> str:
     verdicts = Counter(v["verdict"] for v in report["fabricResults"])
     operations = sum(len(v.get("addresses", [])) for v in report["fabricResults"])
     lines = [
-        f"session    {report['sessionId']} (v{report['version']})",
+        f"session    {report['sessionId']} ({report['agent']}, v{report['version']})",
         f"path       {report['path']}",
         f"cwd        {report['cwd'] or '-'}",
         f"entries    {sum(report['entryCounts'].values())} ({counts})",

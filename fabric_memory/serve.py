@@ -32,62 +32,74 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from . import __version__
 from .arguments import check_name
 from .errors import FabricMemoryError, LocationRefusedError, clipped
-from .memory.catalog import DEFAULT_HOT_SESSIONS, list_sessions
+from .memory.catalog import DEFAULT_HOT_SESSIONS, default_roots, list_sessions
 from .memory.expand import expand_request
 from .memory.live import LiveReport, watch_sessions
-from .memory.locations import index_root, sessions_roots
-from .memory.recall import recall_request
+from .memory.locations import index_root
+from .memory.recall import DEFAULT_LIMIT, recall_request
 
 INSTRUCTIONS = """\
-Memory of past coding-agent sessions (Pi session files), searchable by exact words and
-by structure. Use `recall` before redoing work or when the user refers to something
-from an earlier session (a decision, an error, a file, a command, an identifier). Each
-hit carries `follow`: pass that object unchanged to `expand` to read the exact source
-entries. `stale_pointer` from `expand` means the session changed since the hit: call
-`recall` again. Long answers are paged: pass a response's `next` object unchanged to
-the same tool for the following page."""
+Memory of past coding-agent sessions (Pi, oh-my-pi, Claude Code, Codex, Catui and Fabro),
+searchable by words and by structure. Use `recall` before redoing work or when the user
+refers to something from an earlier session (a decision, an error, a file, a command, an
+identifier): ask in plain words, as you would ask a colleague. Each hit carries `follow`:
+pass that object unchanged to `expand` to read the entries as text. The addresses a
+compaction summary prints (`L12`, `[L12 ... L31]`, `a1b2c3d4/3`) go to `expand` as they
+are: `addresses`, or `range: "L12:L31"`. `stale_pointer` from `expand` means the session
+changed since the hit: call `recall` again. Long answers are paged: pass a response's
+`next` object unchanged to the same tool for the following page."""
 
 RECALL_DESCRIPTION = """\
-Search past sessions. Literal words (all must match by default; `match: "any"` for
-either), an exact `phrase`, or a `regex` over single words; and/or exact filters: `role`
+Search past sessions. Ask in plain words (a sentence or its key words): every entry
+holding any of the words is ranked by relevance, entries holding all of them first;
+`matched` is "all" when every hit holds every word, "any" when some hold only some
+(`allWords` of them hold all). `match: "all"` keeps only entries holding every word;
+`mode: "phrase"` finds exact word sequences, `mode: "regex"` single words by pattern.
+Exact filters combine with the words or stand alone: `role`
 (user, assistant, toolResult), `tool` (tool name), `ref` (Fabric operation ref, e.g.
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
-(ISO-8601 times), `session` (id or path), `branches: "active"` (only the branch the
-session continues from). Give a query or at least one filter. Hits come by relevance
-(newest first without a query), each with `sessionId`, `address`, a `snippet`, `tier`,
-`stale` and `follow`. To read a hit in full, call `expand` with its `follow` object
-exactly as given. `next` is null on the last page; otherwise pass it unchanged to
-`recall` for more (`limit` at most 50 per page, `offset` skips hits)."""
+(ISO-8601 times), `session` (id or path), `agent` (pi, omp, claude-code, codex, catui,
+fabro), `branches: "active"` (only the branch the session continues from). Give a query
+or at least one filter. Hits come by relevance (newest first without a query), each with
+`sessionId`, `agent`, `project`, `address`, a `snippet`, `tier`, `stale` and `follow`.
+To read a hit in full, call `expand` with its `follow` object exactly as given. `next`
+is null on the last page; otherwise pass it unchanged to `recall` for more (`limit` at
+most 50 per page: more is clamped and noted under `clamped`; `offset` skips hits)."""
 
 EXPAND_DESCRIPTION = """\
-Read exact entries of one session, verbatim from its file. Normally you pass a recall
-hit's `follow` object unchanged (session, addresses, expected hashes). You may also
-select by `entries` (entry ids), `addresses`, `indices` (0-based entry positions),
-`range` ("FIRST:LAST" positions), or `anchor` (an entry id) with `before`/`after`
-neighbours. Pages hold at most `maxEntries` entries and `maxChars` characters; when
-`next` is not null, pass it unchanged to `expand` for the rest (a long entry continues
-at `textOffset`). Error `stale_pointer`: the session changed since recall gave the
-pointer; call `recall` again and follow the new hit. Secrets (API keys, tokens,
+Read entries of one session as text: each entry's address, role and time, what was said,
+thinking, tool calls as name(arguments) and tool results (`raw: true` returns the
+verbatim JSON lines instead). Pass a recall hit's `follow` object unchanged, or the
+addresses a compaction summary prints, as they are: `addresses` (["L12"], ["a1b2c3d4/3"])
+or `range` ("L12:L31" for the summary's [L12 ... L31]); `before`/`after` add that many
+neighbouring entries around each address. Also: `entries` (entry ids), `indices` (0-based
+entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). Pages
+hold at most `maxEntries` (20) entries and `maxChars` (24000) characters; larger values
+are clamped and noted under `clamped`. When `next` is not null, pass it unchanged to
+`expand` for the rest (a long entry continues at `textOffset`). Error `stale_pointer`:
+the session changed since recall gave the pointer; call `recall` again and follow the new
+hit. Secrets (API keys, tokens,
 passwords, private keys) come back masked as `[REDACTED:<kind>]`; set `showSecrets` to
 true only when the user explicitly asks for the raw value."""
 
 SESSIONS_DESCRIPTION = """\
-List the indexed sessions, newest first: id, path, project folder (`cwd`), last
-modification, tier (hot: checked against its file on every recall), entry and operation
-counts, hashes and whether the index copy is stale. Filter by `project` (a folder: its
-sessions and those of folders inside it) and by last modification (`since`, `until`,
-ISO-8601). Paged by `limit`/`offset`; pass `next` unchanged for the following page."""
+List the indexed sessions, newest first: id, path, agent, project folder (`project`),
+last modification, tier (hot: checked against its file on every recall), entry and
+operation counts, hashes and whether the index copy is stale. Filter by `agent`, by
+`project` (a folder: its sessions and those of folders inside it) and by last
+modification (`since`, `until`, ISO-8601). Paged by `limit`/`offset`; pass `next`
+unchanged for the following page."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 LOCATION_KEYS = ("index", "sessions")
 DEFAULT_SESSIONS_LIMIT = 50
 RECALL_KEYS = frozenset({
     "query", "mode", "match", "role", "tool", "ref", "provider", "action", "outcome", "since",
-    "until", "session", "branches", "limit", "offset", "hotSessions", "index", "sessions"})
+    "until", "session", "agent", "branches", "limit", "offset", "hotSessions", "index", "sessions"})
 EXPAND_KEYS = frozenset({
-    "session", "entries", "addresses", "indices", "range", "anchor", "before", "after",
-    "expectedSourceHash", "expectedLineageFingerprint", "maxEntries", "maxChars",
-    "entryOffset", "textOffset", "showSecrets", "index", "sessions"})
+    "session", "entries", "addresses", "indices", "range", "positions", "anchor", "before",
+    "after", "expectedSourceHash", "expectedLineageFingerprint", "maxEntries", "maxChars",
+    "entryOffset", "textOffset", "showSecrets", "raw", "index", "sessions"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +111,13 @@ class Places:
     index: str | None
     sessions_dirs: tuple[Path, ...]
     index_dir: Path
+    agents: str | None = None
 
     @classmethod
-    def of(cls, sessions: str | None, index: str | None) -> Places:
-        return cls(sessions, index, sessions_roots(sessions), _resolved(index_root(index)))
+    def of(cls, sessions: str | None, index: str | None, agents: str | None = None) -> Places:
+        index_dir = _resolved(index_root(index))
+        return cls(sessions, index, default_roots(sessions, index_dir, agents)[0], index_dir,
+                   agents)
 
     def bind(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """``request`` without its location keys, plus this server's own, after checking
@@ -113,9 +128,10 @@ class Places:
         for key in LOCATION_KEYS:
             value = request.get(key)
             given, places = own[key]
-            if value is not None:
+            if isinstance(value, str):
                 check_name(key, value)  # before it is resolved as a path
-            if value is not None and _resolved(Path(value)) not in places:
+            if value is not None and (not isinstance(value, str) or not all(
+                    _resolved(Path(part)) in places for part in value.split(os.pathsep))):
                 where = ", ".join(map(str, places))
                 raise LocationRefusedError(
                     f"{key} {clipped(value)}: this server answers only from its own {key} "
@@ -190,7 +206,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
     async def recall(
         query: str = "",
         mode: Literal["literal", "phrase", "regex"] = "literal",
-        match: Literal["any", "all"] = "all",
+        match: Literal["any", "all"] = "any",
         role: str | None = None,
         tool: str | None = None,
         ref: str | None = None,
@@ -200,8 +216,9 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         since: str | None = None,
         until: str | None = None,
         session: str | None = None,
+        agent: str | None = None,
         branches: Literal["active", "all"] = "all",
-        limit: int = 10,
+        limit: int = DEFAULT_LIMIT,
         offset: int = 0,
         hotSessions: int | None = None,
         index: str | None = None,
@@ -217,6 +234,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         addresses: list[str] | None = None,
         indices: list[int] | None = None,
         range: str | None = None,
+        positions: str | None = None,
         anchor: str | None = None,
         before: int | None = None,
         after: int | None = None,
@@ -227,6 +245,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         entryOffset: int | None = None,
         textOffset: int | None = None,
         showSecrets: bool | None = None,
+        raw: bool | None = None,
         index: str | None = None,
         sessions: str | None = None,
     ) -> CallToolResult:
@@ -236,6 +255,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
     @server.tool(name="sessions", description=SESSIONS_DESCRIPTION, annotations=READ_ONLY)
     async def sessions(
         project: str | None = None,
+        agent: str | None = None,
         since: str | None = None,
         until: str | None = None,
         limit: int = DEFAULT_SESSIONS_LIMIT,
@@ -245,7 +265,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         chosen = hot_sessions if hotSessions is None else hotSessions
         return await _run(lambda: list_sessions(
             index=places.index, hot_sessions=chosen, project=project, since=since,
-            until=until, limit=limit, offset=offset, sessions=places.sessions))
+            until=until, limit=limit, offset=offset, agent=agent, sessions=places.sessions))
 
     return server
 
@@ -257,10 +277,12 @@ def serve(
     hot_sessions: int = DEFAULT_HOT_SESSIONS,
     live: bool = True,
     log: Callable[[str], None] | None = None,
+    agents: str | None = None,
 ) -> None:
     """Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives; the live
-    index thread finishes its step (its commit) before this returns."""
-    places = Places.of(sessions, index)
+    index thread finishes its step (its commit) before this returns. ``agents`` narrows
+    what the live index reads (as ``reindex --agents``)."""
+    places = Places.of(sessions, index, agents)
     server = build_server(places, hot_sessions)
     stop = threading.Event()
     watcher: threading.Thread | None = None
@@ -311,7 +333,7 @@ def _keep_live(places: Places, stop: threading.Event, log: Callable[[str], None]
 
     try:
         watch_sessions(sessions=places.sessions, index=places.index_dir, stop=stop,
-                       on_step=step, on_error=failed)
+                       on_step=step, on_error=failed, agents=places.agents)
     except FabricMemoryError as exc:  # no sessions folder, no watchfiles: serve what is indexed
         if log is not None:
             log(f"live index off: {exc.message}")

@@ -133,6 +133,10 @@ class Session:
     by_id: Mapping[str, Entry] = field(default_factory=dict)
     glued: tuple[GluedLine, ...] = ()
     """Malformed lines that are complete JSON objects glued together (also in ``malformed``)."""
+    agent: str = "pi"
+    """The agent that wrote the file (:mod:`fabric_memory.sources`): ``pi`` for Pi's reader."""
+    project: str | None = None
+    """The folder the agent worked in (Pi's header ``cwd``), when the file says."""
 
     @property
     def leaf_id(self) -> str | None:
@@ -491,6 +495,7 @@ def _parse(
         duplicate_ids=tuple(duplicates),
         by_id=by_id,
         glued=tuple(scan.glued),
+        project=header["cwd"] if isinstance(header.get("cwd"), str) else None,
     )
 
 

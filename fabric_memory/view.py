@@ -80,6 +80,37 @@ class EntryView:
         return cast("FabricResult | None", fabric)  # quoted: no union built per call
 
     @property
+    def result_text(self) -> str:
+        """The text a ``toolResult`` (or another message without a text role) carries; ""
+        when none."""
+        if self.message is None or self.role in _TEXT_ROLES:
+            return ""
+        return content_text(self.message.get("content"))
+
+    @property
+    def thinking(self) -> str:
+        """The thinking text of an assistant message, one block per line (never its
+        signature)."""
+        return "\n".join(_blocks_of(self.message, "thinking", "thinking"))
+
+    @property
+    def media(self) -> tuple[str, ...]:
+        """What non-text content the message carries, as ``<mime type> <characters>`` (the
+        data itself is left out)."""
+        return tuple(f"{kind} {size}" for kind, size in _media_of(self.message))
+
+    @property
+    def is_error(self) -> bool:
+        """A tool result that reports an error."""
+        return self.message is not None and self.message.get("isError") is True
+
+    @property
+    def summary(self) -> str | None:
+        """The summary a compaction or branch-summary entry carries."""
+        summary = self.raw.get("summary") if self.message is None else None
+        return summary if isinstance(summary, str) else None
+
+    @property
     def time_ms(self) -> int | None:
         """Epoch milliseconds of the entry's ISO timestamp, else its message's integer
         ``timestamp`` when inside JavaScript's date range."""
@@ -95,6 +126,28 @@ def content_text(content: Any) -> str:
     """The text of a message's ``content``: the string itself, or its text blocks, one per
     line."""
     return _read_content(content, None)[0]
+
+
+def _blocks_of(message: dict[str, Any] | None, kind: str, key: str) -> list[str]:
+    """The ``key`` strings of the ``kind`` blocks of a message's content."""
+    content = message.get("content") if message is not None else None
+    if not isinstance(content, list):
+        return []
+    return [block[key] for block in content
+            if _is_object(block) and block.get("type") == kind and isinstance(block.get(key), str)]
+
+
+def _media_of(message: dict[str, Any] | None) -> list[tuple[str, int]]:
+    content = message.get("content") if message is not None else None
+    if not isinstance(content, list):
+        return []
+    found = []
+    for block in content:
+        if _is_object(block) and block.get("type") == "image":
+            mime, data = block.get("mimeType"), block.get("data")
+            found.append((mime if isinstance(mime, str) else "image",
+                          len(data) if isinstance(data, str) else 0))
+    return found
 
 
 def _is_object(value: object) -> bool:

@@ -47,3 +47,21 @@ def memory_corpus(tmp_path_factory: pytest.TempPathFactory, corpus_dir: Path) ->
     from .memory_builder import build_memory_corpus
 
     return build_memory_corpus(tmp_path_factory.mktemp("memory-corpus"), corpus_dir)
+
+
+@pytest.fixture(scope="session")
+def pi_mono(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The four real pi-mono sessions (fixtures/pi-mono-real), copied and indexed once:
+    ``sessions`` and ``index`` as recall and expand take them."""
+    import shutil
+
+    from fabric_memory.memory.reindex import reindex
+
+    root = tmp_path_factory.mktemp("pi-mono")
+    sessions = root / "sessions"
+    sessions.mkdir()
+    for path in sorted((FIXTURES / "pi-mono-real").glob("*.jsonl")):
+        shutil.copyfile(path, sessions / path.name)
+    roots = {"sessions": sessions, "index": root / "index"}
+    reindex(**roots, workers=1)
+    return roots

@@ -473,14 +473,15 @@ class Fuzzer:
         selectors = list(current.addresses)[:20]
         for expectation in (expected_hash, None):
             request: dict[str, Any] = {
-                "addresses": selectors, "range": f"0:{max(current.entries, 1) - 1}",
+                "addresses": selectors, "positions": f"0:{max(current.entries, 1) - 1}",
                 "expected_source_hash": expectation, "max_entries": 20, "max_chars": 24_000,
-                "index": index, "sessions": sessions, "show_secrets": True,
+                "index": index, "sessions": sessions, "show_secrets": True, "raw": True,
             }
-            # The raw bytes are compared (show_secrets); the default, masked answer of the
-            # same selection must not crash either (its masking is tested in test_redact).
+            # The raw bytes are compared (show_secrets, raw); the default answer of the same
+            # selection (masked, rendered as text) must not crash either (its masking is
+            # tested in test_redact and test_secret_leaks).
             with contextlib.suppress(FabricMemoryError):
-                expand(str(path), **{**request, "show_secrets": False})
+                expand(str(path), **{**request, "show_secrets": False, "raw": False})
             try:
                 pages = 0
                 while request is not None and pages < 200:
@@ -516,11 +517,11 @@ class Fuzzer:
 
 _NEXT_KEYS = {
     "entries": "entries", "addresses": "addresses", "indices": "indices", "range": "range",
-    "anchor": "anchor", "before": "before", "after": "after",
+    "positions": "positions", "anchor": "anchor", "before": "before", "after": "after",
     "expectedSourceHash": "expected_source_hash",
     "expectedLineageFingerprint": "expected_lineage_fingerprint", "maxEntries": "max_entries",
     "maxChars": "max_chars", "entryOffset": "entry_offset", "textOffset": "text_offset",
-    "showSecrets": "show_secrets",
+    "showSecrets": "show_secrets", "raw": "raw",
 }
 
 

@@ -29,6 +29,19 @@ def copy_corpus(corpus_dir: Path, dest: Path) -> Path:
     return target
 
 
+def indexed_copy(fixture: Path, dest: Path) -> tuple[Path, dict[str, Path]]:
+    """``fixture`` copied into ``dest/sessions`` and indexed into ``dest/index``: the copy
+    and the places to pass to recall and expand."""
+    from fabric_memory.memory.reindex import reindex
+
+    where = {"sessions": dest / "sessions", "index": dest / "index"}
+    where["sessions"].mkdir(parents=True)
+    copy = where["sessions"] / fixture.name
+    copy.write_bytes(fixture.read_bytes())
+    reindex(**where, workers=1)
+    return copy, where
+
+
 def corpus_sessions(corpus_dir: Path) -> list[tuple[str, Path]]:
     """(truth name, path) of every valid corpus session, in INDEX order."""
     index = orjson.loads((corpus_dir / "truth" / "INDEX.json").read_bytes())

@@ -131,3 +131,12 @@ def test_unknown_keys_are_quoted_short(roots: dict[str, Path]) -> None:
         recall_request({"query": "walrus", "k" * 100_000: 1})
     message = caught.value.message
     assert "k" * 60 not in message and "(100002 characters)" in message, message
+
+
+def test_request_kinds_cover_the_request_shapes() -> None:
+    """Every key of the recall and expand request shapes has a kind to be checked against."""
+    from fabric_memory.memory import expand as expand_module
+    from fabric_memory.memory import recall as recall_module
+
+    assert set(recall_module.REQUEST_KINDS) == set(recall_module.RecallRequest.__annotations__)
+    assert set(expand_module.REQUEST_KINDS) == set(expand_module.ExpandRequest.__annotations__)

@@ -8,6 +8,7 @@ that are not valid traces — none of which may be reported or printed.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,13 @@ import orjson
 import pytest
 
 from fabric_memory import audit as audit_module
-from fabric_memory.audit import AuditReport, audit_sessions
+from fabric_memory.audit import AuditReport, audit_secrets, audit_sessions
 from fabric_memory.certify.generate import generate_corpus
 from fabric_memory.cli import main
 from fabric_memory.errors import UsageError
 
 from .conftest import FIXTURES
+from .secret_samples import github_token
 
 AUDIT = FIXTURES / "audit"
 PLANTED: dict[str, Any] = orjson.loads((AUDIT / "planted.json").read_bytes())
@@ -117,3 +119,27 @@ def test_missing_root_is_a_usage_error(tmp_path: Path) -> None:
     """A sessions root that does not exist is one clear usage error."""
     with pytest.raises(UsageError, match="does not exist"):
         audit_sessions(tmp_path / "nowhere")
+
+
+def test_other_agents_files_are_audited_as_written(tmp_path: Path) -> None:
+    """Claude Code and Codex files are read by their own readers (none is unreadable), and
+    --secrets searches each line as the agent wrote it: a token in a Codex session_meta's
+    instructions and one in a Claude Code toolUseResult are found at their lines."""
+    sample = github_token(random.Random(7))
+    token = sample.values[0]
+    codex = (FIXTURES / "agents" / "codex" /
+             "rollout-2025-05-07T11-00-00-5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.jsonl")
+    (tmp_path / "codex.jsonl").write_bytes(
+        codex.read_bytes().replace(b'"Be terse."', orjson.dumps(f"use {token}")))
+    claude = [{"type": "user", "sessionId": "s", "uuid": "u1", "cwd": "/w",
+               "message": {"role": "user", "content": [
+                   {"type": "tool_result", "tool_use_id": "t1", "content": "done"}]},
+               "toolUseResult": {"stdout": "done", "env": f"TOKEN={token}"}}]
+    (tmp_path / "claude.jsonl").write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in claude))
+    assert audit_sessions(tmp_path)["unreadable"] == []
+    report = audit_secrets(tmp_path)
+    assert report["unreadable"] == []
+    assert sorted((Path(f["path"]).name, f["line"], f["address"], f["kind"])
+                  for f in report["findings"]) == [
+        ("claude.jsonl", 1, "u1", "github-token"), ("codex.jsonl", 1, "L1", "github-token")]
+    assert token not in orjson.dumps(report).decode()

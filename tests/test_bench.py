@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from bench import handoff
 from bench.compare import Row, table
 from bench.data import QUICK
 
@@ -24,7 +25,9 @@ EXPECTED = (
     "reindex.full",
     "reindex.redaction",
     "reindex.noop",
-    *(f"recall.{mode}.{size}" for size in ("medium", "large") for mode in MODES),
+    "reindex.agents",
+    *(f"recall.{mode}.{size}" for size in ("medium", "large")
+      for mode in (*MODES, "natural")),
     "expand.1",
     "expand.100",
     *(f"compaction.{kib}k" for kib in QUICK.compaction_kib),
@@ -32,6 +35,7 @@ EXPECTED = (
     "plateau",
     *(f"hook.{kind}" for kind in ("plain", "fabric-valid", "fabric-valid.largest", "compaction",
                                   "compaction.80", "rich", "big", "all")),
+    "handoff",
     "reindex.rss",
     "certify",
     "mcp.recall",
@@ -106,3 +110,20 @@ def test_table_marks_misses_and_rows_without_target() -> None:
     assert lines[3].endswith("| **miss** |") and "9 ms" in lines[3]
     assert lines[4].endswith("| - |") and "| - |" in lines[4]
     assert "2 cores" in lines[-1] and "tantivy 0.27" in lines[-1]
+
+
+def test_handoff_scores_the_key_strings_each_summary_carries() -> None:
+    """A probe scores the share of its key strings a summary carries, ours and Pi's at the same
+    cut; a key neither holds scores nothing."""
+    probes = [
+        {"file": "before-compaction.jsonl", "cut": "L294", "dimension": "commits",
+         "question": "latest commit?", "keys": ["7890fb8", "no such key zq"]},
+        {"file": "before-compaction.jsonl", "cut": "L294", "dimension": "task",
+         "question": "branch?", "keys": ["refactor"]},
+    ]
+    result = handoff.score(probes)
+    commits, task = result["rows"]
+    assert commits["ours"] == 0.5  # the commit hash, not the made-up key
+    assert task["ours"] == 1.0 and task["pi"] == 1.0  # Pi's summary names the branch too
+    assert commits["pi"] == 0.0  # Pi's summary carries no commit hash
+    assert result["cuts"]["before-compaction.jsonl@L294"]["piBytes"] > 0

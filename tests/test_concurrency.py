@@ -151,9 +151,9 @@ def test_compaction_appends_while_a_reindex_runs(tmp_path: Path, corpus_dir: Pat
     record = load_catalog(open_index(roots["index"])).by_path[str(target)]
     assert record.source_hash == file_hash(target)
     truth = expected_texts(target)
-    page = expand_request({"session": str(target), "range": f"{record.entries - 20}:"
+    page = expand_request({"session": str(target), "positions": f"{record.entries - 20}:"
                            f"{record.entries - 1}", "maxEntries": 20, "index": str(roots["index"]),
-                           "sessions": str(roots["sessions"])})
+                           "sessions": str(roots["sessions"]), "raw": True})
     assert sum(item["type"] == "compaction" for item in page["entries"]) >= 1
     assert all(truth.agrees(item) for item in page["entries"])
     SCENARIOS["compaction appends during a reindex"] = 2
@@ -174,7 +174,7 @@ while time.monotonic() < deadline:
     try:
         response = recall(f"CLONE_FACT_{n % 40}", mode="phrase", sessions=sessions, index=index)
         for hit in response["hits"]:
-            pages.append(expand_request(hit["follow"]))
+            pages.append(expand_request({**hit["follow"], "raw": True}))
         ok += 1
     except FabricMemoryError as error:
         failures.append(f"{error.code}: {error.message}")
@@ -206,7 +206,8 @@ def test_readers_during_a_reindex_see_whole_results(tmp_path: Path, corpus_dir: 
             n += 1
             try:
                 response = recall(f"CLONE_FACT_{n % 40}", mode="phrase", **roots)
-                pages.extend(expand_request(hit["follow"]) for hit in response["hits"])
+                pages.extend(expand_request({**hit["follow"], "raw": True})
+                             for hit in response["hits"])
                 ok += 1
             except FabricMemoryError as error:
                 failures.append(f"{error.code}: {error.message}")

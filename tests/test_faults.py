@@ -122,7 +122,7 @@ def test_replaced_while_expanding_from_the_index_keeps_the_hashed_version(
         return real(self, located)
 
     monkeypatch.setattr(module.IndexedSource, "line", line)
-    page = expand(str(path), range="0:3", **roots)
+    page = expand(str(path), positions="0:3", raw=True, **roots)
     FAULTS["replaced during expand (indexed)"] = 1
     assert page["sourceHash"] == before.source_hash
     assert all(before.agrees(item) for item in page["entries"])
@@ -150,7 +150,7 @@ def test_replaced_while_expanding_a_changed_file_keeps_the_parsed_version(
         replacement.replace(path)
 
     monkeypatch.setattr(module.ParsedSource, "__init__", parsed)
-    page = expand(str(builder.path), range="0:4", **roots)
+    page = expand(str(builder.path), positions="0:4", raw=True, **roots)
     FAULTS["replaced during expand (re-parsed)"] = 1
     assert page["sourceHash"] == parsed_version.source_hash
     assert len(page["entries"]) == 5
@@ -168,15 +168,15 @@ def test_changed_while_being_parsed_is_refused(tmp_path: Path,
     builder = _session(roots["sessions"], "one", "alpha")
     reindex(**roots, workers=1)
     builder.append("a line the index has not seen")
-    real = module.read_session
+    real = module.read_source
 
-    def racing(path: Any, **kwargs: Any) -> Any:
+    def racing(path: Any, *args: Any) -> Any:
         append_user(Path(path), "appended between hash and parse")
-        return real(path, **kwargs)
+        return real(path, *args)
 
-    monkeypatch.setattr(module, "read_session", racing)
+    monkeypatch.setattr(module, "read_source", racing)
     with pytest.raises(ExpandError) as caught:
-        expand(str(builder.path), range="0:3", **roots)
+        expand(str(builder.path), positions="0:3", **roots)
     FAULTS["changed during expand's parse"] = 1
     assert caught.value.code == "source_unavailable"
     assert f"{builder.path}: changed while it was being read" in caught.value.message
@@ -225,7 +225,8 @@ def test_changed_between_indexing_and_expansion(tmp_path: Path, change: str) -> 
     assert caught.value.code == ("source_unavailable" if gone else "stale_pointer")
     assert str(path) in caught.value.message
     now = expected_texts(path)
-    selectors = {"range": f"0:{max(now.entries, 1) - 1}", "addresses": [hit["address"]]}
+    selectors = {"positions": f"0:{max(now.entries, 1) - 1}", "addresses": [hit["address"]],
+                 "raw": True}
     try:
         page = expand(str(path), **selectors, max_entries=20, **roots)
     except ExpandError as error:
@@ -283,7 +284,7 @@ def test_repeated_kill_9_of_reindex(tmp_path: Path, corpus_dir: Path) -> None:
             if committed:
                 record = load_catalog(open_index(roots["index"])).records[0]
                 hits = recall(role="user", session=record.path, **roots)["hits"]
-                page = expand_request(hits[0]["follow"])
+                page = expand_request({**hits[0]["follow"], "raw": True})
                 assert expected_texts(Path(record.path)).agrees(page["entries"][0])
         # Between runs the sessions keep growing, so every run has work to lose.
         for path in paths:
@@ -654,11 +655,11 @@ def test_appended_while_reindexing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     roots = _roots(tmp_path)
     path = _session(roots["sessions"], "one", "alpha").path
     old = path.read_bytes()
-    real = reindex_module.read_session
+    real = reindex_module.read_source
 
-    def racing(name: Any, **kwargs: Any) -> Any:
+    def racing(name: Any, *args: Any) -> Any:
         if moment == "after-read":
-            session = real(name, **kwargs)
+            session = real(name, *args)
             append_user(path, "appended meanwhile")
             return session
         if moment == "before-read":
@@ -666,11 +667,11 @@ def test_appended_while_reindexing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         else:
             with open(path, "ab") as stream:
                 stream.write(b'{"type":"message","id":"half","parentId":"e004","mess')
-        return real(name, **kwargs)
+        return real(name, *args)
 
-    monkeypatch.setattr(reindex_module, "read_session", racing)
+    monkeypatch.setattr(reindex_module, "read_source", racing)
     reindex(**roots, workers=1)
-    monkeypatch.setattr(reindex_module, "read_session", real)
+    monkeypatch.setattr(reindex_module, "read_source", real)
     FAULTS[f"append while reindexing ({moment})"] = 1
     assert_consistent(roots["index"])
     record = load_catalog(open_index(roots["index"])).records[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from fabric_memory.cli import main
 from fabric_memory.errors import ExpandError, clipped
 from fabric_memory.memory.recall import MAX_OFFSET
 
+from .conftest import FIXTURES
 from .memory_builder import SessionBuilder, operation
 from .reliability import cli, finish
 
@@ -54,7 +56,7 @@ def test_reindex_recall_expand_round_trip(
                           "--expected-source-hash", hit["follow"]["expectedSourceHash"],
                           "--expected-lineage", hit["follow"]["expectedLineageFingerprint"],
                           "--index", roots["index"], "--sessions", roots["sessions"],
-                          "--json"])
+                          "--raw", "--json"])
     assert orjson.loads(page["entries"][0]["text"])["error"] == "no match"
     page = _json(capsys, ["expand", roots["path"], "--position", "0", "--index",
                           roots["index"], "--sessions", roots["sessions"], "--json"])
@@ -150,8 +152,8 @@ def test_a_file_name_that_is_not_utf8_never_crashes(
 def test_recall_offset_and_limit_are_bounded(
     roots: dict[str, Any], option: str, value: str
 ) -> None:
-    """An --offset or --limit out of range is one usage line and exit 2: never a Rust abort or
-    an OverflowError."""
+    """An --offset or --limit out of range (a limit below 1, or beyond any 64-bit count) is one
+    usage line and exit 2: never a Rust abort or an OverflowError."""
     where = ("--sessions", roots["sessions"], "--index", roots["index"])
     assert finish(cli("reindex", *where))[0] == 0
     status, out, err = finish(cli("recall", "zürich", *where, option, value, "--json"))
@@ -174,18 +176,59 @@ def test_recall_at_the_last_offset_is_an_empty_page(
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--mode", "regex", "a(b"], 'regex "a(b": unclosed group (regex syntax error)'),
-    (["a" * 65], f"query {clipped('a' * 65)}: every word is longer than 64 characters, and the "
-                 "index keeps no word that long; search for shorter words of the same entry"),
+    (["a" * 129], f"query {clipped('a' * 129)}: every word is longer than 128 characters, and "
+                  "the index keeps no word that long; search for shorter words of the same entry"),
     (["--mode", "regex", "x" * 300], "regex is 300 characters; the limit is 256"),
-], ids=["regex-syntax", "65-letter-word", "long-regex"])
+], ids=["regex-syntax", "129-letter-word", "long-regex"])
 def test_query_errors_are_one_line_naming_the_real_cause(
     roots: dict[str, Any], argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A bad query is one line with its real cause (the parser's complaint without its caret
-    drawing; the 64-character word limit), exit 2."""
+    drawing; the 128-character word limit), exit 2."""
     where = ["--sessions", roots["sessions"], "--index", roots["index"]]
     assert main(["reindex", *where]) == 0
     capsys.readouterr()
     assert main(["recall", *argv, *where]) == 2
     err = capsys.readouterr().err
     assert err == f"fabric-memory recall: {message}\n"
+
+
+def test_inspect_reads_any_agents_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """inspect reads a Claude Code transcript with its reader: the agent, the project, the
+    branch, and each line it skipped with its file:line."""
+    path = tmp_path / "t.jsonl"
+    source = FIXTURES / "agents" / "claude-code" / "dag_compact_after_rewind.jsonl"
+    path.write_bytes(source.read_bytes() + b'{"type":"user","sessionId":"s1","message":{}}\n')
+    report = _json(capsys, ["inspect", str(path), "--json"])
+    assert (report["agent"], report["sessionId"], report["cwd"]) == ("claude-code", "s1", "/tmp")
+    assert report["leafId"] == "p1a" and report["offBranchEntryIds"] == ["b1u", "b1a"]
+    assert report["malformedLines"] == [
+        f"{path}:13: user line without a 'uuid' (no address); skipped"]
+    assert main(["inspect", str(path)]) == 0
+    assert "(claude-code, v1)" in capsys.readouterr().out
+
+
+def test_expand_prints_text_takes_summary_ranges_and_clamps(
+    pi_mono: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`expand --range L12:L16` prints the entries as text (no JSON lines), `--raw` the lines
+    themselves; `--max-chars 100000` and `recall --limit 500` are clamped with a note (in the
+    JSON and in the human output), not refused."""
+    where = ["--sessions", str(pi_mono["sessions"]), "--index", str(pi_mono["index"])]
+    assert main(["expand", "compact.jsonl", "--range", "L12:L16", *where]) == 0
+    shown = capsys.readouterr().out
+    assert "\nL13 assistant 2025-12-24T00:33:02.568Z\ncall read(path=" in shown
+    assert '{"type":"message"' not in shown
+    assert main(["expand", "compact.jsonl", "--range", "L12:L16", "--raw", *where]) == 0
+    lines = (pi_mono["sessions"] / "compact.jsonl").read_text().split("\n")
+    shown = capsys.readouterr().out
+    assert all(line in shown for line in lines[11:16])
+    page = _json(capsys, ["expand", "compact.jsonl", "--range", "L12:L16", "--max-chars",
+                          "100000", *where, "--json"])
+    assert page["clamped"] == {"maxChars": [100000, 24000]}
+    response = _json(capsys, ["recall", "theme", "--limit", "500", *where, "--json"])
+    assert response["clamped"] == {"limit": [500, 50]}
+    assert main(["recall", "invalid themes explode", "--limit", "500", *where]) == 0
+    head = capsys.readouterr().out.split("\n")[:2]
+    assert re.fullmatch(r"\d+ hits \(\d+ with every word, ranked first\), showing 1-\d+", head[0])
+    assert head[1] == "note: limit 500 is above its maximum; 50 used"

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from fabric_memory.compaction import Compaction, compact_session
 from fabric_memory.errors import ExpandError, UsageError
-from fabric_memory.memory.expand import MAX_SELECTORS, expand, expand_request
+from fabric_memory.memory.expand import (
+    MAX_CHARS,
+    MAX_ENTRIES,
+    MAX_SELECTORS,
+    expand,
+    expand_request,
+)
 from fabric_memory.memory.normalize import normalize_session, phase_record, record_text
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.session import iter_session_files, read_line, read_session
 from fabric_memory.trace import read_fabric_result
 
+from .conftest import FIXTURES
 from .memory_builder import MemoryCorpus, SessionBuilder, operation
 
 
@@ -44,7 +54,8 @@ def _expand_all(corpus: MemoryCorpus, session: str, addresses: list[str]) -> tup
     for start in range(0, len(addresses), MAX_SELECTORS):
         request: dict[str, Any] | None = {
             "session": session, "addresses": addresses[start : start + MAX_SELECTORS],
-            "index": str(corpus.index), "sessions": str(corpus.sessions), "maxEntries": 20}
+            "index": str(corpus.index), "sessions": str(corpus.sessions), "maxEntries": 20,
+            "raw": True}
         while request is not None:
             page = expand_request(request)
             hashes.add(page["sourceHash"])
@@ -85,9 +96,9 @@ def test_selectors_by_index_range_and_anchor(memory_corpus: MemoryCorpus) -> Non
     common = {"index": memory_corpus.index, "sessions": memory_corpus.sessions}
     page = expand(str(path), indices=[3, 0], **common)
     assert [e["entryId"] for e in page["entries"]] == [ids[3], ids[0]]
-    page = expand(str(path), range="2:5", **common)
+    page = expand(str(path), positions="2:5", **common)
     assert [e["entryId"] for e in page["entries"]] == ids[2:6]
-    page = expand(session.session_id, anchor=ids[10], before=2, after=1, **common)
+    page = expand(session.session_id, anchor=ids[10], before=2, after=1, raw=True, **common)
     assert [e["entryId"] for e in page["entries"]] == ids[8:12]
     assert page["entries"][0]["text"] == read_line(str(path), session.entries[8]).decode()
 
@@ -97,8 +108,8 @@ def test_pages_follow_next_through_entries_and_long_texts(memory_corpus: MemoryC
     path = next(p for p in _sessions(memory_corpus) if "019b92ac" in p.name)
     session = read_session(path)
     common = {"index": str(memory_corpus.index), "sessions": str(memory_corpus.sessions)}
-    request: dict[str, Any] | None = {"session": str(path), "range": "0:11", "maxEntries": 3,
-                                      "maxChars": 500, **common}
+    request: dict[str, Any] | None = {"session": str(path), "positions": "0:11",
+                                      "maxEntries": 3, "maxChars": 500, "raw": True, **common}
     joined: dict[int, str] = {}
     pages = 0
     while request is not None:
@@ -204,3 +215,188 @@ def test_duplicate_ids_are_ambiguous_addresses(tmp_path: Path) -> None:
     assert report["incomplete"] == [{"path": str(path), "reason": "duplicate entry ids"}]
     assert _code(lambda: expand(str(path), entries=[first], **common)) == "ambiguous_address"
     assert "two" in expand(str(path), indices=[1], **common)["entries"][0]["text"]
+
+
+# --- text for a reader, summary addresses, neighbours, clamps (fixtures/pi-mono-real) ---
+
+def _lines(name: str) -> list[bytes]:
+    return (FIXTURES / "pi-mono-real" / name).read_bytes().split(b"\n")
+
+
+def _edit_with_thinking() -> tuple[str, int, dict[str, Any]]:
+    """(file, line, entry) of the first real assistant entry that thinks (with a signature),
+    reports usage and cost, and edits a file."""
+    for path in sorted((FIXTURES / "pi-mono-real").glob("*.jsonl")):
+        for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
+            if b'"thinkingSignature"' not in line or b'"newText"' not in line:
+                continue
+            entry = orjson.loads(line)
+            blocks = entry["message"]["content"]
+            if ("usage" in entry["message"] and any(
+                    b.get("type") == "toolCall" and b["name"] == "edit" for b in blocks)):
+                return path.name, number, entry
+    raise AssertionError("no assistant entry with thinking and an edit in the fixtures")
+
+
+def test_default_text_reads_as_text(pi_mono: dict[str, Path]) -> None:
+    """An assistant entry comes back as its address, role, time, thinking and each edit call
+    with its path and new text, without signatures, usage or cost."""
+    name, number, entry = _edit_with_thinking()
+    page = expand(name, addresses=[f"L{number}"], max_chars=MAX_CHARS, **pi_mono)
+    text = page["entries"][0]["text"]
+    assert page["entries"][0]["complete"]
+    assert text.split("\n", 1)[0] == f"L{number} assistant {entry['timestamp']}"
+    blocks = entry["message"]["content"]
+    for block in blocks:
+        if block["type"] == "thinking":
+            assert block["thinking"].split("\n")[0] in text
+            assert block["thinkingSignature"][:40] not in text
+        if block["type"] == "toolCall" and block["name"] == "edit":
+            assert f'call edit(path="{block["arguments"]["path"]}"' in text
+            assert all(line in text for line in block["arguments"]["newText"].split("\n"))
+    for noise in ("thinkingSignature", "usage", "cost", "cacheRead", "stopReason", '"type"'):
+        assert noise not in text
+
+
+@pytest.mark.parametrize("name", ["compact.jsonl", "large-session.jsonl"])
+def test_raw_is_the_files_line_byte_for_byte(pi_mono: dict[str, Path], name: str) -> None:
+    """raw returns each entry's source line exactly as the file holds it (no secret in these
+    files is masked: they hold none), through every page."""
+    session = read_session(pi_mono["sessions"] / name)
+    lines = _lines(name)
+    joined: dict[str, str] = {}
+    request: dict[str, Any] | None = {
+        "session": name, "positions": f"0:{len(session.entries) - 1}", "raw": True,
+        "maxEntries": 20, "showSecrets": True, **{k: str(v) for k, v in pi_mono.items()}}
+    while request is not None:
+        page = expand_request(request)
+        for item in page["entries"]:
+            joined[item["entryId"]] = joined.get(item["entryId"], "") + item["text"]
+        request = dict(page["next"]) if page["next"] is not None else None
+    assert {entry_id: text.encode() for entry_id, text in joined.items()} == {
+        entry.id: lines[entry.line - 1] for entry in session.entries}
+
+
+_SPAN = re.compile(r"\[(L\d+)(?: \.\.\. (L\d+))?\]")
+
+
+@pytest.mark.parametrize("name", ["before-compaction.jsonl", "compact.jsonl",
+                                  "large-session.jsonl"])
+def test_summary_addresses_expand_to_the_entries_they_name(
+    pi_mono: dict[str, Path], name: str
+) -> None:
+    """Every [L12 ... L31] our compactor prints on a real session, given as range "L12:L31",
+    selects exactly the entries from L12 to L31, the same as the position range it names;
+    every [L12] expands as an address."""
+    path = pi_mono["sessions"] / name
+    outcome = compact_session(path).outcome
+    assert isinstance(outcome, Compaction)
+    spans = set(_SPAN.findall(outcome.summary))
+    assert len(spans) >= 5
+    session = read_session(path)
+    position = {entry.id: at for at, entry in enumerate(session.entries)}
+    for first, last in sorted(spans):
+        if not last:
+            page = expand(name, addresses=[first], max_entries=1, max_chars=1, **pi_mono)
+            assert page["entries"][0]["entryId"] == first
+            continue
+        low, high = position[first], position[last]
+        page = expand(name, range=f"{first}:{last}", max_chars=1, **pi_mono)
+        by_position = expand(name, positions=f"{low}:{high}", max_chars=1, **pi_mono)
+        assert page["selected"] == high - low + 1 == by_position["selected"]
+        assert page["entries"][0]["entryId"] == first
+        assert page["entries"] == by_position["entries"]
+        spelled = expand(name, range=f"{first} ... {last}", max_chars=1, **pi_mono)
+        assert spelled["selected"] == page["selected"]
+
+
+def test_neighbours_around_an_address(pi_mono: dict[str, Path]) -> None:
+    """address L20 with before 2 and after 3 is L18..L23 in order; overlapping windows show
+    each entry once."""
+    page = expand("compact.jsonl", addresses=["L20"], before=2, after=3, max_chars=MAX_CHARS,
+                  **pi_mono)
+    assert [e["address"] for e in page["entries"]] == ["L18", "L19", "L20", "L21", "L22", "L23"]
+    page = expand("compact.jsonl", addresses=["L20", "L22"], before=1, after=1,
+                  max_chars=MAX_CHARS, **pi_mono)
+    assert [e["address"] for e in page["entries"]] == ["L19", "L20", "L21", "L22", "L23"]
+    assert page["next"] is None
+
+
+def test_neighbours_around_an_operation(small: dict[str, Any]) -> None:
+    """An operation address with neighbours is the operation amid its entry's neighbours
+    (not the whole entry again)."""
+    entry = small["entry"]
+    page = expand(str(small["path"]), addresses=[f"{entry}/0"], before=1, after=1,
+                  **small["common"])
+    assert [(e["kind"], e["index"]) for e in page["entries"]] == [
+        ("entry", 1), ("operation", 2), ("entry", 3)]
+    assert page["entries"][1]["text"].startswith(f"{entry}/0 operation pi.read succeeded\n")
+
+
+def test_limits_above_their_maximum_are_clamped_with_a_note(pi_mono: dict[str, Path]) -> None:
+    """maxChars 100000 and maxEntries 500 answer with the maximum and say so; below the minimum
+    or not a number stays a usage error."""
+    page = expand("compact.jsonl", positions="0:40", max_chars=100_000, max_entries=500,
+                  **pi_mono)
+    assert page["clamped"] == {"maxEntries": [500, MAX_ENTRIES], "maxChars": [100_000, MAX_CHARS]}
+    assert page["next"] is not None
+    assert (page["next"]["maxChars"], page["next"]["maxEntries"]) == (MAX_CHARS, MAX_ENTRIES)
+    assert "clamped" not in expand_request(page["next"])
+    with pytest.raises(UsageError, match="--max-chars 0: must be between 1 and 24000"):
+        expand("compact.jsonl", positions="0:1", max_chars=0, **pi_mono)
+    with pytest.raises(UsageError, match='--max-entries "ten": must be a whole number'):
+        expand_request({"session": "compact.jsonl", "positions": "0:1", "maxEntries": "ten",
+                        **{k: str(v) for k, v in pi_mono.items()}})
+
+
+def test_rendered_text_pages_join_to_the_whole(pi_mono: dict[str, Path]) -> None:
+    """Pages of 700 characters, followed by next, join to the rendered text of one page."""
+    common = {k: str(v) for k, v in pi_mono.items()}
+    whole = expand_request({"session": "compact.jsonl", "range": "L12:L16",
+                            "maxChars": MAX_CHARS, **common})
+    assert whole["next"] is None
+    joined: dict[str, str] = {}
+    request: dict[str, Any] | None = {"session": "compact.jsonl", "range": "L12:L16",
+                                      "maxChars": 700, **common}
+    pages = 0
+    while request is not None:
+        page = expand_request(request)
+        pages += 1
+        assert sum(len(e["text"]) for e in page["entries"]) <= 700
+        for item in page["entries"]:
+            joined[item["address"]] = joined.get(item["address"], "") + item["text"]
+        request = dict(page["next"]) if page["next"] is not None else None
+    assert joined == {e["address"]: e["text"] for e in whole["entries"]}
+    assert pages > 3
+
+
+def test_bad_address_ranges_are_located_errors(pi_mono: dict[str, Path]) -> None:
+    """A range naming a missing address, or running backwards, fails in one line that names it."""
+    with pytest.raises(ExpandError, match='no address "L99999" in session') as caught:
+        expand("compact.jsonl", range="L12:L99999", **pi_mono)
+    assert caught.value.code == "address_not_found"
+    with pytest.raises(UsageError, match="L31 comes after L12"):
+        expand("compact.jsonl", range="L31:L12", **pi_mono)
+    with pytest.raises(UsageError, match="use FIRST:LAST entry addresses"):
+        expand("compact.jsonl", range="L12", **pi_mono)
+
+
+def test_objects_salvaged_from_glued_lines_read_as_text(tmp_path: Path) -> None:
+    """Each object salvaged from a glued line reads as itself (not as the other object of its
+    line, never a crash), its head line naming its own id, role or type, and time."""
+    source = FIXTURES / "pi-1.6.0-realworld" / "sessions" / "v3-glued-lines.jsonl"
+    path = tmp_path / "sessions" / "--legacy-app--" / source.name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(source.read_bytes())
+    roots = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    reindex(**roots, workers=1)
+    session = read_session(path)
+    salvaged = [value for glued in session.glued for value in glued.objects]
+    first = len(session.entries)
+    page = expand(str(path), positions=f"{first}:{first + len(salvaged) - 1}",
+                  max_chars=MAX_CHARS, **roots)
+    assert [e["entryId"] for e in page["entries"]] == [value["id"] for value in salvaged]
+    for item, value in zip(page["entries"], salvaged, strict=True):
+        kind = value["message"]["role"] if value["type"] == "message" else value["type"]
+        head = item["text"].split("\n", 1)[0]
+        assert head.startswith(f"{value['id']} {kind} ") and head.endswith(value["timestamp"])

@@ -104,6 +104,14 @@ def test_tokenizer_keeps_unicode_words_whole() -> None:
         "holdout", "fact", "003", "zürich", "東京", "src", "überblick", "ts"]
 
 
+def test_words_up_to_128_characters_are_kept() -> None:
+    """A sha256 (64 hex) or sha512 (128 hex) digest is one word the index keeps; a longer
+    run (a base64 blob) is left out."""
+    assert analyze("sha256:" + "ab" * 32) == ["sha256", "ab" * 32]
+    assert analyze("x" * 128) == ["x" * 128]
+    assert analyze("y" * 129) == []
+
+
 def test_only_trivially_cheap_regexes_skip_the_compile_check(
     indexed: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

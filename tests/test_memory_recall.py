@@ -90,7 +90,7 @@ def test_structural_selection_then_hydration(memory_corpus: MemoryCorpus) -> Non
     assert {(h["kind"], h["ref"], h["outcome"]) for h in hits} == {
         ("operation", "pi.grep", "failed")}
     cold = next(hit for hit in hits if hit["tier"] == "cold")
-    page = expand_request(cold["follow"])
+    page = expand_request({**cold["follow"], "raw": True})
     record = orjson.loads(page["entries"][0]["text"])
     assert (record["address"], record["ref"], record["outcome"]) == (
         cold["address"], "pi.grep", "failed")
@@ -133,12 +133,14 @@ def test_response_is_bounded_and_paging_survives_it(memory_corpus: MemoryCorpus)
 
 
 def test_match_all_narrows_match_any(memory_corpus: MemoryCorpus) -> None:
-    """match=all (the default) needs every word; match=any needs one."""
-    any_ = _recall(memory_corpus, "harbor pylon", match="any")["total"]
-    all_ = _recall(memory_corpus, "harbor pylon")["total"]
-    assert all_ == _recall(memory_corpus, "harbor pylon", match="all")["total"]
-    only = _recall(memory_corpus, "harbor")["total"]
-    assert all_ < only <= any_
+    """match=all needs every word; match=any (the default) needs one, and says so."""
+    relaxed = _recall(memory_corpus, "harbor pylon")
+    assert relaxed == _recall(memory_corpus, "harbor pylon", match="any")
+    strict = _recall(memory_corpus, "harbor pylon", match="all")
+    only = _recall(memory_corpus, "harbor", match="all")["total"]
+    assert strict["total"] < only <= relaxed["total"]
+    assert (strict["matched"], relaxed["matched"]) == ("all", "any")
+    assert relaxed["allWords"] == strict["total"]
 
 
 def test_regex_mode_matches_whole_tokens(memory_corpus: MemoryCorpus) -> None:
@@ -178,8 +180,11 @@ def test_empty_request_and_bad_options_are_rejected(memory_corpus: MemoryCorpus)
     """No query and no filter, or out-of-range options, fail with one clear line."""
     with pytest.raises(QueryError, match="QUERY"):
         _recall(memory_corpus, "  ")
-    with pytest.raises(UsageError, match="--limit"):
-        _recall(memory_corpus, "x", limit=51)
+    with pytest.raises(UsageError, match="--limit 0: must be between 1 and 50"):
+        _recall(memory_corpus, "x", limit=0)
+    with pytest.raises(UsageError, match="--limit \"many\": must be a whole number"):
+        recall_request({"query": "x", "limit": "many", "index": str(memory_corpus.index),
+                        "sessions": str(memory_corpus.sessions)})
     with pytest.raises(QueryError, match="no indexed session"):
         _recall(memory_corpus, "x", session="no-such-session")
 
@@ -214,7 +219,7 @@ def test_a_hit_too_large_alone_is_cut_with_a_note(tmp_path: Path) -> None:
         "entryId, address, follow.addresses cut to 200 characters to fit the response; "
         "expand the session by its path to read the entry whole")
     assert hit["address"] == "x" * 199 + "…"
-    page = expand(hit["path"], indices=[0], **roots)  # the advice works: by path, it expands
+    page = expand(hit["path"], indices=[0], raw=True, **roots)  # by path, it expands
     assert page["entries"][0]["text"].startswith('{"type":"message","id":"' + "x" * 1000)
 
 
@@ -222,3 +227,107 @@ def test_an_overlong_query_is_a_usage_error(memory_corpus: MemoryCorpus) -> None
     """A query longer than 4,096 characters is refused in one line (it would not fit `next`)."""
     with pytest.raises(UsageError, match="QUERY is 5000 characters; the limit is 4096"):
         _recall(memory_corpus, "a" * 5000)
+
+
+IDENTIFIERS = ("sha256:" + "3f9a" * 16, "0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d",
+               "run-5c0ffee0-1234-4abc-9def-0123456789ab", "toolu_01HXq7GmR8sVb2JkL9pNwT3e",
+               "call_Xk2p9zYQ4LrT8mWn")
+
+
+@pytest.mark.parametrize("identifier", IDENTIFIERS, ids=lambda value: value.split("_")[0][:8])
+def test_identifiers_are_recalled_by_their_value(tmp_path: Path, identifier: str) -> None:
+    """A fingerprint, a UUID, a run id or a tool call id, written in a command's output, is
+    recalled by its whole value (phrase, or every word), and only that entry (not the one
+    whose value differs in its last characters); asked plainly, it ranks first."""
+    builder = SessionBuilder(tmp_path / "sessions" / "s.jsonl")
+    builder.user("what did the build produce?")
+    builder.bash("make", f"artifact {identifier} written")
+    builder.bash("make again", f"artifact {identifier[:-4]}0000 written")  # its last word differs
+    builder.write()
+    where = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    reindex(**where, workers=1)
+    for mode in ("phrase", "literal"):
+        hits = recall(identifier, mode=mode, match="all", **where)["hits"]  # type: ignore
+        assert [hit["address"] for hit in hits] == ["e002"], mode
+    # Asked in plain words (any word matches), the entry holding the whole value ranks first.
+    assert recall(identifier, **where)["hits"][0]["address"] == "e002"  # type: ignore
+
+
+# --- plain questions on real sessions (fixtures/pi-mono-real) ---------------------------
+
+QUESTIONS = [
+    # (question, session file, the entries that answer it; "A|B": either, equal texts)
+    ("update refactor.md mark WP15 WP16 complete", "before-compaction.jsonl", ["L487"]),
+    ("what was the fix when no models are available and no API key is set", "compact.jsonl",
+     ["L81"]),
+    ("what is the difference between a skill and a custom tool", "session.jsonl", ["L105"]),
+    ("how shuld invalid themes be handled so they never explode on restart",
+     "large-session.jsonl", ["L875"]),
+    ("sytem prompt should say to read the readme when the user asks to create a new theem",
+     "large-session.jsonl", ["L759"]),
+    ("sleep 5 seconds via bash and the green diff b5bd68", "large-session.jsonl",
+     ["L437", "L441"]),
+    ("ToolResultMessage breaking change in CHANGELOG and a little poem", "session.jsonl",
+     ["L299", "L442|L461"]),  # "write a little poem instead," / "just write a little poem"
+]
+
+
+@pytest.mark.parametrize(("question", "file", "answers"), QUESTIONS,
+                         ids=[q for q, _, _ in QUESTIONS])
+def test_a_plain_question_ranks_its_entry_in_the_top_5(
+    pi_mono: dict[str, Path], question: str, file: str, answers: list[str]
+) -> None:
+    """A question in plain words (typos, common words, words of two entries) ranks each entry
+    that answers it among the first five hits, with no option set."""
+    response = recall(question, limit=5, **pi_mono)
+    top = [(Path(hit["path"]).name, hit["address"]) for hit in response["hits"]]
+    for answer in answers:
+        assert any((file, address) in top for address in answer.split("|")), top
+    assert response["matched"] == "any"
+
+
+def test_every_word_hits_come_first_and_are_counted(pi_mono: dict[str, Path]) -> None:
+    """Hits holding every word lead the ranking; allWords counts them and equals what
+    match=all finds; past them, pages continue with the hits holding only some words."""
+    query = "change toolResults to ToolResultMessage and run npm run check"
+    strict = recall(query, match="all", limit=50, **pi_mono)
+    relaxed = recall(query, limit=50, **pi_mono)
+    assert relaxed["allWords"] == strict["total"] >= 1
+    assert relaxed["total"] > strict["total"]
+    leading = [(h["path"], h["address"]) for h in relaxed["hits"][: strict["total"]]]
+    assert leading == [(h["path"], h["address"]) for h in strict["hits"]]
+    seen = [(h["path"], h["address"]) for h in relaxed["hits"]]
+    following = relaxed["next"]
+    while following is not None and len(seen) < 200:
+        page = recall_request(following)
+        seen.extend((h["path"], h["address"]) for h in page["hits"])
+        following = page["next"]
+    assert len(seen) == len(set(seen)) == min(relaxed["total"], len(seen))
+
+
+def test_common_words_do_not_swamp_a_rare_one(pi_mono: dict[str, Path]) -> None:
+    """Stop words do not score: the one rare word, not eleven common ones, decides the top
+    hits."""
+    response = recall("what did we do with the and of it is that WP15", limit=3, **pi_mono)
+    assert all("wp15" in hit["snippet"].lower() for hit in response["hits"])
+
+
+def test_a_limit_above_its_maximum_is_clamped_with_a_note(pi_mono: dict[str, Path]) -> None:
+    """limit 500 answers with 50 hits and says so; the next page keeps the clamped limit."""
+    response = recall("theme", limit=500, **pi_mono)
+    assert response["clamped"] == {"limit": [500, 50]}
+    assert 10 < len(response["hits"]) <= 50  # the response bound may carry some to `next`
+    assert response["next"] is not None and response["next"]["limit"] == 50
+
+
+def test_filters_combine_with_a_plain_question(pi_mono: dict[str, Path]) -> None:
+    """Role and session filters narrow a plain question's hits, both parts of its ranking:
+    every hit passes them, and allWords counts only hits that pass them."""
+    question = "change toolResults to ToolResultMessage and run npm run check"
+    narrowed = recall(question, role="user", session="session.jsonl", limit=50, **pi_mono)
+    assert narrowed["total"] > 0 and narrowed["matched"] == "any"
+    assert {(h["role"], Path(h["path"]).name) for h in narrowed["hits"]} == {
+        ("user", "session.jsonl")}
+    strict = recall(question, match="all", role="user", session="session.jsonl", **pi_mono)
+    assert narrowed["allWords"] == strict["total"]
+    assert narrowed["total"] < recall(question, **pi_mono)["total"]

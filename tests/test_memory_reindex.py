@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -437,12 +438,12 @@ def test_glued_lines_are_salvaged_for_recall(tmp_path: Path) -> None:
     assert record.entries == len(session.entries) + 4
     _complete(roots["index"])
     marker = compaction["summary"].rsplit("- ", 1)[1]
-    hits = recall(marker, **roots)["hits"]
+    hits = recall(marker, match="all", **roots)["hits"]
     assert [(h["address"], h.get("onActiveBranch")) for h in hits] == [(compaction["id"], False)]
     thinking = turn["message"]["content"][0]["thinking"]
     hits = recall(thinking, mode="phrase", **roots)["hits"]
     assert [h["address"] for h in hits] == [turn["id"]]
-    page = expand_request(dict(hits[0]["follow"]))
+    page = expand_request({**hits[0]["follow"], "raw": True})
     assert page["entries"][0]["text"].encode() == path.read_bytes().split(b"\n")[second.line - 1]
 
 
@@ -456,8 +457,8 @@ def test_a_document_tantivy_refuses_costs_only_its_session(
     _small(tmp_path, "good", "beta words")
     real = reindex_module.item_json
 
-    def out_of_range(item: Any, path: str, session_id: str) -> str:
-        document = real(item, path, session_id)
+    def out_of_range(item: Any, path: str, session_id: str, *source: Any) -> str:
+        document = real(item, path, session_id, *source)
         if path == str(bad.path):
             return document.replace('"position":0', '"position":18446744073709551615')
         return document
@@ -472,3 +473,48 @@ def test_a_document_tantivy_refuses_costs_only_its_session(
     assert recall("alpha", **roots)["total"] == 0
     assert [r.path for r in load_catalog(open_index(roots["index"])).records] == [
         str(tmp_path / "sessions" / "--repo--" / "good.jsonl")]
+
+
+def test_a_noop_reindex_of_several_agents_opens_no_session_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over Pi, Claude Code and Codex files, a second reindex with nothing changed opens no
+    file under the sessions folder (a stat per file is all), and indexes nothing."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "pi", "a pi session")
+    shutil.copytree(REPO / "fixtures" / "agents" / "claude-code", roots["sessions"] / "claude",
+                    ignore=shutil.ignore_patterns("*.md"))
+    shutil.copytree(REPO / "fixtures" / "agents" / "codex", roots["sessions"] / "codex",
+                    ignore=shutil.ignore_patterns("*.md"))
+    first = reindex(**roots, workers=1)
+    assert (first["indexed"], first["invalid"]) == (8, [])
+    inside = str(roots["sessions"])
+    real_open = os.open
+
+    def guarded(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).startswith(inside):
+            raise AssertionError(f"a no-op reindex opened {path}")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", guarded)
+    again = reindex(**roots, workers=1)
+    assert (again["indexed"], again["skipped"], again["commits"]) == (0, 8, 0)
+
+
+def test_agents_narrow_a_named_folder_to_their_files(tmp_path: Path) -> None:
+    """`reindex --agents codex` over a folder holding several agents' files indexes only
+    Codex's (told by their first line), reports nothing about the others and forgets
+    nothing already indexed; without it, the rest is indexed."""
+    roots = _roots(tmp_path)
+    _small(tmp_path, "pi", "a pi session")
+    for agent in ("claude-code", "codex"):
+        shutil.copytree(REPO / "fixtures" / "agents" / agent, roots["sessions"] / agent,
+                        ignore=shutil.ignore_patterns("*.md"))
+    only = reindex(**roots, workers=1, agents="codex")
+    assert (only["indexed"], only["invalid"]) == (4, [])
+    assert {row["agent"] for row in list_sessions(index=roots["index"])["sessions"]} == {"codex"}
+    rest = reindex(**roots, workers=1)
+    assert (rest["indexed"], rest["removed"]) == (4, [])
+    again = reindex(**roots, workers=1, agents="pi")
+    assert (again["indexed"], again["removed"]) == (0, [])
+    assert list_sessions(index=roots["index"])["total"] == 8

@@ -84,7 +84,7 @@ def test_unchanged_hot_sessions_cost_a_stat_only(
     def explode(*args: object, **kwargs: object) -> None:
         raise AssertionError("a session file was read")
 
-    monkeypatch.setattr(reindex_module, "read_session", explode)
+    monkeypatch.setattr(reindex_module, "read_source", explode)
     monkeypatch.setattr(reindex_module, "hash_file", explode)
     assert recall("marker", hot_sessions=3, **roots)["total"] == 3
 

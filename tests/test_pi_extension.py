@@ -320,6 +320,22 @@ def test_expand_tool_masks_secrets_unless_asked(memory: Path) -> None:
     assert "showSecrets: Type.Optional(" in source
 
 
+def test_expand_tool_reads_text_and_raw_lines(memory: Path) -> None:
+    """memory_expand answers with readable text by default and the verbatim line with raw;
+    the extension's schema offers raw, positions and address ranges, and its descriptions
+    teach plain-word questions and a summary's addresses."""
+    request = {"session": "session-one", "entries": ["e001"]}
+    text = call_tool("memory_expand", request)["entries"][0]["text"]
+    raw = call_tool("memory_expand", {**request, "raw": True})["entries"][0]["text"]
+    line = (memory / "--repo--" / "one.jsonl").read_bytes().split(b"\n")[1]
+    assert raw.encode() == line
+    assert text.startswith("e001 user ") and '"type"' not in text
+    source = (Path(fabric_memory.pi.__file__).parent / "extension" / "index.ts").read_text()
+    for offered in ("raw: Type.Optional(", "positions: optionalText(", "range: optionalText(",
+                    "Ask in plain words", 'range: \\"L12:L31\\" for [L12 ... L31]'):
+        assert offered in source, offered
+
+
 @pytest.mark.parametrize("key", ["index", "sessions", "hotSessions"])
 @pytest.mark.parametrize("tool", ["memory_recall", "memory_expand"])
 def test_tools_refuse_location_keys(memory: Path, tool: str, key: str) -> None:

@@ -30,6 +30,7 @@ from tests.pi_host import (
     text_of,
 )
 
+from .conftest import FIXTURES
 from .memory_builder import SessionBuilder
 
 pytestmark = pytest.mark.slow
@@ -319,3 +320,59 @@ def test_bench_runs_through_pis_runtime(host: PiHost) -> None:
     (row,) = json.loads(done.stdout)
     assert row["entries"] > 0 and row["eventBytes"] > row["sessionBytes"] // 2
     assert min(row["extensionMs"], row["hookInProcessMs"], row["processStartMs"]) > 0
+
+
+CODEX_ROLLOUT = (FIXTURES / "agents" / "codex"
+                 / "rollout-2026-01-02T03-04-05-11111111-1111-4111-8111-111111111111.jsonl")
+
+
+def test_memory_tools_take_plain_questions_summary_ranges_and_clamp(
+    host: PiHost, place: dict[str, Path]
+) -> None:
+    """In the real Pi, memory_recall answers a plain question about a real session as the CLI
+    does (ranked, matched "any"), and memory_expand takes a summary's range (text by default,
+    raw lines on request) and a too-large maxChars (clamped, noted), and memory_recall's agent
+    keeps one agent's sessions, each equal to the CLI's --json."""
+    memory = place["home"] / "pi-mono"
+    memory.mkdir()
+    for path in sorted((FIXTURES / "pi-mono-real").glob("*.jsonl")):
+        (memory / path.name).write_bytes(path.read_bytes())
+    (memory / CODEX_ROLLOUT.name).write_bytes(CODEX_ROLLOUT.read_bytes())
+    environment = pi_environment(place["home"], place["sessions"],
+                                 FABRIC_MEMORY_SESSIONS=str(memory))
+    subprocess.run([str(FABRIC_MEMORY), "reindex"], env=environment, check=True,
+                   capture_output=True)
+
+    def cli(*argv: str) -> Any:
+        done = subprocess.run([str(FABRIC_MEMORY), *argv, "--json"], env=environment,
+                              capture_output=True, check=True)
+        return json.loads(done.stdout)
+
+    question = "update refactor.md mark WP15 WP16 complete"
+    session = str(memory / "compact.jsonl")
+    summary_range = {"session": session, "range": "L12:L16", "maxChars": 100_000}
+    with start(host, place, FABRIC_MEMORY_SESSIONS=str(memory)) as pi:
+        pi.prompt("CALL memory_recall " + json.dumps({"query": question, "limit": 5}))
+        recalled = tool_end(pi, "memory_recall")
+        assert recalled["isError"] is False, recalled
+        answer = recalled["result"]["details"]
+        pi.prompt("CALL memory_expand " + json.dumps(summary_range))
+        text = tool_end(pi, "memory_expand")["result"]["details"]
+        pi.prompt("CALL memory_expand " + json.dumps({**summary_range, "raw": True}))
+        raw = tool_end(pi, "memory_expand")["result"]["details"]
+        pi.prompt("CALL memory_recall " + json.dumps({"query": "synthetic files",
+                                                      "agent": "codex"}))
+        codex = tool_end(pi, "memory_recall")["result"]["details"]
+    assert answer == cli("recall", question, "--limit", "5")
+    assert codex == cli("recall", "synthetic files", "--agent", "codex")
+    assert codex["hits"] and {h["agent"] for h in codex["hits"]} == {"codex"}
+    assert answer["matched"] == "any"
+    assert ("before-compaction.jsonl", "L487") in [
+        (Path(h["path"]).name, h["address"]) for h in answer["hits"]]
+    assert text == cli("expand", session, "--range", "L12:L16", "--max-chars", "100000")
+    assert text["clamped"] == {"maxChars": [100_000, 24_000]}
+    assert [e["address"] for e in text["entries"]] == ["L12", "L13", "L14", "L15", "L16"]
+    assert text["entries"][1]["text"].startswith("L13 assistant ")
+    assert raw == cli("expand", session, "--range", "L12:L16", "--max-chars", "100000", "--raw")
+    lines = (FIXTURES / "pi-mono-real" / "compact.jsonl").read_bytes().split(b"\n")
+    assert [e["text"].encode() for e in raw["entries"]] == lines[11:16]

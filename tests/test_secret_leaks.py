@@ -116,7 +116,9 @@ def recall_leaks(leaky: Leaky) -> list[str]:
     found = []
     for value in leaky.values:
         for mode, query in _queries(value):
-            if recall(query, mode=mode, **leaky.roots)["total"]:  # type: ignore[arg-type]
+            # every word of the value: a relaxed search would match its common words too
+            if recall(query, mode=mode, match="all",  # type: ignore[arg-type]
+                      **leaky.roots)["total"]:
                 found.append(f"{mode} {query}")
     return found
 
@@ -137,11 +139,11 @@ def snippet_leaks(leaky: Leaky) -> list[str]:
     return [value for value in leaky.values if any(value in s for s in snippets)]
 
 
-def _expanded_text(leaky: Leaky, show_secrets: bool) -> str:
+def _expanded_text(leaky: Leaky, show_secrets: bool, raw: bool = False) -> str:
     count = len(leaky.path.read_bytes().splitlines()) - 1
     texts = []
-    page: Any = expand(str(leaky.path), range=f"0:{count - 1}", max_entries=20,
-                       show_secrets=show_secrets, **leaky.roots)
+    page: Any = expand(str(leaky.path), positions=f"0:{count - 1}", max_entries=20,
+                       show_secrets=show_secrets, raw=raw, **leaky.roots)
     while True:
         texts.extend(entry["text"] for entry in page["entries"])
         if page["next"] is None:
@@ -149,13 +151,18 @@ def _expanded_text(leaky: Leaky, show_secrets: bool) -> str:
         page = expand_request(page["next"])
     operations = [p.address for p in leaky.planted if p.place == "fabric"]
     page = expand(str(leaky.path), addresses=operations, max_entries=20,
-                  show_secrets=show_secrets, **leaky.roots)
+                  show_secrets=show_secrets, raw=raw, **leaky.roots)
     texts.extend(entry["text"] for entry in page["entries"])
     return "\n".join(texts)
 
 
 def expand_leaks(leaky: Leaky) -> list[str]:
     text = _expanded_text(leaky, show_secrets=False)
+    return [value for value in leaky.values if value in text]
+
+
+def raw_expand_leaks(leaky: Leaky) -> list[str]:
+    text = _expanded_text(leaky, show_secrets=False, raw=True)
     return [value for value in leaky.values if value in text]
 
 
@@ -179,6 +186,7 @@ def audit_leaks(leaky: Leaky) -> list[str]:
 
 CHECKS: dict[str, Callable[[Leaky], list[str]]] = {
     "recall": recall_leaks, "snippets": snippet_leaks, "expand": expand_leaks,
+    "expand-raw": raw_expand_leaks,
     "summary": summary_leaks, "audit": audit_leaks,
 }
 
@@ -201,7 +209,7 @@ def test_show_secrets_returns_the_raw_bytes(leaky: Leaky) -> None:
     text = _expanded_text(leaky, show_secrets=True)
     assert [value for value in leaky.values if value not in text
             and orjson.dumps(value).decode()[1:-1] not in text] == []
-    page = expand(str(leaky.path), entries=["e001"], show_secrets=True, **leaky.roots)
+    page = expand(str(leaky.path), entries=["e001"], show_secrets=True, raw=True, **leaky.roots)
     assert page["entries"][0]["text"].encode() == leaky.path.read_bytes().splitlines()[1]
 
 
@@ -273,6 +281,7 @@ def test_sabotage_without_redaction_every_check_finds_leaks(
 
     monkeypatch.setattr(normalize, "redact_texts", lambda texts, counts=None: list(texts))
     monkeypatch.setattr(expand_module, "redact_json_text", lambda text: text)
+    monkeypatch.setattr(expand_module, "redact_json", lambda value, counts=None: value)
     monkeypatch.setattr(project, "redact", lambda text, counts=None: text)
     unmasked = Leaky(leaky.sessions, tmp_path / "index", leaky.path, leaky.planted)
     reindex(**unmasked.roots, workers=1)

@@ -116,7 +116,8 @@ async def poll(check: Callable[[], Awaitable[bool]]) -> bool:
 
 def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
     """recall takes exactly the recall request's keys, expand exactly the expand request's
-    (session required), sessions its filters and page; all read-only, described for a model."""
+    (session required), sessions its filters and page; all read-only, described for a model
+    (plain-word questions, summary addresses as they are printed)."""
 
     async def body(client: Client) -> None:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -129,12 +130,18 @@ def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
         assert schemas["expand"]["required"] == ["session"]
         assert not schemas["recall"].get("required")
         assert set(schemas["sessions"]["properties"]) == {
-            "project", "since", "until", "limit", "offset", "hotSessions"}
+            "project", "agent", "since", "until", "limit", "offset", "hotSessions"}
         assert schemas["recall"]["properties"]["mode"]["enum"] == ["literal", "phrase", "regex"]
         for tool in tools.values():
             assert tool.annotations is not None and tool.annotations.read_only_hint
         assert "follow" in (tools["recall"].description or "")
         assert "stale_pointer" in (tools["expand"].description or "")
+        # A model learns from the descriptions alone to ask in plain words and to expand
+        # the addresses a summary prints.
+        assert "plain words" in (tools["recall"].description or "")
+        assert schemas["recall"]["properties"]["match"]["default"] == "any"
+        assert '"L12:L31"' in (tools["expand"].description or "")
+        assert "`raw: true`" in (tools["expand"].description or "")
         assert "next" in (tools["sessions"].description or "")
         assert client.instructions and "recall" in client.instructions
 
@@ -170,6 +177,39 @@ def test_recall_follow_expand_equal_the_cli(places: dict[str, Path]) -> None:
     run(body, places)
 
 
+def test_plain_questions_summary_ranges_and_clamps_equal_the_cli(
+    pi_mono: dict[str, Path],
+) -> None:
+    """Through the MCP client, on real sessions: a plain question (default matching), a
+    summary's range as text and as raw lines, neighbours of an address and a clamped page are
+    exactly what the CLI prints with --json."""
+    where = ("--sessions", str(pi_mono["sessions"]), "--index", str(pi_mono["index"]))
+    question = "what was the fix when no models are available and no API key is set"
+    session = str(pi_mono["sessions"] / "compact.jsonl")
+
+    async def body(client: Client) -> None:
+        answer = value(await client.call_tool("recall", {"query": question, "limit": 5}))
+        assert answer == cli_json("recall", question, "--limit", "5", *where)
+        assert answer["matched"] == "any" and "L81" in [h["address"] for h in answer["hits"]]
+        strict = value(await client.call_tool("recall", {"query": question, "match": "all"}))
+        assert strict == cli_json("recall", question, "--match", "all", *where)
+        assert (strict["total"], strict["matched"]) == (0, "all")
+        page = value(await client.call_tool("expand", {
+            "session": session, "range": "L12:L16", "maxChars": 100_000}))
+        assert page == cli_json("expand", session, "--range", "L12:L16", "--max-chars",
+                                "100000", *where)
+        assert page["clamped"] == {"maxChars": [100_000, 24_000]}
+        assert [e["address"] for e in page["entries"]] == ["L12", "L13", "L14", "L15", "L16"]
+        raw = value(await client.call_tool("expand", {
+            "session": session, "addresses": ["L20"], "before": 1, "after": 1, "raw": True}))
+        assert raw == cli_json("expand", session, "--address", "L20", "--before", "1",
+                               "--after", "1", "--raw", *where)
+        lines = (pi_mono["sessions"] / "compact.jsonl").read_bytes().split(b"\n")
+        assert [e["text"].encode() for e in raw["entries"]] == lines[18:21]
+
+    run(body, pi_mono, "--no-watch")
+
+
 def test_errors_start_with_their_code(places: dict[str, Path]) -> None:
     """Library errors and malformed arguments are tool errors whose text starts with the
     code a model can act on."""
@@ -187,8 +227,8 @@ def test_errors_start_with_their_code(places: dict[str, Path]) -> None:
         assert error_text(empty).startswith("bad_query: ")
         typed = await client.call_tool("recall", {"query": "x", "limit": "many"})
         assert error_text(typed).startswith("usage: recall: limit: ")
-        bounds = await client.call_tool("recall", {"query": "x", "limit": 500})
-        assert error_text(bounds).startswith("usage: --limit 500")
+        bounds = await client.call_tool("recall", {"query": "x", "limit": 0})
+        assert error_text(bounds).startswith("usage: --limit 0: must be between 1 and 50")
 
     run(body, places)
 

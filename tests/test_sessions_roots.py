@@ -4,10 +4,18 @@ it exists, read by reindex, recall, expand, the live index and ``serve`` as one 
 from __future__ import annotations
 
 import os
+import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import orjson
 import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
 
 from fabric_memory.cli import main
 from fabric_memory.errors import ExpandError, LocationRefusedError, UsageError
@@ -18,11 +26,15 @@ from fabric_memory.memory.recall import recall, recall_request
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.serve import Places
 
+from .agent_homes import catui_home, fabro_exports
 from .memory_builder import SessionBuilder
 from .reliability import until, watching
+from .secret_samples import github_token
 
 LOCATION_VARIABLES = ("FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "PI_CODING_AGENT_DIR",
-                      "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR")
+                      "PI_CODING_AGENT_SESSION_DIR", "PI_CONFIG_DIR", "FABRIC_MEMORY_AGENTS",
+                      "FABRIC_MEMORY_EXTRA_SESSIONS", "CLAUDE_CONFIG_DIR", "CODEX_HOME",
+                      "CATUI_HOME", "CATUI_AGENTS_DIR", "CATUI_CODING_AGENT_DIR")
 
 
 @pytest.fixture
@@ -51,6 +63,8 @@ def omp(home: Path) -> Path:
 
 
 def test_roots_are_pi_then_omp_when_present(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pi's folder, then oh-my-pi's when it exists; a folder that does not exist is no
+    root while another agent's does; the variable or --sessions replace them."""
     pi = home / ".pi" / "agent" / "sessions"
     assert sessions_roots() == (pi,)
     omp = home / ".omp" / "agent" / "sessions"
@@ -65,6 +79,8 @@ def test_roots_are_pi_then_omp_when_present(home: Path, monkeypatch: pytest.Monk
     assert sessions_roots() == (home / "agent" / "sessions",)
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(home / "pi-sessions"))
     (home / "agent" / "sessions").mkdir(parents=True)
+    assert sessions_roots() == (home / "agent" / "sessions",)
+    (home / "pi-sessions").mkdir()
     assert sessions_roots() == (home / "pi-sessions", home / "agent" / "sessions")
     monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", str(home / "ours"))
     assert sessions_roots() == (home / "ours",)
@@ -133,6 +149,20 @@ def test_serve_accepts_each_configured_root_and_refuses_others(
     assert places.bind({"query": "q", "sessions": str(pi)}) == {"query": "q"}
     with pytest.raises(LocationRefusedError, match="only from its own sessions"):
         places.bind({"query": "q", "sessions": str(tmp_path)})
+    assert places.bind({"query": "q", "sessions": f"{omp}:{pi}"}) == {"query": "q"}
+    with pytest.raises(LocationRefusedError, match="only from its own sessions"):
+        places.bind({"query": "q", "sessions": f"{omp}:{tmp_path}"})
+
+
+def test_sessions_may_be_repeated(home: Path, omp: Path) -> None:
+    """`--sessions A --sessions B` reads exactly those folders, as
+    FABRIC_MEMORY_SESSIONS=A:B does, and their follows expand."""
+    pi = home / ".pi" / "agent" / "sessions"
+    report = _cli_json("reindex", "--sessions", str(omp), "--sessions", str(pi))
+    assert report["sessionsRoots"] == [str(omp), str(pi)]
+    hits = _cli_json("recall", "quokka", "--sessions", str(omp), "--sessions", str(pi))["hits"]
+    assert sorted(hit["agent"] for hit in hits) == ["omp", "pi"]
+    assert all(expand_request(hit["follow"])["entries"] for hit in hits)
 
 
 def test_watch_follows_both_roots(home: Path, omp: Path) -> None:
@@ -172,3 +202,133 @@ def test_recall_and_sessions_answer_only_from_the_roots_asked_for(
                  "--json"]) == 0
     printed = orjson.loads(capsys.readouterr().out)
     assert sorted(s["sessionId"] for s in printed["sessions"]) == ["a-0", "a-1", "a-2"]
+
+
+# --- every agent under one home ------------------------------------------------------------
+
+AGENT_FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
+CLAUDE_DIR = "-home-dev-projects-ledger"
+CODEX_CURRENT = "rollout-2025-10-03T09-15-00-0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d.jsonl"
+CODEX_EARLIER = "rollout-2025-05-07T11-00-00-5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.jsonl"
+
+
+def _cli_json(*argv: str) -> Any:
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", *argv, "--json"],
+                          capture_output=True, check=True, env=dict(os.environ))
+    return orjson.loads(done.stdout)
+
+
+@pytest.fixture
+def every_agent(home: Path, omp: Path, monkeypatch: pytest.MonkeyPatch,
+                tmp_path: Path) -> dict[str, Path]:
+    """Pi's and oh-my-pi's sessions (from ``home``), Claude Code's transcripts in
+    ~/.claude/projects (one with a GitHub token in a tool's output), Codex's rollouts in
+    ~/.codex/sessions/YYYY/MM/DD, Catui's sessions (``$CATUI_HOME``) with the run traces of
+    the workspace they name, and Fabro exports in a folder FABRIC_MEMORY_EXTRA_SESSIONS
+    adds: each where the agent (or its user) puts it."""
+    catui = catui_home(tmp_path)
+    monkeypatch.setenv("CATUI_HOME", str(catui.home))
+    exports = fabro_exports(tmp_path)
+    monkeypatch.setenv("FABRIC_MEMORY_EXTRA_SESSIONS", str(exports))
+    claude = home / ".claude" / "projects" / CLAUDE_DIR
+    claude.mkdir(parents=True)
+    shutil.copy(AGENT_FIXTURES / "claude-code" / "tools_and_summary.jsonl",
+                claude / "7f3c2a10-5b6e-4d1f-9a8b-2c4d6e8f0a1b.jsonl")
+    secret = github_token(random.Random(25))
+    lines = [{"type": "assistant", "sessionId": "s-secret", "uuid": "a1", "parentUuid": None,
+              "cwd": "/home/dev/projects/ledger", "timestamp": "2025-09-15T10:00:00.000Z",
+              "message": {"role": "assistant", "content": [
+                  {"type": "tool_use", "id": "toolu_01Env", "name": "Bash",
+                   "input": {"command": "cat .env"}}]}},
+             {"type": "user", "sessionId": "s-secret", "uuid": "u1", "parentUuid": "a1",
+              "cwd": "/home/dev/projects/ledger", "timestamp": "2025-09-15T10:00:01.000Z",
+              "message": {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": "toolu_01Env",
+                   "content": f"the armadillo deploy token: {secret.text}"}]}}]
+    (claude / "s-secret.jsonl").write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in lines))
+    codex = home / ".codex" / "sessions"
+    for day, name in (("2025/10/03", CODEX_CURRENT), ("2025/05/07", CODEX_EARLIER)):
+        (codex / day).mkdir(parents=True)
+        shutil.copy(AGENT_FIXTURES / "codex" / name, codex / day / name)
+    return {"claude": claude, "codex": codex, "omp": omp, "catui": catui.sessions,
+            "traces": catui.traces, "fabro": exports,
+            "secret_values": Path("\n".join(secret.values))}
+
+
+def test_every_agent_under_one_home_is_one_memory(every_agent: dict[str, Path]) -> None:
+    """`reindex` with no arguments finds every agent's folder and file (Catui's traces
+    through the workspace its sessions name, Fabro's exports through the setting); recall
+    --agent codex answers only from Codex; a token in a Claude Code tool result is masked in the
+    index and in expand; a deleted Codex rollout is forgotten; the MCP server (started
+    with no folder either) answers recall and sessions as the CLI does."""
+    report = _cli_json("reindex")
+    home = Path(os.environ["HOME"])
+    assert report["sessionsRoots"] == [
+        str(home / ".pi/agent/sessions"), str(every_agent["omp"]), str(home / ".claude/projects"),
+        str(every_agent["codex"]), str(every_agent["catui"]), str(every_agent["fabro"]),
+        str(every_agent["traces"])]  # the traces of the workspace Catui's sessions name
+    files = {agent: [p for p in every_agent[folder].rglob("*.jsonl") if p.name != "latest.jsonl"]
+             for agent, folder in (("catui", "catui"), ("traces", "traces"), ("fabro", "fabro"))}
+    assert all(files.values())
+    expected = 6 + sum(map(len, files.values()))
+    assert (report["sessions"], report["indexed"], report["invalid"]) == (expected, expected, [])
+    assert report["redacted"]["github-token"] == 1
+    listing = _cli_json("sessions")["sessions"]
+    assert sorted(row["agent"] for row in listing) == sorted(
+        ["claude-code", "claude-code", "codex", "codex", "omp", "pi"]
+        + ["catui"] * (len(files["catui"]) + len(files["traces"]))
+        + ["fabro"] * len(files["fabro"]))
+    assert all(row["project"] for row in listing if row["agent"] in ("claude-code", "codex")
+               and row["sessionId"] != "5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
+
+    everywhere = _cli_json("recall", "ledger", "--limit", "50")["hits"]
+    assert {"claude-code", "codex"} < {hit["agent"] for hit in everywhere}
+    only = _cli_json("recall", "ledger", "--agent", "codex", "--limit", "50")
+    assert only["hits"] and {hit["agent"] for hit in only["hits"]} == {"codex"}
+    assert {hit["project"] for hit in only["hits"]} <= {"/home/dev/projects/ledger", None}
+
+    secret_values = str(every_agent["secret_values"]).split("\n")
+    found = _cli_json("recall", "armadillo")
+    assert [hit["agent"] for hit in found["hits"]] == ["claude-code"]
+    page = _cli_json("expand", found["hits"][0]["sessionId"], "--address", "u1")
+    raw = _cli_json("expand", found["hits"][0]["sessionId"], "--address", "u1", "--raw")
+    assert page["entries"][0]["text"].startswith("u1 toolResult Bash 2025-09-15T10:00:01")
+    shown = orjson.dumps([found, page, raw]).decode()
+    assert shown.count("[REDACTED:github-token]") >= 3
+    assert not any(value in shown for value in secret_values)
+
+    rollout = every_agent["codex"] / "2025/10/03" / CODEX_CURRENT
+    rollout.unlink()
+    again = _cli_json("reindex")
+    assert [item["path"] for item in again["removed"]] == [str(rollout)]
+    assert _cli_json("recall", "off-by-one", "--mode", "phrase")["total"] == 0
+
+    async def ask() -> None:
+        command = [sys.executable, "-m", "fabric_memory.cli", "serve", "--no-watch"]
+        params = StdioServerParameters(command=command[0], args=command[1:],
+                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        async with Client(params) as client:
+            answer = await client.call_tool("recall", {"query": "ledger", "agent": "codex",
+                                                       "limit": 50})
+            assert not answer.is_error
+            assert answer.structured_content == _cli_json(
+                "recall", "ledger", "--agent", "codex", "--limit", "50")
+            rows = await client.call_tool("sessions", {"agent": "claude-code"})
+            assert rows.structured_content is not None
+            assert [row["agent"] for row in rows.structured_content["sessions"]] == [
+                "claude-code", "claude-code"]
+
+    anyio.run(ask)
+
+
+def test_the_live_index_follows_other_agents_folders(every_agent: dict[str, Path]) -> None:
+    """`reindex --watch` with the default roots indexes a Codex rollout written in a new day
+    folder while it runs, as Codex's."""
+    with watching(env=dict(os.environ)) as (_, first):
+        assert first["step"] == "catch-up" and first["invalid"] == []
+        day = every_agent["codex"] / "2025" / "11" / "01"
+        day.mkdir(parents=True)
+        source = (AGENT_FIXTURES / "codex" / CODEX_EARLIER).read_bytes()
+        (day / CODEX_EARLIER).write_bytes(source.replace(b"amount_cents", b"okapi_cents"))
+        until(lambda: recall("okapi_cents", agent="codex")["total"] == 4,
+              "the new Codex rollout was never indexed")  # its message, call, result, answer

@@ -113,7 +113,7 @@ def expand_addresses(
 
 
 def _selection(locations: Locations, session: str, addresses: list[str]) -> dict[str, Any]:
-    return locations.request({"session": session, "addresses": addresses,
+    return locations.request({"session": session, "addresses": addresses, "raw": True,
                               "maxEntries": MAX_ENTRIES, "maxChars": MAX_CHARS})
 
 
@@ -250,9 +250,10 @@ def _recall(inputs: MemoryInputs, **filters: Any) -> tuple[int, list[RecallHit]]
 
 
 def _hydrate(expand: Expand, follow: Mapping[str, Any]) -> tuple[Expansion, str | None]:
+    """Expand a hit's ``follow`` as the verbatim source (``raw``), to compare byte for byte."""
     expansion = Expansion()
     try:
-        expand_all(expand, follow, expansion)
+        expand_all(expand, {**follow, "raw": True}, expansion)
     except FabricMemoryError as exc:
         return expansion, f"hydration failed: {exc.code}: {exc.message}"
     return expansion, None

@@ -89,6 +89,7 @@ def fetch_entry(memory: MemoryAccess, pointer: Pointer, entry_id: str) -> str:
         "expectedSourceHash": pointer["sourceHash"],
         "expectedLineageFingerprint": pointer["lineageFingerprint"],
         "maxChars": MAX_CHARS,
+        "raw": True,
     }
     text = ""
     while request is not None:

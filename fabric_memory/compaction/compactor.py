@@ -4,11 +4,12 @@ A compaction summarizes the entries before its cut. :func:`compact_branch` finds
 the cut that keeps every tool call with its result (:mod:`.closure`), resumes from
 the state the previous compaction carries (:mod:`.details`), and streams the newly
 summarized entries' views (:mod:`fabric_memory.view`) once into that state's
-ledgers: what the user stated (goal, constraints, facts to keep), files touched,
-Fabric phases and operations (only as the view's guarded ``FabricResult`` says),
-operation outcomes, turns and the current status. Activity and turns arrive as
-:class:`~.ledger.Pending` items, so only what the bounded state keeps is ever
-written out. :mod:`.render` then lays the state out as the summary.
+ledgers: what the user stated (goal, constraints, facts to keep: from the text the user
+wrote, not what they pasted, :mod:`.authored`), files touched and how each changed, commits,
+releases and check runs (:mod:`.work`), Fabric phases and operations (only as the view's
+guarded ``FabricResult`` says), operation outcomes, turns and the current status. Activity
+and turns arrive as :class:`~.ledger.Pending` items, so only what the bounded state keeps is
+ever written out. :mod:`.render` then lays the state out as the summary.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ..trace import (
     operation_address,
     phase_address,
 )
-from ..view import EntryView, ToolCall
+from ..view import EntryView, ToolCall, content_text
+from .authored import authored, is_request, sentences_within
 from .closure import entry_ids, index_tool_calls, safe_cut, window_start
 from .details import (
     Coverage,
@@ -38,7 +40,20 @@ from .details import (
 )
 from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
-from .text import clip, clip_collapsed, collapse, mask, masking_once, target_key, target_of
+from .text import (
+    clip,
+    clip_collapsed,
+    collapse,
+    mask,
+    masking_once,
+    plain_ids,
+    target_key,
+    target_of,
+)
+from .work import Run as ShellRun
+from .work import checks as check_commands
+from .work import edit_change, interesting, moves, no_match, shell_run, vcs_events, written_lines
+from .work import outcome as check_outcome
 
 FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
 """Tool (or ``pi.*``/``omp.*`` action) → what it did to ``args.path``."""
@@ -55,6 +70,14 @@ ERROR_BYTES: Final = 160
 USER_SNIPPET_BYTES: Final = 200
 ASSISTANT_SNIPPET_BYTES: Final = 160
 STATUS_BYTES: Final = 300
+CHANGE_LINE_BYTES: Final = 90
+"""An edit's changed line, on each side."""
+COMMAND_BYTES: Final = 80
+EVENT_BYTES: Final = 200
+CHANGES_PER_FILE: Final = 3
+"""A file's latest changes kept in the state (older ones leave it as newer ones come)."""
+GOAL_ITEMS: Final = 3
+"""Bare links or paths the goal takes before the first request that says something."""
 
 _CONSTRAINT_WORDS: Final = (
     "never", "must", "mustn't", "do not", "don't", "always", "constraint", "forbidden",
@@ -238,7 +261,7 @@ def _statements(address: str, text: str, *, goal: bool) -> Iterator[tuple[str, s
     """What ``text`` (whitespace collapsed) states; the pieces stay collapsed, so they are
     their own de-duplication key once case-folded."""
     if goal:
-        yield "goal", clip(text, GOAL_BYTES)
+        yield "goal", clip(sentences_within(text, GOAL_BYTES), GOAL_BYTES)
     if not _may_state(text):
         return
     # A match never spans the whitespace the sentence split removes (no pattern has a
@@ -320,17 +343,24 @@ class _Cycle:
         self.previous = previous
         self.calls = calls
         self.ledgers = {name: LedgerBuilder(previous.ledgers[name]) for name in LEDGERS}
-        self.goal_known = bool(previous.ledgers["goal"].total)
+        goals = previous.ledgers["goal"].total
+        self.goal_known = bool(goals) and (goals >= GOAL_ITEMS or any(
+            is_request(item.text) for item in previous.ledgers["goal"].items
+        ))
         self.counts: Counter[str] = Counter()
         self.turns = self.assistant_messages = self.tool_results = 0
         """Counted apart from ``counts``: an attribute is cheaper to bump per entry."""
         self.status: dict[str, tuple[str, str]] = {}
         """role → (address, text); a user's text is collapsed already, an assistant's not."""
+        self.user_said = ""
+        """The latest user text as it came: its status shows what the user wrote of it."""
         self.resolved = 0
         self.error_refs = {
             ref for item in previous.ledgers["errors"].items for ref in _key_refs(item.key)
         }
         """Refs that may have an outstanding error: a success of any other ref resolves nothing."""
+        self.check_errors: dict[str, list[str]] | None = None
+        """See :meth:`_failed_checks`."""
         self.touched: dict[str, _Touched] = {}
         """This cycle's files by (masked) path, in order of last touch."""
         self.turn: _Turn | None = None
@@ -353,8 +383,15 @@ class _Cycle:
             self.turn = _Turn(address, text)
             self.turns += 1
             if text:
-                self._state(address, text)
+                # Only a text with a statement word (or before the goal is known) is read
+                # for what the user wrote apart from what they pasted: most texts have none.
+                if not self.goal_known or _may_state(text):
+                    own = authored(view.text)
+                    own = text if own is view.text else collapse(own)
+                    if own:
+                        self._state(address, own)
                 self.status["user"] = (address, text)
+                self.user_said = view.text
             return
         turn = self.turn
         if turn is None:
@@ -383,7 +420,12 @@ class _Cycle:
             command = message.get("command")
             if isinstance(command, str):
                 shown = clip(collapse(command), TARGET_BYTES)
-                turn.notes.append(f"ran `{shown}` (exit {mask(str(message.get('exitCode')))})")
+                exit_code = message.get("exitCode")
+                turn.notes.append(f"ran `{shown}` (exit {mask(str(exit_code))})")
+                output = message.get("output")
+                if interesting(command):
+                    run = shell_run(output if isinstance(output, str) else "", False, exit_code)
+                    self._shell(address, command, run)
         elif view.type == "branch_summary":
             turn.notes.append("returned from another branch")
         elif view.type == "custom_message":
@@ -391,13 +433,17 @@ class _Cycle:
             turn.notes.append(f"{mask(kind) if isinstance(kind, str) else 'custom'} message")
 
     def _state(self, address: str, text: str) -> None:
-        if self.goal_known and not _may_state(text):  # (most texts: no generator to start)
-            return
-        for kind, statement in _statements(address, text, goal=not self.goal_known):
+        """What ``text`` (the user's own words, collapsed) states; the goal is the first
+        request that says something (bare links and paths before it are kept beside it).
+        The caller read the text only if the goal is unknown or a statement word is in it."""
+        request = not self.goal_known and is_request(text)
+        goal = request or (not self.goal_known and not text.startswith("/"))
+        for kind, statement in _statements(address, text, goal=goal):
             self.ledgers[_STATEMENT_LEDGERS[kind]].add_unique(
                 Item(address, address, statement, key=statement.casefold())
             )
-        self.goal_known = True
+        if goal:
+            self.goal_known = request or len(self.ledgers["goal"].keys) >= GOAL_ITEMS
 
     def _close_turn(self) -> None:
         turn = self.turn
@@ -450,25 +496,110 @@ class _Cycle:
 
     def _tool(self, view: EntryView) -> None:
         """A plain tool result: its outcome (for outstanding errors) and the file it touched,
-        both from the call's arguments; the result text is never read."""
+        both from the call's arguments; a shell command's result text is read for what it
+        reports (commits, checks, searches with no match), no other result text is."""
         call = self.calls.get(view.call_id) if view.call_id is not None else None
         name = view.tool_name or (call.name if call is not None else "")
         arguments = call.arguments if call is not None else {}
-        if (view.message or {}).get("isError") is True:
-            self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
-                                       None, "tool"))
+        message = view.message or {}
+        failed = message.get("isError") is True
+        command = arguments.get("command") if name == "bash" else None
+        if isinstance(command, str) and interesting(command):
+            run = shell_run(content_text(message.get("content")), failed)
+            if failed and no_match(command, run):
+                self.counts["searchesWithoutMatch"] += 1
+                return
+            self._shell(view.id, command, run)
+        if failed:
+            key = self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
+                                             None, "tool"))
+            if isinstance(command, str) and interesting(command):
+                failed_checks = self._failed_checks()
+                for check in check_commands(command):
+                    failed_checks.setdefault(clip(check, COMMAND_BYTES), []).append(key)
             return
         self._resolve(name, arguments)
         path = arguments.get("path")
         if name in FILE_ACTIONS and isinstance(path, str) and path:
+            shown = mask(path)
+            seen = shown in self.touched or shown in self.ledgers["files"].keys
             self._touch(path, FILE_ACTIONS[name], view.id)
+            if name != "read":
+                self._change(shown, name, arguments, view.id, seen)
+
+    def _shell(self, address: str, command: str, run: ShellRun) -> None:
+        """What a shell command did: check runs by command, the commits, tags, pushes,
+        releases and branch switches it reports and (when it succeeded) the files it deleted
+        or moved (``command``: one :func:`~.work.interesting` said may do any of it)."""
+        checks = check_commands(command)
+        if checks:
+            passed, failing = check_outcome(run)
+            for check in checks:
+                self._check(address, check, passed, failing, run.exit_code)
+        events = vcs_events(command, run.output, run.failed)
+        if events:  # one line per command: a commit and its push, a release and its tag
+            self.ledgers["commits"].add(Item(address, address, clip("; ".join(events),
+                                                                    EVENT_BYTES)))
+        if run.failed:
+            return
+        for path, what in moves(command):
+            shown = mask(path)
+            self.ledgers["changes"].add_latest(
+                Item(address, address, f"{shown}: {clip(what, TARGET_BYTES)}", key=shown),
+                CHANGES_PER_FILE,
+            )
+
+    def _check(self, address: str, command: str, passed: bool, failing: str,
+               exit_code: int | None) -> None:
+        """The latest run of ``command`` (masked, clipped: the key its runs share), with how
+        many runs it had."""
+        key = clip(command, COMMAND_BYTES)
+        if passed and self.error_refs:
+            errors = self.ledgers["errors"]
+            for error in self._failed_checks().pop(key, ()):
+                self.resolved += len(errors.remove(error))
+        checks = self.ledgers["checks"]
+        earlier = checks.remove(key)
+        runs = 1
+        for item in earlier:
+            tag = cast(Item, item).tags[0] if cast(Item, item).tags else ""
+            runs += int(tag.split()[0]) if tag[:1].isdigit() else 1
+        if passed:
+            text = f"`{key}` last run passed"
+        else:
+            code = f" (exit {exit_code})" if exit_code else ""
+            text = f"`{key}` last run failed{code}: {clip_collapsed(failing, ERROR_BYTES)}"
+        checks.add(Item(address, address, text, key=key,
+                        tags=(f"{runs} run{'s' if runs != 1 else ''}",)))
+
+    def _change(self, shown: str, tool: str, arguments: Mapping[str, Any], address: str,
+                seen: bool) -> None:
+        """An edit's first changed line or a write's line count, under its file (``shown``:
+        its masked path; ``seen``: touched earlier in the session, so a write overwrites)."""
+        if tool == "edit":
+            lines = edit_change(arguments)
+            if lines is None:
+                return
+            old, new = (clip(line, CHANGE_LINE_BYTES) for line in lines)
+            change = " -> ".join(
+                part for part in (old and f"`- {old}`", new and f"`+ {new}`") if part
+            ) or "whitespace only"
+            change = f"edit {change}"
+        else:
+            count = written_lines(arguments)
+            if count is None:
+                return
+            change = f"{'overwritten' if seen else 'created'} ({count} lines)"
+        self.ledgers["changes"].add_latest(
+            Item(address, address, f"{shown}: {change}", key=shown), CHANGES_PER_FILE
+        )
 
     def _resolve(self, ref: str, args: Mapping[str, Any]) -> None:
         if ref in self.error_refs:
             key = target_key(mask(ref), mask(target_of(args)))
             self.resolved += len(self.ledgers["errors"].remove(key))
 
-    def _error(self, event: OperationEvent) -> None:
+    def _error(self, event: OperationEvent) -> str:
         """An outstanding error, written only if it is neither resolved nor sampled out.
         Its key is masked like its text: the state carried in the details holds both."""
         address = event.address
@@ -478,6 +609,21 @@ class _Cycle:
                     key)
         )
         self.error_refs.add(event.ref)
+        return key
+
+    def _failed_checks(self) -> dict[str, list[str]]:
+        """Check command → the keys of outstanding errors of shell commands that ran it: a
+        later passing run of the check resolves them (``npm run check`` passing resolves a
+        failed ``cd pkg && npm run check``). Built from the state's errors on first use."""
+        if self.check_errors is None:
+            found: dict[str, list[str]] = {}
+            for key in self.ledgers["errors"].keys:
+                ref, _, target = key.partition("\x00")
+                if ref == "bash" and interesting(target):
+                    for check in check_commands(target):
+                        found.setdefault(clip(check, COMMAND_BYTES), []).append(key)
+            self.check_errors = found
+        return self.check_errors
 
     def _file_touch(self, entry_id: str, op: FabricExecutionTraceOperationV1) -> None:
         """A succeeded operation whose ref is one of :data:`FILE_REFS`: the file it touched."""
@@ -522,8 +668,15 @@ class _Cycle:
         counts["resolvedErrors"] += self.resolved
         status = {item.key: item for item in previous.status}
         for role, (address, text) in self.status.items():
-            # A user's text is collapsed already, an assistant's not.
-            shown = (clip if role == "user" else clip_collapsed)(text, STATUS_BYTES)
+            # A user's text is collapsed already (and shown without what they pasted, unless
+            # that is all it holds), an assistant's not.
+            if role == "user":
+                own = authored(self.user_said)
+                if own is not self.user_said and own:
+                    text = collapse(own)
+                shown = clip(text, STATUS_BYTES)
+            else:
+                shown = clip_collapsed(text, STATUS_BYTES)
             status[role] = Item(address, address, shown, key=role)
         coverage = Coverage(
             previous.coverage.first or self.first,
@@ -582,7 +735,8 @@ def compact_branch(
         state = cycle.state()
         kept = branch[safe].id if safe < len(branch) else ""
         live = LiveRange(cycle.first, cycle.last, cycle.entries, kept)
-        rendered = render_summary(state, live, session_id=session_id)
+        plain = plain_ids(ids) and (resume == 0 or plain_ids(previous.addresses()))
+        rendered = render_summary(state, live, session_id=session_id, plain=plain)
     details = build_details(
         state,
         rendered,

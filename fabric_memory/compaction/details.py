@@ -16,10 +16,12 @@ from typing import Any, Final, TypedDict, cast
 from .._js import is_count
 from ..view import EntryView
 from .ledger import LEDGERS, Item, Ledger, LedgerJson, LedgerName
+from .text import bounded_id
 
 COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
-STATE_VERSION: Final = 1
+STATE_VERSION: Final = 2
+"""2: the ``changes``, ``commits`` and ``checks`` ledgers (a version 1 state is rebuilt)."""
 
 
 # --- the cumulative state ------------------------------------------------------------
@@ -280,7 +282,7 @@ def build_details(
     return {
         "compactor": COMPACTOR,
         "version": DETAILS_VERSION,
-        "sessionId": session_id,
+        "sessionId": session_id if session_id is None else bounded_id(session_id),
         "summaryBytes": rendered.size,
         "firstKeptAdjustedFrom": adjusted_from,
         "sections": [section.to_json() for section in rendered.sections],

@@ -1,5 +1,5 @@
 """Ledgers: the sampled lists a compaction carries (goal, constraints, facts, errors, files,
-activity, turns).
+file changes, commits, checks, activity, turns).
 
 A :class:`Ledger` keeps the earliest items (``head``), a counted gap of items that no
 longer fit (``dropped``, with the addresses that bound it) and the latest items
@@ -18,13 +18,19 @@ from typing import Any, Final, Literal, TypedDict, cast
 from .._js import is_count
 from .text import utf8_size
 
-LedgerName = Literal["goal", "constraints", "facts", "errors", "files", "activity", "turns"]
+LedgerName = Literal[
+    "goal", "constraints", "facts", "errors", "files", "changes", "commits", "checks",
+    "activity", "turns",
+]
 LEDGERS: Final[tuple[LedgerName, ...]] = (
     "goal",
     "constraints",
     "facts",
     "errors",
     "files",
+    "changes",
+    "commits",
+    "checks",
     "activity",
     "turns",
 )
@@ -188,6 +194,9 @@ CAPS: Final[Mapping[LedgerName, Cap]] = {
     "facts": Cap(2048, 4096),
     "errors": Cap(3072, 9216),
     "files": Cap(2048, 9216),
+    "changes": Cap(1024, 6144),
+    "commits": Cap(1024, 3072),
+    "checks": Cap(512, 2560),
     "activity": Cap(4096, 16384),
     "turns": Cap(4096, 16384),
 }
@@ -270,14 +279,22 @@ class LedgerBuilder:
         """key → its items, earliest first (a key stays listed, empty, once popped)."""
         self.removed: set[int] = set()
         """``id()`` of removed items still in ``head``/``tail``."""
-        for item in ledger.items:
-            if item.key:
-                self.keys.setdefault(item.key, []).append(item)
+        if ledger.head or ledger.tail:  # (a new ledger, or one never used: nothing to list)
+            for item in ledger.items:
+                if item.key:
+                    self.keys.setdefault(item.key, []).append(item)
 
     def add(self, item: Item | Pending) -> None:
         self.tail.append(item)
         if item.key:
             self.keys.setdefault(item.key, []).append(item)
+
+    def add_latest(self, item: Item, keep: int) -> None:
+        """Add a keyed item, keeping only the latest ``keep`` items of its key."""
+        self.add(item)
+        items = self.keys[item.key]
+        while len(items) > keep:
+            self.removed.add(id(items.pop(0)))
 
     def add_pending(self, item: Pending | Run) -> None:
         """Add items to be written only if kept."""

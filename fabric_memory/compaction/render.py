@@ -13,12 +13,13 @@ rest is fixed wording, counts, addresses and the session id.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from .details import CumulativeState, LiveRange, Rendered, Section
 from .ledger import LEDGERS, Item, Ledger
-from .text import bounded, utf8_size
+from .text import bounded, shown_id, utf8_size
 
 SUMMARY_MAX_BYTES: Final = 32 * 1024
 MIN_PARTIAL_BYTES: Final = 48
@@ -44,6 +45,9 @@ SECTIONS: Final = (
     SectionSpec("status", "Current status", 1536),
     SectionSpec("errors", "Outstanding errors", 4096, counted=True),
     SectionSpec("files", "Files", 4096, counted=True),
+    SectionSpec("changes", "File changes", 3072, counted=True),
+    SectionSpec("commits", "Commits and releases", 2048, counted=True),
+    SectionSpec("checks", "Checks", 1536, counted=True),
     SectionSpec("activity", "Fabric activity", 8704, counted=True),
     SectionSpec("turns", "Earlier turns", 6656, counted=True),
 )
@@ -53,7 +57,10 @@ SPARE_ORDER: Final = (
     "facts",
     "errors",
     "status",
+    "checks",
+    "commits",
     "files",
+    "changes",
     "turns",
     "activity",
 )
@@ -65,6 +72,7 @@ user stated and what is still broken before the history."""
 
 
 def _line(item: Item, text: str | None = None) -> str:
+    """``item`` as a summary line, its addresses as they are (:func:`plain_ids` said so)."""
     body = item.text if text is None else text
     if item.tags:
         body = f"{body} ({', '.join(item.tags)})"
@@ -74,16 +82,23 @@ def _line(item: Item, text: str | None = None) -> str:
     return f"- [{where}] {body}\n"
 
 
-def _cut_line(item: Item, room: int) -> str | None:
+def _quoted_line(item: Item, text: str | None = None) -> str:
+    """:func:`_line` with each address as :func:`shown_id` shows it."""
+    return _line(Item(shown_id(item.first) if item.first else "", shown_id(item.last),
+                      item.text, item.key, item.tags), text)
+
+
+def _cut_line(item: Item, room: int, line: Callable[..., str]) -> str | None:
     """``item``'s line cut to ``room`` bytes (addresses kept whole), or None if too small."""
-    frame = utf8_size(_line(item, ""))
+    frame = utf8_size(line(item, ""))
     if room - frame < MIN_PARTIAL_BYTES // 2:
         return None
     text = item.text if not item.tags else f"{item.text} ({', '.join(item.tags)})"
-    return _line(Item(item.first, item.last, bounded(text, room - frame)))
+    return line(Item(item.first, item.last, bounded(text, room - frame)))
 
 
 def _omission(count: int, first: str, last: str, session: str) -> str:
+    first, last = shown_id(first), shown_id(last)
     where = first if first == last else f"{first} ... {last}"
     return (
         f"- ... {count} more omitted here [{where}]; "
@@ -102,17 +117,18 @@ class _Layout:
     """A section's lines, laid out once per summary whatever budgets it is then tried at:
     each item's line and size, the heading, and the bytes the whole section needs."""
 
-    __slots__ = ("body", "heading", "heading_size", "items", "ledger", "lines", "need",
+    __slots__ = ("body", "heading", "heading_size", "items", "ledger", "line", "lines", "need",
                  "session", "sizes", "spec")
 
-    def __init__(self, spec: SectionSpec, ledger: Ledger, session: str) -> None:
+    def __init__(self, spec: SectionSpec, ledger: Ledger, session: str, plain: bool) -> None:
         self.spec = spec
         self.ledger = ledger
         self.session = session
         self.items = ledger.items
         self.heading = _heading(spec, ledger.total)
         self.heading_size = utf8_size(self.heading)
-        self.lines = [_line(item) for item in self.items]
+        self.line = _line if plain else _quoted_line
+        self.lines = [self.line(item) for item in self.items]
         self.body = "".join(self.lines)
         # Lines are sized in one C loop: by ``len`` when ASCII (the usual case), else encoded.
         if self.body.isascii():
@@ -139,12 +155,16 @@ class _Layout:
         # Neither end may reach past the state's own gap: the omission line must cover it.
         front_limit = len(ledger.head) if ledger.dropped else n
         back_limit = len(ledger.tail) if ledger.dropped else n
+        quoted = self.line is _quoted_line
         widest = max(
-            len(ledger.dropped_first or ""),
-            len(ledger.dropped_last or ""),
-            *[len(address) for item in items for address in (item.first, item.last)],
+            (utf8_size(shown_id(address)) if address else 0) if quoted else len(address)
+            for address in (ledger.dropped_first or "", ledger.dropped_last or "",
+                            *[a for item in items for a in (item.first, item.last)])
         )
-        reserve = utf8_size(_omission(ledger.total, "x" * widest, "y" * widest, self.session))
+        # The first address is named twice (range and expand command), the last once.
+        reserve = utf8_size(_omission(ledger.total, "x", "y", self.session)) + 3 * max(
+            widest - 1, 0
+        )
         room = budget - self.heading_size - 1 - reserve
         head = tail = used = 0
         while head < front_limit and used + sizes[head] <= room // HEAD_SHARE:
@@ -158,7 +178,7 @@ class _Layout:
             head += 1
         cut: str | None = None
         if tail < back_limit and head + tail < n and room - used >= MIN_PARTIAL_BYTES:
-            cut = _cut_line(items[n - 1 - tail], room - used)
+            cut = _cut_line(items[n - 1 - tail], room - used, self.line)
         shown_tail = tail + (cut is not None)
         gap = ledger.gap(head, shown_tail)
         middle = (_omission(*gap, self.session) if gap is not None else "") + (cut or "")
@@ -240,15 +260,21 @@ def _allocate(needs: dict[str, int], room: int) -> dict[str, int]:
     return budget
 
 
-def render_summary(state: CumulativeState, live: LiveRange, *, session_id: str | None) -> Rendered:
-    """The summary of ``state`` within :data:`SUMMARY_MAX_BYTES`."""
-    session = session_id or UNKNOWN_SESSION
+def render_summary(
+    state: CumulativeState, live: LiveRange, *, session_id: str | None, plain: bool
+) -> Rendered:
+    """The summary of ``state`` within :data:`SUMMARY_MAX_BYTES` (``plain``: every address
+    the state holds is plain, :func:`~.text.plain_ids`, and is shown as it is; otherwise each
+    is shown as :func:`~.text.shown_id` shows it)."""
+    session = shown_id(session_id) if session_id else UNKNOWN_SESSION
     title = "# Compacted session context (fabric-memory)\n\n"
-    footer = _footer(state, live, session)
+    footer = _footer(state, live, session, plain)
     ledgers: dict[str, Ledger] = {name: state.ledgers[name] for name in LEDGERS}
     ledgers["status"] = _status_ledger(state, live)
     layouts = [
-        _Layout(spec, ledgers[spec.name], session) for spec in SECTIONS if ledgers[spec.name].total
+        _Layout(spec, ledgers[spec.name], session, plain)
+        for spec in SECTIONS
+        if ledgers[spec.name].total
     ]
     needs = dict.fromkeys(ledgers, 0) | {layout.spec.name: layout.need for layout in layouts}
     frame = utf8_size(title) + utf8_size(footer)
@@ -274,17 +300,19 @@ def render_summary(state: CumulativeState, live: LiveRange, *, session_id: str |
     return Rendered(summary, size, tuple(sections), tuple(addresses))
 
 
-def _footer(state: CumulativeState, live: LiveRange, session: str) -> str:
+def _footer(state: CumulativeState, live: LiveRange, session: str, plain: bool) -> str:
     coverage = state.coverage
+    shown = (lambda address: address) if plain else shown_id
     if coverage.first and coverage.last:
         source = (
-            f"Source: session {session}, entries [{coverage.first}] ... [{coverage.last}] "
+            f"Source: session {session}, entries [{shown(coverage.first)}] ... "
+            f"[{shown(coverage.last)}] "
             f"({coverage.entries} entries, cumulative over every compaction)"
         )
     else:
         source = f"Source: session {session}, no entries summarized"
     if live.first and live.last:
-        source += f"; this compaction added [{live.first}] ... [{live.last}]"
+        source += f"; this compaction added [{shown(live.first)}] ... [{shown(live.last)}]"
     return (
         f"---\n{source}.\n"
         f"Each [address] is exact: `fabric-memory expand {session} --address <address>` returns "

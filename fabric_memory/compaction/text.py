@@ -3,15 +3,23 @@ whitespace, an operation's target."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
+import orjson
+
 from ..redact import SIGNATURE_REACH, clean_head, redact
 
 TARGET_ARGS: Final = ("path", "command", "key", "id", "topic", "prefix")
 """An operation's target is its ref plus the first of these arguments it carries."""
+
+ID_CHARS: Final = 128
+"""An id or address is shown whole up to this many characters."""
+_PLAIN_ID: Final = re.compile(rf"[\w.:/@+=~#-]{{1,{ID_CHARS}}}", re.ASCII)
+_PLAIN_RUN: Final = re.compile(r"[\w.:/@+=~#-]*", re.ASCII)
 
 _MASKED: ContextVar[dict[str, str] | None] = ContextVar("_MASKED", default=None)
 
@@ -131,3 +139,27 @@ def target_of(args: Mapping[str, Any]) -> str:
 
 def target_key(ref: str, target: str) -> str:
     return f"{ref}\x00{target}"
+
+
+def shown_id(value: str) -> str:
+    """An entry id, address or session id as the summary shows it: as it is when plain
+    (letters, digits, ``._:/@+=~#-``, at most :data:`ID_CHARS`), else as a JSON string, cut
+    to :data:`ID_CHARS` characters: a host's id may hold a newline, a ``]`` or megabytes,
+    and none of them may start a line or a section of the summary."""
+    if _PLAIN_ID.fullmatch(value):
+        return value
+    cut = value if len(value) <= ID_CHARS else value[:ID_CHARS] + "..."
+    return orjson.dumps(cut).decode()
+
+
+def plain_ids(values: list[str]) -> bool:
+    """Whether :func:`shown_id` shows every one of ``values`` (``""`` included) as it is: one
+    regex over them all, so a section of plain ids (nearly always) costs no call per id."""
+    return (_PLAIN_RUN.fullmatch("".join(values)) is not None
+            and max(map(len, values), default=0) <= ID_CHARS)
+
+
+def bounded_id(value: str) -> str:
+    """An id the details store for display only (the session id), cut to :data:`ID_CHARS`
+    characters."""
+    return value if len(value) <= ID_CHARS else value[:ID_CHARS] + "..."

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ import orjson
 from .._js import iso_ms, iso_time
 from ..arguments import check_names, check_range
 from ..errors import ExpandError, MemoryIndexError, QueryError, UsageError, clipped
+from ..sources.registry import AGENTS
 from .index import (
     I64_MAX,
     I64_MIN,
@@ -58,6 +59,7 @@ class SessionRecordJSON(TypedDict):
     problems: list[str]
     checked: list[int] | None
     cwd: NotRequired[str | None]
+    agent: NotRequired[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,9 @@ class SessionRecord:
     """What :func:`stat_key` said of the file when last looked at; None when it was missing
     (or the record predates the ctime in the key)."""
     cwd: str | None = None
+    """The folder the agent worked in (the session's project)."""
+    agent: str = "pi"
+    """The agent that wrote the file (:data:`fabric_memory.sources.AGENTS`)."""
 
     def to_json(self) -> SessionRecordJSON:
         return {
@@ -93,7 +98,7 @@ class SessionRecord:
             "staleReason": self.stale_reason, "schemaVersion": self.schema_version,
             "complete": self.complete, "problems": list(self.problems),
             "checked": list(self.checked) if self.checked is not None else None,
-            "cwd": self.cwd,
+            "cwd": self.cwd, "agent": self.agent,
         }
 
     @classmethod
@@ -109,7 +114,7 @@ class SessionRecord:
             problems=tuple(value["problems"]),
             checked=(checked[0], checked[1], checked[2])
             if checked is not None and len(checked) == 3 else None,
-            cwd=value.get("cwd"),
+            cwd=value.get("cwd"), agent=value.get("agent", "pi"),
         )
 
     def encode(self) -> bytes:
@@ -319,6 +324,10 @@ def load_catalog(index: MemoryIndex) -> Catalog:
 class SessionListing(TypedDict):
     sessionId: str
     path: str
+    agent: str
+    """The agent that wrote the session (:data:`fabric_memory.sources.AGENTS`)."""
+    project: str | None
+    """The folder the agent worked in (the same as ``cwd``, kept for earlier readers)."""
     cwd: str | None
     modifiedAt: str
     tier: Tier
@@ -336,6 +345,7 @@ class SessionsRequest(TypedDict, total=False):
     """The filters and page of a listing (what ``next`` holds)."""
 
     project: str
+    agent: str
     since: str
     until: str
     limit: int
@@ -364,14 +374,16 @@ def list_sessions(
     until: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    agent: str | None = None,
     sessions: str | os.PathLike[str] | None = None,
 ) -> SessionsReport:
     """Indexed sessions, newest first, with tier, counts, hashes and staleness.
 
     ``project`` keeps sessions whose working directory (the header's ``cwd``) is that
-    folder or inside it; ``since``/``until`` (ISO-8601, inclusive) bound the file's last
-    modification; ``sessions`` keeps the files under that sessions root (an index may hold
-    several). ``limit`` pages the listing (``next`` asks for the following page).
+    folder or inside it; ``agent`` those one agent wrote; ``since``/``until`` (ISO-8601,
+    inclusive) bound the file's last modification; ``sessions`` keeps the files under those
+    sessions roots (an index may hold others). ``limit`` pages the listing (``next`` asks
+    for the following page).
     """
     check_names(("--index", index), ("--project", project), ("--sessions", sessions))
     check_hot_sessions(hot_sessions)
@@ -379,6 +391,8 @@ def list_sessions(
         raise UsageError(f"--limit {clipped(limit)}: must be between 1 and {MAX_SESSIONS_LIMIT}")
     if offset < 0:
         raise UsageError(f"--offset {clipped(offset)}: must not be negative")
+    if agent is not None and agent not in AGENTS:
+        raise UsageError(f"--agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
     low, high = _time_ns(since, "--since"), _time_ns(until, "--until")
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
@@ -386,11 +400,13 @@ def list_sessions(
     outside = catalog.outside(sessions_roots(sessions)) if sessions is not None else frozenset()
     chosen = [r for r in catalog.records
               if r.path not in outside and _in_project(r.cwd, project)
+              and agent in (None, r.agent)
               and (low is None or r.mtime_ns >= low) and (high is None or r.mtime_ns <= high)]
     end = len(chosen) if limit is None else offset + limit
     listing: list[SessionListing] = [
         {
-            "sessionId": r.session_id, "path": r.path, "cwd": r.cwd,
+            "sessionId": r.session_id, "path": r.path, "agent": r.agent, "project": r.cwd,
+            "cwd": r.cwd,
             "modifiedAt": iso_time(datetime.fromtimestamp(r.mtime_ns / 1e9, UTC)),
             "tier": tiers[r.path],
             "entries": r.entries, "operations": r.operations, "sourceHash": r.source_hash,
@@ -401,7 +417,7 @@ def list_sessions(
     ]
     following: SessionsRequest | None = None
     if end < len(chosen) and limit is not None:
-        given = {"project": project, "since": since, "until": until, "limit": limit,
+        given = {"project": project, "agent": agent, "since": since, "until": until, "limit": limit,
                  "hotSessions": None if hot_sessions == DEFAULT_HOT_SESSIONS else hot_sessions}
         following = cast(SessionsRequest, {k: v for k, v in given.items() if v is not None})
         following["offset"] = end
@@ -546,8 +562,44 @@ def _index_problems(handle: MemoryIndex, catalog: Catalog) -> tuple[int, list[st
 
 
 def default_roots(
-    sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None
+    sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None,
+    agents: str | None = None,
 ) -> tuple[tuple[Path, ...], MemoryIndex]:
     """The sessions roots (real paths: every file is keyed by its real path) and the index
-    handle for explicit or default locations."""
-    return sessions_roots(sessions), open_index(index_root(index))
+    handle for explicit or default locations (``agents`` narrows discovered folders)."""
+    handle = open_index(index_root(index))
+    return sessions_roots(sessions, agents=agents, projects=IndexedProjects(handle)), handle
+
+
+class IndexedProjects(Collection[str]):
+    """The project folders of the indexed sessions (``agent``: of that agent's only), read
+    from the catalog only when a source asks (Catui's traces live in its sessions'
+    workspaces)."""
+
+    def __init__(self, handle: MemoryIndex, agent: str | None = None) -> None:
+        self._handle = handle
+        self._agent = agent
+        self._projects: frozenset[str] | None = None
+
+    def of(self, agent: str) -> IndexedProjects:
+        """The projects of ``agent``'s sessions (what its source's folders depend on)."""
+        return IndexedProjects(self._handle, agent)
+
+    def _loaded(self) -> frozenset[str]:
+        if self._projects is None:
+            try:
+                records = load_catalog(self._handle).records
+            except MemoryIndexError:
+                records = ()
+            self._projects = frozenset(r.cwd for r in records if r.cwd
+                                       and self._agent in (None, r.agent))
+        return self._projects
+
+    def __contains__(self, folder: object) -> bool:
+        return folder in self._loaded()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())

@@ -4,13 +4,22 @@ The session file is hashed on every call and compared with the index's record:
 when they agree, selectors are resolved through the index and each entry's text
 is read straight from the file by byte offset and length (no re-parse); when the
 file has changed since it was indexed, the file itself is read and normalized.
-An entry's text is its verbatim source line; an operation or phase address gives
-its normalized record (:func:`~fabric_memory.memory.normalize.record_text`). Secrets in
-either are masked (``[REDACTED:<kind>]``, :func:`~fabric_memory.redact.redact_json_text`)
-unless the caller asks for them with ``show_secrets`` (docs/secrets.md): the bytes are
-verified against the sourceHash first either way.
-Pages are bounded by ``max_entries`` and ``max_chars``; ``next`` continues the
-selection (and long texts) pinned to the sourceHash the first page reported.
+An entry's text is rendered for a reader from its per-entry view
+(:mod:`~fabric_memory.memory.readable`); with ``raw`` it is the verbatim source line. An
+operation or phase address gives its normalized record, rendered the same way (``raw``:
+:func:`~fabric_memory.memory.normalize.record_text`). Secrets in either are masked
+(``[REDACTED:<kind>]``, :func:`~fabric_memory.redact.redact_json`) unless the caller
+asks for them with ``show_secrets`` (docs/secrets.md): the bytes are verified against the
+sourceHash first either way.
+
+Selectors take what summaries, recall hits and ``sessions`` print: addresses (``L12``,
+``a1b2c3d4/3``, ``.../phase:0``), a range of entry addresses (``L12:L31``, as a summary's
+``[L12 ... L31]``), entry positions and position ranges, and ``before``/``after`` entries
+around each entry, address or anchor (docs/addresses.md).
+Pages are bounded by ``max_entries`` and ``max_chars`` (clamped to their maximum,
+:mod:`~fabric_memory.memory.limits`); ``next`` continues the selection (and long texts)
+pinned to the sourceHash the first page reported. Paging counts characters of the text
+as answered (rendered, or raw).
 """
 
 from __future__ import annotations
@@ -24,11 +33,15 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from ..arguments import Kind, check_names, checked_request
 from ..errors import ExpandError, SessionError, UsageError, clipped
-from ..redact import redact_json_text
-from ..session import decode_line, hash_file, open_regular, read_session
+from ..redact import redact_json, redact_json_text
+from ..session import Entry, hash_file, open_regular
+from ..sources import read_source
+from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
-from .normalize import normalize_session, record_text, source_records
+from .limits import Clamped, bounded
+from .normalize import line_value, normalize_session, record_text, source_records
+from .readable import render_entry, render_record
 
 MAX_SELECTORS = 100
 DEFAULT_MAX_ENTRIES = 10
@@ -38,10 +51,12 @@ MAX_CHARS = 24_000
 _PHASE = re.compile(r"(.+)/phase:(\d+)")
 REQUEST_KINDS: dict[str, Kind] = {
     "session": "name", "entries": "names", "addresses": "names", "indices": "integers",
-    "range": "name", "anchor": "name", "before": "integer", "after": "integer",
+    "range": "name", "positions": "name", "anchor": "name", "before": "integer",
+    "after": "integer",
     "expectedSourceHash": "name", "expectedLineageFingerprint": "name",
     "maxEntries": "integer", "maxChars": "integer", "entryOffset": "integer",
-    "textOffset": "integer", "showSecrets": "boolean", "index": "name", "sessions": "name"}
+    "textOffset": "integer", "showSecrets": "boolean", "raw": "boolean", "index": "name",
+    "sessions": "name"}
 """The expand request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
 
 
@@ -53,6 +68,7 @@ class ExpandRequest(TypedDict, total=False):
     addresses: list[str]
     indices: list[int]
     range: str
+    positions: str
     anchor: str
     before: int
     after: int
@@ -63,6 +79,7 @@ class ExpandRequest(TypedDict, total=False):
     entryOffset: int
     textOffset: int
     showSecrets: bool
+    raw: bool
     index: str
     sessions: str
 
@@ -91,6 +108,8 @@ class ExpandPage(TypedDict):
     selected: int
     entries: list[ExpandedEntry]
     next: ExpandRequest | None
+    clamped: NotRequired[Clamped]
+    """Limits asked above their maximum: key → [asked, used]."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +140,15 @@ class Source(Protocol):
 
     def line(self, located: Located) -> bytes: ...
 
+    def value(self, located: Located, line: bytes) -> Any:
+        """The entry ``located`` names as the view reads it (see :func:`_entry_value`)."""
+        ...
+
+
+LINE_AGENTS = frozenset({"pi", "omp"})
+"""Agents whose lines are the entries themselves (Pi's format); another agent's entry is
+what its reader makes of its line (:mod:`fabric_memory.sources`)."""
+
 
 def expand(
     session: str,
@@ -129,6 +157,7 @@ def expand(
     addresses: Sequence[str] = (),
     indices: Sequence[int] = (),
     range: str | None = None,
+    positions: str | None = None,
     anchor: str | None = None,
     before: int = 0,
     after: int = 0,
@@ -139,22 +168,21 @@ def expand(
     entry_offset: int = 0,
     text_offset: int = 0,
     show_secrets: bool = False,
+    raw: bool = False,
     index: str | os.PathLike[str] | None = None,
     sessions: str | os.PathLike[str] | None = None,
 ) -> ExpandPage:
-    """One page of the selected entries of ``session`` (an id or a path), verbatim but for
-    secrets, which are masked unless ``show_secrets``."""
+    """One page of the selected entries of ``session`` (an id or a path), rendered for a
+    reader (``raw``: verbatim), secrets masked unless ``show_secrets``."""
     check_names(("SESSION", session), ("--index", index), ("--sessions", sessions),
-                ("--range", range), ("--anchor", anchor),
+                ("--range", range), ("--position-range", positions), ("--anchor", anchor),
                 ("--expected-source-hash", expected_source_hash),
                 ("--expected-lineage", expected_lineage_fingerprint))
     selectors = len(entries) + len(addresses) + len(indices) + (range is not None) + (
-        anchor is not None
-    )
+        positions is not None) + (anchor is not None)
     if selectors == 0:
-        raise UsageError(
-            "expand needs a selector: --entry, --address, --position, --range, --anchor"
-        )
+        raise UsageError("expand needs a selector: --address, --range, --entry, --position, "
+                         "--position-range, --anchor")
     if selectors > MAX_SELECTORS:
         raise UsageError(
             f"expand got {selectors} selectors; at most {MAX_SELECTORS} per call "
@@ -162,10 +190,13 @@ def expand(
         )
     check_names(*(("--entry", entry) for entry in entries),
                 *(("--address", address) for address in addresses))
-    _check_bounds(max_entries, max_chars, entry_offset, text_offset, before, after)
-    request = _request(session, entries, addresses, indices, range, anchor, before, after,
-                       expected_lineage_fingerprint, max_entries, max_chars, show_secrets,
-                       index, sessions)
+    clamped: Clamped = {}
+    max_entries = bounded(max_entries, "maxEntries", "--max-entries", 1, MAX_ENTRIES, clamped)
+    max_chars = bounded(max_chars, "maxChars", "--max-chars", 1, MAX_CHARS, clamped)
+    _check_bounds(entry_offset, text_offset, before, after)
+    request = _request(session, entries, addresses, indices, range, positions, anchor, before,
+                       after, expected_lineage_fingerprint, max_entries, max_chars,
+                       show_secrets, raw, index, sessions)
     roots, handle = default_roots(sessions, index)
     record = load_catalog(handle).resolve(session, roots)
     source = _open_source(handle, record)
@@ -182,9 +213,13 @@ def expand(
             f"{record.path}: lineage fingerprint is {source.lineage_fingerprint}, the pointer "
             f"expects {clipped(expected_lineage_fingerprint)}; the branch changed, recall again",
         )
-    selection = _select(source, record, entries, addresses, indices, range, anchor, before, after)
-    return _page(source, record, selection, request, max_entries, max_chars, entry_offset,
-                 text_offset, show_secrets)
+    selection = _select(source, record, entries, addresses, indices, range, positions, anchor,
+                        before, after)
+    page = _page(source, record, selection, request, max_entries, max_chars, entry_offset,
+                 text_offset, show_secrets, raw)
+    if clamped:
+        page["clamped"] = clamped
+    return page
 
 
 def expand_request(request: Mapping[str, Any]) -> ExpandPage:
@@ -192,11 +227,11 @@ def expand_request(request: Mapping[str, Any]) -> ExpandPage:
     each value checked for its JSON type first."""
     names = {
         "entries": "entries", "addresses": "addresses", "indices": "indices", "range": "range",
-        "anchor": "anchor", "before": "before", "after": "after",
+        "positions": "positions", "anchor": "anchor", "before": "before", "after": "after",
         "expectedSourceHash": "expected_source_hash",
         "expectedLineageFingerprint": "expected_lineage_fingerprint",
         "maxEntries": "max_entries", "maxChars": "max_chars", "entryOffset": "entry_offset",
-        "textOffset": "text_offset", "showSecrets": "show_secrets", "index": "index",
+        "textOffset": "text_offset", "showSecrets": "show_secrets", "raw": "raw", "index": "index",
         "sessions": "sessions",
     }
     checked = checked_request("expand request", request, REQUEST_KINDS)
@@ -206,15 +241,7 @@ def expand_request(request: Mapping[str, Any]) -> ExpandPage:
     return expand(session, **{names[key]: value for key, value in checked.items()})
 
 
-def _check_bounds(
-    max_entries: int, max_chars: int, entry_offset: int, text_offset: int, before: int,
-    after: int,
-) -> None:
-    if not 1 <= max_entries <= MAX_ENTRIES:
-        raise UsageError(f"--max-entries {clipped(max_entries)}: must be between 1 and "
-                         f"{MAX_ENTRIES}")
-    if not 1 <= max_chars <= MAX_CHARS:
-        raise UsageError(f"--max-chars {clipped(max_chars)}: must be between 1 and {MAX_CHARS}")
+def _check_bounds(entry_offset: int, text_offset: int, before: int, after: int) -> None:
     for name, value in (("--entry-offset", entry_offset), ("--text-offset", text_offset),
                         ("--before", before), ("--after", after)):
         if value < 0:
@@ -223,22 +250,25 @@ def _check_bounds(
 
 def _request(
     session: str, entries: Sequence[str], addresses: Sequence[str], indices: Sequence[int],
-    range_: str | None, anchor: str | None, before: int, after: int, lineage: str | None,
-    max_entries: int, max_chars: int, show_secrets: bool, index: str | os.PathLike[str] | None,
-    sessions: str | os.PathLike[str] | None,
+    range_: str | None, positions: str | None, anchor: str | None, before: int, after: int,
+    lineage: str | None, max_entries: int, max_chars: int, show_secrets: bool, raw: bool,
+    index: str | os.PathLike[str] | None, sessions: str | os.PathLike[str] | None,
 ) -> dict[str, Any]:
     request: dict[str, Any] = {"session": session}
     for key, value in (("entries", list(entries)), ("addresses", list(addresses)),
-                       ("indices", list(indices)), ("range", range_), ("anchor", anchor)):
+                       ("indices", list(indices)), ("range", range_),
+                       ("positions", positions), ("anchor", anchor)):
         if value:
             request[key] = value
-    if anchor is not None:
+    if before or after:
         request.update(before=before, after=after)
     if lineage is not None:
         request["expectedLineageFingerprint"] = lineage
     request.update(maxEntries=max_entries, maxChars=max_chars)
     if show_secrets:
         request["showSecrets"] = True
+    if raw:
+        request["raw"] = True
     for key, where in (("index", index), ("sessions", sessions)):
         if where is not None:
             request[key] = os.fspath(where)
@@ -260,6 +290,7 @@ class IndexedSource:
         self.source_hash = record.source_hash
         self.lineage_fingerprint = record.lineage_fingerprint
         self.entries = record.entries
+        self._read: Mapping[str, Entry] | None = None
 
     def find(self, addresses: Sequence[str]) -> dict[str, list[Located]]:
         found: dict[str, list[Located]] = {}
@@ -274,6 +305,13 @@ class IndexedSource:
     def line(self, located: Located) -> bytes:
         return _read_line(self._fd, located, self.record.path)
 
+    def value(self, located: Located, line: bytes) -> Any:
+        if self.record.agent in LINE_AGENTS:
+            return line_value(line, located.line, located.entry_id)
+        if self._read is None:  # read once, by its reader, only when another agent's
+            self._read = _reread(self.record.path, self.source_hash)
+        return _entry_raw(self._read, located)
+
 
 class ParsedSource:
     """The file changed since it was indexed: read and normalize it now (its lines are read
@@ -284,7 +322,7 @@ class ParsedSource:
         self._fd = fd
         weakref.finalize(self, os.close, fd)
         try:
-            session = read_session(path)
+            session = read_source(path)
         except SessionError as exc:
             raise ExpandError(
                 "source_unavailable",
@@ -295,6 +333,7 @@ class ParsedSource:
                               "expand again")
         self.source_hash = session.source_hash
         self.lineage_fingerprint = session.lineage_fingerprint("active")
+        self._agent, self._read = session.agent, session.by_id
         normalized = normalize_session(session)
         self.entries = normalized.entries
         self._by_address: dict[str, list[Located]] = {}
@@ -314,6 +353,30 @@ class ParsedSource:
 
     def line(self, located: Located) -> bytes:
         return _read_line(self._fd, located, self.path)
+
+    def value(self, located: Located, line: bytes) -> Any:
+        if self._agent in LINE_AGENTS:
+            return line_value(line, located.line, located.entry_id)
+        return _entry_raw(self._read, located)
+
+
+def _reread(path: str, source_hash: str) -> Mapping[str, Entry]:
+    """The entries of another agent's file, read again by its reader: they must be the
+    bytes that were hashed."""
+    try:
+        session = read_source(path)
+    except SessionError as exc:
+        raise ExpandError("source_unavailable", exc.message) from None
+    if session.source_hash != source_hash:
+        raise ExpandError("source_unavailable", f"{path}: changed while it was being read; "
+                          "expand again")
+    return session.by_id
+
+
+def _entry_raw(entries: Mapping[str, Entry], located: Located) -> Any:
+    """The Pi-shaped entry another agent's reader made of the line (``{}`` if it is gone)."""
+    entry = entries.get(located.entry_id)
+    return entry.raw if entry is not None and entry.line == located.line else {}
 
 
 def _read_line(fd: int, located: Located, path: str) -> bytes:
@@ -364,20 +427,76 @@ Target = tuple[str, str | int]
 
 def _select(
     source: Source, record: SessionRecord, entries: Sequence[str], addresses: Sequence[str],
-    indices: Sequence[int], range_: str | None, anchor: str | None, before: int, after: int,
+    indices: Sequence[int], range_: str | None, positions: str | None, anchor: str | None,
+    before: int, after: int,
 ) -> list[Target]:
-    """The ordered, de-duplicated selection (addresses are resolved later, per page)."""
-    targets: list[Target] = [("entry", entry_id) for entry_id in entries]
-    targets.extend(("address", address) for address in addresses)
-    targets.extend(("position", _position(p, source.entries, record)) for p in indices)
+    """The ordered, de-duplicated selection (addresses are resolved later, per page).
+
+    ``before``/``after`` add the entries around each entry, address, position and the
+    anchor; an entry address with neighbours is selected by its position, so an entry is
+    never shown twice.
+    """
+    named: list[Target] = [("entry", entry_id) for entry_id in entries]
+    named.extend(("address", address) for address in addresses)
+    named.extend(("position", _position(p, source.entries, record)) for p in indices)
+    targets: list[Target] = []
+    if before or after:
+        resolved = _resolve(source, record, [t for t in named if t[0] != "position"])
+        for target in named:
+            if target[0] == "position":
+                targets.extend(_around(source, int(target[1]), before, after))
+                continue
+            located = resolved[target]
+            around = _around(source, located.position, before, after)
+            if located.kind == "entry" and located.address == str(target[1]):
+                targets.extend(around)
+            else:  # an operation or a phase: itself, amid its entry's neighbours
+                at = around.index(("position", located.position))
+                targets.extend([*around[:at], target, *around[at + 1 :]])
+    else:
+        targets.extend(named)
     if range_ is not None:
-        first, last = _range(range_, source.entries, record)
+        first, last = _address_range(range_, source, record)
+        targets.extend(("position", p) for p in range(first, last + 1))
+    if positions is not None:
+        first, last = _range(positions, source.entries, record)
         targets.extend(("position", p) for p in range(first, last + 1))
     if anchor is not None:
         center = _resolve(source, record, [("entry", anchor)])[("entry", anchor)].position
-        low, high = max(0, center - before), min(source.entries - 1, center + after)
-        targets.extend(("position", p) for p in range(low, high + 1))
+        targets.extend(_around(source, center, before, after))
     return list(dict.fromkeys(targets))
+
+
+def _around(source: Source, center: int, before: int, after: int) -> list[Target]:
+    low, high = max(0, center - before), min(source.entries - 1, center + after)
+    return [("position", p) for p in range(low, high + 1)]
+
+
+_RANGE = re.compile(r"\s*(.+?)\s*(?:\.\.\.?|:|\s)\s*(.+?)\s*")
+"""FIRST:LAST, or a summary's ``FIRST ... LAST`` (``..`` too)."""
+
+
+def _address_range(text: str, source: Source, record: SessionRecord) -> tuple[int, int]:
+    """The entry positions from address FIRST to address LAST, inclusive.
+
+    Two plain numbers that are not both entry ids of the session are entry positions (the
+    spelling ``--range`` had before it took addresses; ``--position-range`` says it
+    unambiguously).
+    """
+    match = _RANGE.fullmatch(text)
+    if match is None:
+        raise UsageError(f"--range {clipped(text)}: use FIRST:LAST entry addresses, e.g. "
+                         "L12:L31 (a summary's [L12 ... L31])")
+    first, last = match.group(1), match.group(2)
+    found = source.find([first, last])
+    if (first not in found or last not in found) and first.isdigit() and last.isdigit():
+        return _range(f"{first}:{last}", source.entries, record)
+    ends = _resolve(source, record, [("address", first), ("address", last)])
+    low, high = ends[("address", first)].position, ends[("address", last)].position
+    if low > high:
+        raise UsageError(f"--range {clipped(text)}: {first} comes after {last} in the session; "
+                         "give the earlier address first")
+    return low, high
 
 
 def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -> dict[
@@ -425,16 +544,17 @@ def _range(text: str, count: int, record: SessionRecord) -> tuple[int, int]:
         low, high = int(first), int(last)
     except ValueError:
         raise UsageError(
-            f"--range {clipped(text)}: use FIRST:LAST entry positions, e.g. 0:9"
+            f"--position-range {clipped(text)}: use FIRST:LAST entry positions, e.g. 0:9"
         ) from None
     if not sep or low > high:
-        raise UsageError(f"--range {clipped(text)}: use FIRST:LAST with FIRST <= LAST")
+        raise UsageError(f"--position-range {clipped(text)}: use FIRST:LAST with FIRST <= LAST")
     return _position(low, count, record), _position(high, count, record)
 
 
 def _page(
     source: Source, record: SessionRecord, selection: list[Target], request: dict[str, Any],
     max_entries: int, max_chars: int, entry_offset: int, text_offset: int, show_secrets: bool,
+    raw: bool,
 ) -> ExpandPage:
     if entry_offset > len(selection) or (entry_offset == len(selection) and selection):
         raise ExpandError("index_out_of_bounds",
@@ -454,9 +574,7 @@ def _page(
     for target in window:
         located = resolved[target]
         address = str(target[1]) if target[0] != "position" else None
-        text = _text(source, located, address, records)
-        if not show_secrets:
-            text = redact_json_text(text)
+        text = _text(source, located, address, records, raw, show_secrets)
         if offset > len(text) or (offset == len(text) and offset > 0):
             raise ExpandError("text_offset_out_of_bounds",
                               f"{record.path}: textOffset {offset} is past the {len(text)} "
@@ -488,22 +606,44 @@ def _page(
 
 def _text(
     source: Source, located: Located, address: str | None,
-    records: dict[int, dict[str, dict[str, Any]]],
+    records: dict[int, dict[str, dict[str, Any]]], raw: bool, show_secrets: bool,
 ) -> str:
+    """The answer for one selected item: rendered (``raw``: verbatim), secrets masked unless
+    ``show_secrets``."""
     line = source.line(located)
     if located.kind == "entry" and (address is None or address == located.address):
-        return line.decode("utf-8", errors="replace")
+        if raw:
+            text = line.decode("utf-8", errors="replace")
+            return text if show_secrets else redact_json_text(text)
+        return render_entry(_view(source.value(located, line), located, show_secrets),
+                            located.address)
     parsed = records.get(located.position)
     if parsed is None:
-        raw = decode_line(line)
-        parsed = records[located.position] = source_records(located.entry_id, raw)
+        value = line_value(line, located.line, located.entry_id)
+        parsed = records[located.position] = source_records(
+            located.entry_id, value if isinstance(value, dict) else {})
     wanted = address or located.address
     found = parsed.get(wanted)
     if found is None:
         raise ExpandError("address_not_found",
                           f"line {located.line}: no operation or phase {clipped(wanted)} "
                           "in the trace")
-    return record_text(found)
+    if raw:
+        text = record_text(found)
+        return text if show_secrets else redact_json_text(text)
+    return render_record(found if show_secrets else redact_json(found))
+
+
+def _view(value: Any, located: Located, show_secrets: bool) -> EntryView:
+    """The per-entry view of one entry's value (its strings masked unless ``show_secrets``)."""
+    entry = value if isinstance(value, dict) else {}
+    if not show_secrets:
+        entry = redact_json(entry)
+    timestamp = entry.get("timestamp")
+    parent = entry.get("parentId")
+    return view_entry(located.entry_id, located.type,
+                      parent if isinstance(parent, str) else None,
+                      timestamp if isinstance(timestamp, str) else None, entry)
 
 
 def _expanded(

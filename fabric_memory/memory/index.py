@@ -39,11 +39,13 @@ from .locations import make_private_dirs
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_TAG = f"{SCHEMA_VERSION}-{RULES_FINGERPRINT}"
 """The index directory's version: the layout and the redaction rules it was built under."""
 TEXT_TOKENIZER = "fm_text"
-MAX_TOKEN_CHARS = 64
+MAX_TOKEN_CHARS = 128
+"""Longest word the index keeps: a ``sha256`` or ``sha512`` hex digest is one word, and
+identifiers are recalled by value; longer runs (base64 blobs) are left out."""
 MAX_REGEX_CHARS = 256
 MAX_REGEX_SECONDS = 2.0
 """Longest a regex may take to compile (Tantivy builds its automaton holding the GIL)."""
@@ -52,7 +54,8 @@ LOCK_NAME = "writer.lock"
 # Exact-match fields: ids, refs, outcomes, addresses (raw tokenizer, fast for filters).
 RAW_FIELDS = (
     "kind", "path", "session_id", "entry_id", "parent_id", "address", "type", "role",
-    "tool", "ref", "provider", "action", "outcome", "failure_stage", "timestamp",
+    "tool", "ref", "provider", "action", "outcome", "failure_stage", "timestamp", "agent",
+    "project",
 )
 # (name, indexed, fast)
 INT_FIELDS = (
@@ -67,6 +70,25 @@ ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
 
 TextMode = Literal["literal", "phrase", "regex"]
+STOP_WORDS = frozenset({
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
+    "are", "as", "at", "be", "because", "been", "before", "being", "below", "between",
+    "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "down",
+    "during", "each", "else", "ever", "few", "for", "from", "further", "get", "got", "had",
+    "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if",
+    "in", "into", "is", "it", "its", "just", "let", "me", "more", "most", "my", "now", "of",
+    "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "same",
+    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
+    "until", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+})
+"""Words a plain question is full of and that say nothing about which entry answers it
+("what did we do about the ..."): they do not score in a literal query whose words need
+not all match (as long as another word remains), though the documents holding every word
+of the query, these included, still come first. Many such words each add a little BM25
+score, and together they outscored the one rare word that mattered (measured on the
+pi-mono sessions, docs/memory-index.md#recall)."""
 _VERSION_DIR = re.compile(r"v(\d+(?:-[0-9a-f]+)?)")
 
 
@@ -88,7 +110,7 @@ def _analyzer() -> tantivy.TextAnalyzer:
     # stemming or folding: "Zürich" and "東京" are matched exactly as written.
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
+        .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS + 1))  # keeps len < limit
         .filter(tantivy.Filter.lowercase())
         .build()
     )
@@ -103,10 +125,11 @@ def analyze(text: str) -> list[str]:
     return list(ANALYZER.analyze(text))
 
 
-def item_json(item: Item, path: str, session_id: str) -> str:
+def item_json(item: Item, path: str, session_id: str, agent: str = "pi",
+              project: str | None = None) -> str:
     """One document as JSON for the writer (built in worker processes, added in one)."""
     doc: dict[str, Any] = {
-        "kind": item.kind, "path": path, "session_id": session_id,
+        "kind": item.kind, "path": path, "session_id": session_id, "agent": agent,
         "entry_id": item.entry_id, "address": item.address, "type": item.type,
         "position": item.position, "line": item.line, "offset": item.offset,
         "length": item.length, "is_error": item.is_error, "on_active": item.on_active,
@@ -118,6 +141,7 @@ def item_json(item: Item, path: str, session_id: str) -> str:
         ("ref", item.ref), ("provider", item.provider), ("action", item.action),
         ("outcome", item.outcome), ("failure_stage", item.failure_stage),
         ("timestamp", item.timestamp), ("time_ms", item.time_ms), ("sequence", item.sequence),
+        ("project", project),
     ):
         if value is not None:
             doc[name] = value
@@ -223,6 +247,9 @@ class Hit:
 class HitPage:
     total: int
     hits: list[Hit] = field(default_factory=list)
+    all_words: int | None = None
+    """Of ``total``, the documents holding every word of the query (they come first); None
+    when every hit must hold every word anyway (one word, a phrase, a regex, ``match_all``)."""
 
 
 LOCATION_FIELDS = ("kind", "address", "entry_id", "position", "type", "line", "offset", "length",
@@ -452,31 +479,57 @@ class MemoryIndex:
         return self._open().searcher()
 
     def search(self, spec: SearchSpec, *, limit: int, offset: int, snippet_chars: int) -> HitPage:
-        """Hits of ``spec``: by relevance when it has text, else newest first."""
+        """Hits of ``spec``: by relevance when it has text, else newest first. A literal query
+        of several words that need not all match ranks the documents holding every word
+        first, then those holding some (each part by BM25)."""
         searcher = self.searcher()
         text_query = _text_query(spec)
-        query = _combine(text_query, spec)
         with _translated(str(self.directory)):
             if text_query is None:
-                result = searcher.search(query, limit=limit, offset=offset, count=True,
-                                         order_by_field="time_ms", order=tantivy.Order.Desc)
-            else:
-                result = searcher.search(query, limit=limit, offset=offset, count=True)
+                result = searcher.search(_combine(None, spec), limit=limit, offset=offset,
+                                         count=True, order_by_field="time_ms",
+                                         order=tantivy.Order.Desc)
+                return HitPage(_count(result), self._hits(searcher, result.hits, False, None,
+                                                          snippet_chars))
             generator = None
-            if text_query is not None and spec.mode != "regex":
+            if spec.mode != "regex":
                 generator = tantivy.SnippetGenerator.create(searcher, text_query, SCHEMA, "text")
                 generator.set_max_num_chars(snippet_chars)
-            hits = []
-            for value, address in result.hits:
-                doc = searcher.doc(address)
-                fields = _first_values(doc)
-                snippet = generator.snippet_from_doc(doc).fragment() if generator else ""
-                text = fields.pop("text", "")
-                if not snippet:
-                    snippet = _head(text, snippet_chars)
-                score = float(value) if text_query is not None else None
-                hits.append(Hit(score, fields, snippet))
-        return HitPage(_count(result), hits)
+            every = _every_word(spec)
+            if every is None:
+                result = searcher.search(_combine(text_query, spec), limit=limit, offset=offset,
+                                         count=True)
+                return HitPage(_count(result), self._hits(searcher, result.hits, True,
+                                                          generator, snippet_chars))
+            # Two parts, one ranking: every word, then some words but not every one.
+            first = searcher.search(_combine(every, spec), limit=limit, offset=offset,
+                                    count=True)
+            all_words = _count(first)
+            rest_query = _combine(text_query if not all_words else tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, text_query), (tantivy.Occur.MustNot, every)]), spec)
+            rest_offset = max(offset - all_words, 0)
+            rest_limit = limit - len(first.hits)
+            rest = searcher.search(rest_query, limit=max(rest_limit, 1), offset=rest_offset,
+                                   count=True)
+            found = first.hits + (rest.hits[:rest_limit] if rest_limit > 0 else [])
+            return HitPage(all_words + _count(rest),
+                           self._hits(searcher, found, True, generator, snippet_chars),
+                           all_words)
+
+    def _hits(
+        self, searcher: tantivy.Searcher, found: Sequence[tuple[Any, tantivy.DocAddress]],
+        scored: bool, generator: tantivy.SnippetGenerator | None, snippet_chars: int,
+    ) -> list[Hit]:
+        hits = []
+        for value, address in found:
+            doc = searcher.doc(address)
+            fields = _first_values(doc)
+            snippet = generator.snippet_from_doc(doc).fragment() if generator else ""
+            text = fields.pop("text", "")
+            if not snippet:
+                snippet = _head(text, snippet_chars)
+            hits.append(Hit(float(value) if scored else None, fields, snippet))
+        return hits
 
     def lookup(
         self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
@@ -724,11 +777,35 @@ def _text_query(spec: SearchSpec) -> tantivy.Query | None:
         raise QueryError(f"query {clipped(spec.text)} has no searchable words (letters or digits)")
     if spec.mode == "phrase" and len(words) > 1:
         return tantivy.Query.phrase_query(SCHEMA, "text", list[str | tuple[int, str]](words))
-    terms = [tantivy.Query.term_query(SCHEMA, "text", word) for word in dict.fromkeys(words)]
+    terms = _terms(_content_words(spec, words))
     if len(terms) == 1:
         return terms[0]
     occur = tantivy.Occur.Must if spec.match_all or spec.mode == "phrase" else tantivy.Occur.Should
     return tantivy.Query.boolean_query([(occur, term) for term in terms])
+
+
+def _content_words(spec: SearchSpec, words: list[str]) -> list[str]:
+    """``words`` without :data:`STOP_WORDS` when the query need not match every word (and
+    some other word remains)."""
+    if spec.mode != "literal" or spec.match_all:
+        return words
+    content = [word for word in words if word not in STOP_WORDS]
+    return content or words
+
+
+def _terms(words: Sequence[str]) -> list[tantivy.Query]:
+    return [tantivy.Query.term_query(SCHEMA, "text", word) for word in dict.fromkeys(words)]
+
+
+def _every_word(spec: SearchSpec) -> tantivy.Query | None:
+    """The every-word part of a literal query whose words need not all match, or None when
+    the query has no such parts (one word, a phrase, a regex, ``match_all``)."""
+    if spec.mode != "literal" or spec.match_all or not spec.text:
+        return None
+    terms = _terms(analyze(spec.text))
+    if len(terms) < 2:
+        return None
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, term) for term in terms])
 
 
 def _regex_reason(exc: ValueError) -> str:

@@ -24,8 +24,9 @@ from typing import Protocol
 
 from ..errors import FabricMemoryError, MissingExtraError, UsageError, WatchError
 from ..session import iter_session_files
-from .catalog import StatKey, stat_key
-from .locations import index_root, sessions_roots
+from ..sources import skipped
+from .catalog import StatKey, default_roots, stat_key
+from .locations import index_root
 from .reindex import ReindexReport, reindex, reindex_paths
 
 DEBOUNCE_MS = 300
@@ -78,6 +79,7 @@ def watch_sessions(
     stop: Stop,
     on_step: Callable[[LiveReport], None] | None = None,
     on_error: Callable[[FabricMemoryError], None] | None = None,
+    agents: str | None = None,
 ) -> None:
     """Keep the index of ``sessions`` up to date until ``stop`` is set (see the module
     docstring). A step that fails (another writer past :data:`LOCK_TIMEOUT`, an
@@ -92,8 +94,8 @@ def watch_sessions(
             "watching needs the watchfiles package; install it with "
             "pip install 'fabric-memory[watch]' (or '[mcp]')"
         ) from None
-    roots = sessions_roots(sessions)
     where = index_root(index)
+    roots = default_roots(sessions, where, agents)[0]
     for root in roots:
         if not root.is_dir():
             raise UsageError(
@@ -127,7 +129,7 @@ def watch_sessions(
                 pending.paths.update(_session_paths(changed))
                 pending.recheck(time.monotonic())
                 try:
-                    _step(sessions, where, pending, on_step)
+                    _step(sessions, where, pending, on_step, agents)
                 except FabricMemoryError as exc:
                     report(exc)
                 else:
@@ -207,7 +209,7 @@ def _shown(roots: tuple[Path, ...]) -> str:
 
 def _step(
     sessions: str | os.PathLike[str] | None, where: Path, pending: _Pending,
-    on_step: Callable[[LiveReport], None] | None,
+    on_step: Callable[[LiveReport], None] | None, agents: str | None,
 ) -> None:
     if pending.caught_up and not pending.paths:
         return
@@ -215,10 +217,12 @@ def _step(
     before = {path: stat_key(path) for path in paths}
     if pending.caught_up:
         kind = "changes"
-        report = reindex_paths(paths, sessions=sessions, index=where, lock_timeout=LOCK_TIMEOUT)
+        report = reindex_paths(paths, sessions=sessions, index=where, lock_timeout=LOCK_TIMEOUT,
+                               agents=agents)
     else:  # the full incremental pass sees the changed files too
         kind = "catch-up"
-        report = reindex(sessions=sessions, index=where, workers=1, lock_timeout=LOCK_TIMEOUT)
+        report = reindex(sessions=sessions, index=where, workers=1, lock_timeout=LOCK_TIMEOUT,
+                         agents=agents)
         pending.caught_up = True
     pending.paths.difference_update(paths)
     now = time.monotonic()
@@ -236,4 +240,4 @@ def _session_paths(paths: Iterable[str]) -> set[str]:
             found.add(path)
         elif os.path.isdir(path) and not os.path.islink(path):
             found.update(str(file) for file in iter_session_files(path))
-    return found
+    return {path for path in found if not skipped(path)}

@@ -3,60 +3,65 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from ..arguments import check_name
+from ..sources import agent_homes, agent_names
+from ..sources.pi import pi_sessions_dir
 
 SESSIONS_ENV = "FABRIC_MEMORY_SESSIONS"
+EXTRA_SESSIONS_ENV = "FABRIC_MEMORY_EXTRA_SESSIONS"
+AGENTS_ENV = "FABRIC_MEMORY_AGENTS"
 HOME_ENV = "FABRIC_MEMORY_HOME"
-PI_SESSION_DIR_ENV = "PI_CODING_AGENT_SESSION_DIR"
-PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
-OMP_CONFIG_DIR_ENV = "PI_CONFIG_DIR"
 
 
-def sessions_roots(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, ...]:
-    """The session folders to read, each by its real path (the index keys every file by its
-    real path): ``explicit``, else ``$FABRIC_MEMORY_SESSIONS``, else Pi's (see
-    :func:`pi_sessions_dir`) followed by oh-my-pi's (see :func:`omp_sessions_dir`) when
-    that folder exists and is another one."""
-    if explicit is not None:
-        check_name("--sessions", explicit)
-        return (Path(explicit).expanduser().resolve(),)
-    configured = os.environ.get(SESSIONS_ENV)
-    if configured:
-        return (Path(configured).expanduser().resolve(),)
-    roots = [pi_sessions_dir().resolve()]
-    omp = omp_sessions_dir().resolve()
-    if omp.is_dir() and omp not in roots:
-        roots.append(omp)
-    return tuple(roots)
+def sessions_roots(
+    explicit: str | os.PathLike[str] | None = None, *, agents: str | None = None,
+    projects: Collection[str] = (),
+) -> tuple[Path, ...]:
+    """The session folders to read, each once by its real path (the index keys every file
+    by its real path): the folders ``explicit`` names, else ``$FABRIC_MEMORY_SESSIONS``
+    (several separated by ``:``; ``--sessions`` may be repeated), exactly those whatever
+    agents wrote them; else every agent folder that exists (:func:`discovered_roots`).
+    When none exists, Pi's, so that reading it says it is missing."""
+    check_name("--sessions", explicit)  # before it is resolved as paths
+    named = os.fspath(explicit) if explicit is not None else os.environ.get(SESSIONS_ENV)
+    if named:
+        return _unique(_folders(named))
+    return discovered_roots(agents, projects) or (pi_sessions_dir().resolve(),)
 
 
-def pi_sessions_dir() -> Path:
-    """Where Pi keeps sessions: ``$PI_CODING_AGENT_SESSION_DIR``, else ``sessions`` of its
-    agent directory (Pi's pi-coding-agent/docs/environment-variables.md)."""
-    configured = os.environ.get(PI_SESSION_DIR_ENV)
-    return Path(configured).expanduser() if configured else pi_agent_dir() / "sessions"
+def discovered_roots(agents: str | None = None,
+                     projects: Collection[str] = ()) -> tuple[Path, ...]:
+    """Every folder an agent writes to that exists (:func:`fabric_memory.sources.agent_homes`:
+    Pi, oh-my-pi, Claude Code, Codex, …; only ``agents``, else ``$FABRIC_MEMORY_AGENTS``,
+    when set), then the folders ``$FABRIC_MEMORY_EXTRA_SESSIONS`` adds (``:``-separated:
+    sources with no fixed home, such as Fabro exports)."""
+    homes = agent_homes(projects, chosen_agents(agents))
+    extra = [folder for folder in _folders(os.environ.get(EXTRA_SESSIONS_ENV) or "")
+             if folder.is_dir()]
+    return _unique([*homes, *extra])
 
 
-def omp_sessions_dir() -> Path:
-    """Where oh-my-pi keeps sessions: ``sessions`` of its agent directory, which is
-    ``$PI_CODING_AGENT_DIR`` (the variable Pi reads too), else ``agent`` of its config
-    folder ``~/$PI_CONFIG_DIR`` (``~/.omp`` by default)."""
-    configured = os.environ.get(PI_AGENT_DIR_ENV)
-    if configured:
-        return Path(configured).expanduser() / "sessions"
-    return Path.home() / (os.environ.get(OMP_CONFIG_DIR_ENV) or ".omp") / "agent" / "sessions"
+def chosen_agents(agents: str | None = None) -> frozenset[str] | None:
+    """The agents ``agents`` (``pi,claude-code``), else ``$FABRIC_MEMORY_AGENTS``, narrows
+    reading to; ``None`` for every agent. An unknown name is a usage error."""
+    return agent_names(agents if agents is not None else os.environ.get(AGENTS_ENV) or None)
 
 
-def pi_agent_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``explicit``, else ``$PI_CODING_AGENT_DIR``, else ``~/.pi/agent``, as Pi resolves
-    its agent directory (Pi's pi-coding-agent/docs/configuration.md)."""
-    if explicit is not None:
-        return Path(explicit).expanduser()
-    configured = os.environ.get(PI_AGENT_DIR_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
+def joined(folders: Iterable[str | os.PathLike[str]] | None) -> str | None:
+    """Several ``--sessions`` folders as one value (``:``-separated, as the variable)."""
+    names = [os.fspath(folder) for folder in folders or ()]
+    return os.pathsep.join(names) if names else None
+
+
+def _folders(text: str) -> list[Path]:
+    return [Path(part).expanduser().resolve() for part in text.split(os.pathsep) if part]
+
+
+def _unique(folders: Iterable[Path]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(folders))
 
 
 def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:

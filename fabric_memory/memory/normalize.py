@@ -20,7 +20,7 @@ import orjson
 
 from ..errors import clipped
 from ..redact import redact_texts
-from ..session import Entry, LineProblem, Session, migrated_id
+from ..session import Entry, LineProblem, Session, decode_line, glued_objects, migrated_id
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
 
@@ -134,6 +134,21 @@ def _salvaged_entries(session: Session) -> list[Entry]:
                 has_id=False,
             ))
     return entries
+
+
+def line_value(data: bytes, line: int, entry_id: str) -> Any:
+    """The JSON value entry ``entry_id`` has on its line ``data`` (line number ``line``): the
+    line's value, or for an object salvaged from a glued line (:func:`_salvaged_entries`)
+    that object ({} when it is no longer there)."""
+    try:
+        return decode_line(data)
+    except ValueError:  # glued objects (or a line no reader takes): what was salvaged of it
+        objects = glued_objects(data)
+    numbered = f"{migrated_id(line)}."
+    number = entry_id.removeprefix(numbered)
+    if entry_id.startswith(numbered) and number.isdigit():
+        return objects[int(number)] if int(number) < len(objects) else {}
+    return next((value for value in objects if value.get("id") == entry_id), {})
 
 
 def source_records(entry_id: str, raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -284,6 +299,8 @@ def _message_words(message: dict[str, Any], fabric: FabricResult | None) -> list
     sections = message.get("sections")
     if isinstance(sections, dict):
         words.extend(_string(value) for value in sections.values())
+    # Ids are recalled by value (``toolu_…``, ``call_…``): the call a result answers.
+    words.append(_string(message.get("toolCallId")))
     return words
 
 
@@ -307,6 +324,7 @@ def _content_words(content: object) -> Iterator[str | None]:
             # fabric_exec source code is not memory: only its trace is.
             if name != FABRIC_TOOL:
                 yield from _leaves(part.get("arguments"))
+            yield _string(part.get("id"))
 
 
 def _leaves(value: object) -> Iterator[str]:

@@ -1,5 +1,10 @@
 """``recall``: search the memory index (lexical text plus exact structural filters).
 
+A question in plain words finds its entry: by default (``match="any"``) every document
+holding any of the query's words is ranked by relevance (BM25), those holding all of them
+first, and ``matched`` says whether the hits needed that relaxation (``"any"``) or every
+hit holds every word (``"all"``). ``match="all"`` keeps only documents holding every word.
+
 Every hit says which session and tier it comes from and carries ``follow``: the
 exact :func:`~fabric_memory.memory.expand.expand` request, bound to the session's
 sourceHash and lineage fingerprint, that hydrates it from the source file. The
@@ -18,6 +23,7 @@ import orjson
 from .._js import iso_ms
 from ..arguments import Kind, check_names, checked_request
 from ..errors import QueryError, UsageError, clipped
+from ..sources.registry import AGENTS
 from .catalog import (
     DEFAULT_HOT_SESSIONS,
     Catalog,
@@ -27,6 +33,7 @@ from .catalog import (
     default_roots,
 )
 from .index import Hit, SearchSpec, TextMode
+from .limits import Clamped, bounded
 from .tiers import revalidate
 
 if TYPE_CHECKING:
@@ -53,7 +60,7 @@ FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "pro
 REQUEST_KINDS: dict[str, Kind] = {
     "query": "text", "mode": "text", "match": "text", "role": "name", "tool": "name",
     "ref": "name", "provider": "name", "action": "name", "outcome": "name", "since": "text",
-    "until": "text", "session": "name", "branches": "text", "limit": "integer",
+    "until": "text", "session": "name", "agent": "name", "branches": "text", "limit": "integer",
     "offset": "integer", "hotSessions": "integer", "index": "name", "sessions": "name"}
 """The recall request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
 
@@ -71,6 +78,7 @@ class RecallRequest(TypedDict, total=False):
     since: str
     until: str
     session: str
+    agent: str
     branches: Branches
     limit: int
     offset: int
@@ -83,6 +91,10 @@ class RecallHit(TypedDict):
     kind: str
     sessionId: str
     path: str
+    agent: str
+    """The agent that wrote the session (:data:`fabric_memory.sources.AGENTS`)."""
+    project: str | None
+    """The folder the agent worked in, when the session says."""
     tier: Tier
     stale: bool
     entryId: str
@@ -108,16 +120,22 @@ class RecallHit(TypedDict):
 
 class RecallResponse(TypedDict):
     total: int
+    matched: Match
+    """"all": every hit holds every word of the query; "any": some hits hold only some."""
     offset: int
     hits: list[RecallHit]
     next: RecallRequest | None
+    allWords: NotRequired[int]
+    """With matched "any": how many of ``total`` hold every word (they are ranked first)."""
+    clamped: NotRequired[Clamped]
+    """Limits asked above their maximum: key → [asked, used]."""
 
 
 def recall(
     query: str = "",
     *,
     mode: TextMode = "literal",
-    match: Match = "all",
+    match: Match = "any",
     role: str | None = None,
     tool: str | None = None,
     ref: str | None = None,
@@ -127,6 +145,7 @@ def recall(
     since: str | None = None,
     until: str | None = None,
     session: str | None = None,
+    agent: str | None = None,
     branches: Branches = "all",
     limit: int = DEFAULT_LIMIT,
     offset: int = 0,
@@ -138,17 +157,22 @@ def recall(
     filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
                "action": action, "outcome": outcome}
     check_names(("--session", session), ("--index", index), ("--sessions", sessions),
-                *((f"--{name}", value) for name, value in filters.items()))
-    _check_options(query, mode, match, branches, limit, offset, hot_sessions)
+                ("--agent", agent), *((f"--{name}", value) for name, value in filters.items()))
+    clamped: Clamped = {}
+    limit = bounded(limit, "limit", "--limit", 1, MAX_LIMIT, clamped)
+    _check_options(query, mode, match, branches, offset, hot_sessions)
     given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
                              "since": since, "until": until, "session": session,
-                             "branches": branches, "limit": limit, "offset": offset}
+                             "agent": agent, "branches": branches, "limit": limit, "offset": offset}
     if hot_sessions != DEFAULT_HOT_SESSIONS:
         given["hotSessions"] = hot_sessions
     locations = {"index": index, "sessions": sessions}
     given.update((name, os.fspath(where)) for name, where in locations.items() if where)
     request = cast(RecallRequest, {k: v for k, v in given.items() if v is not None})
-    if not query.strip() and not any(filters.values()) and since is None and until is None:
+    if agent is not None and agent not in AGENTS:
+        raise UsageError(f"--agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
+    if not query.strip() and not any(filters.values()) and since is None and until is None \
+            and agent is None:
         raise QueryError("recall needs a QUERY or at least one filter (--ref, --tool, ...)")
     roots, handle = default_roots(sessions, index)
     view = revalidate(handle, hot_sessions, roots)
@@ -169,6 +193,8 @@ def recall(
         outside = view.catalog.outside(roots)
         if outside:
             excluded.append(("path", tuple(sorted(outside))))
+    if agent is not None:
+        equals.append(("agent", (agent,)))
     if branches == "active":
         equals.append(("on_active", (True,)))
     spec = SearchSpec(
@@ -178,7 +204,12 @@ def recall(
     )
     page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
     hits = [_hit(hit, view.catalog, view.hot, view.unrefreshed, locations) for hit in page.hits]
-    return _bounded(request, page.total, offset, hits)
+    notes: dict[str, Any] = {}
+    if page.all_words is not None and page.all_words < page.total:
+        notes.update(matched="any", allWords=page.all_words)
+    if clamped:
+        notes["clamped"] = clamped
+    return _bounded(request, page.total, offset, hits, notes)
 
 
 def recall_request(request: Mapping[str, Any]) -> RecallResponse:
@@ -191,8 +222,7 @@ def recall_request(request: Mapping[str, Any]) -> RecallResponse:
 
 
 def _check_options(
-    query: str, mode: str, match: str, branches: str, limit: int, offset: int,
-    hot_sessions: int,
+    query: str, mode: str, match: str, branches: str, offset: int, hot_sessions: int,
 ) -> None:
     if mode not in MODES:
         raise UsageError(f"--mode {clipped(mode)}: use one of {', '.join(MODES)}")
@@ -202,8 +232,6 @@ def _check_options(
         raise UsageError(f"--branches {clipped(branches)}: use active or all")
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(f"QUERY is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
-    if not 1 <= limit <= MAX_LIMIT:
-        raise UsageError(f"--limit {clipped(limit)}: must be between 1 and {MAX_LIMIT}")
     if not 0 <= offset <= MAX_OFFSET:
         raise UsageError(f"--offset {clipped(offset)}: must be between 0 and {MAX_OFFSET} (narrow "
                          "the query with --since, --until or --session to reach older hits)")
@@ -244,6 +272,8 @@ def _hit(
         "kind": str(fields["kind"]),
         "sessionId": str(fields["session_id"]),
         "path": path,
+        "agent": str(fields.get("agent", "pi")),
+        "project": str(fields["project"]) if "project" in fields else None,
         "tier": "hot" if path in hot else "cold",
         "stale": _stale(record, path, unrefreshed),
         "entryId": str(fields["entry_id"]),
@@ -271,16 +301,21 @@ def _stale(record: SessionRecord | None, path: str, unrefreshed: frozenset[str])
 
 
 def _bounded(
-    request: RecallRequest, total: int, offset: int, hits: list[RecallHit]
+    request: RecallRequest, total: int, offset: int, hits: list[RecallHit],
+    notes: Mapping[str, Any],
 ) -> RecallResponse:
-    """Fit the response in MAX_RESPONSE_CHARS: shorten snippets, then carry hits to ``next``."""
+    """Fit the response (with ``notes``: matched, allWords, clamped) in MAX_RESPONSE_CHARS:
+    shorten snippets, then carry hits to ``next``."""
 
     def build(kept: list[RecallHit]) -> RecallResponse:
         end = offset + len(kept)
         following: RecallRequest | None = None
         if end < total and end <= MAX_OFFSET:
             following = {**request, "offset": end}
-        return {"total": total, "offset": offset, "hits": kept, "next": following}
+        response: RecallResponse = {"total": total, "matched": "all", "offset": offset,
+                                    "hits": kept, "next": following}
+        response.update(cast(RecallResponse, notes))
+        return response
 
     response = build(hits)
     if _size(response) <= MAX_RESPONSE_CHARS:

@@ -31,9 +31,11 @@ from typing import NotRequired, TypedDict
 
 from ..arguments import check_name
 from ..errors import MemoryIndexError, SessionError, UsageError, clipped, is_utf8, printable
-from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files, read_session
+from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files
+from ..sources import read_source, reader_for, skipped
 from .catalog import (
     Catalog,
+    IndexedProjects,
     SessionRecord,
     StatKey,
     clamped_time,
@@ -43,7 +45,7 @@ from .catalog import (
     stat_key,
 )
 from .index import MemoryIndex, Writer, item_json
-from .locations import holds, inside_any
+from .locations import SESSIONS_ENV, chosen_agents, discovered_roots, holds, inside_any
 from .normalize import normalize_session
 
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -139,12 +141,52 @@ def reindex(
     commit_every: int = DEFAULT_COMMIT_EVERY,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     session: str | os.PathLike[str] | None = None,
+    agents: str | None = None,
 ) -> ReindexReport:
     """Index every changed ``*.jsonl`` session under the sessions roots (``full``: all of
-    them); with ``session``, only that file (it must lie under one of the roots)."""
+    them); with ``session``, only that file (it must lie under one of the roots).
+    ``agents`` (``pi,codex``; else ``$FABRIC_MEMORY_AGENTS``) reads only those agents' files.
+
+    With the default roots, a pass that indexes sessions naming new project folders looks
+    for agent folders inside them (Catui's traces) and indexes those too, in the same call.
+    """
+    report = _reindex(sessions, index, full, workers, progress, lock_timeout, commit_every,
+                      max_line_bytes, session, agents)
+    while sessions is None and session is None and not os.environ.get(SESSIONS_ENV):
+        _, handle = default_roots(None, index)
+        known = set(report["sessionsRoots"])
+        later = [str(root) for root in discovered_roots(agents, IndexedProjects(handle))
+                 if str(root) not in known]
+        if not later:
+            break
+        more = _reindex(os.pathsep.join(later), index, full, workers, progress, lock_timeout,
+                        commit_every, max_line_bytes, None, agents)
+        _merge(report, more)
+    return report
+
+
+def _merge(report: ReindexReport, more: ReindexReport) -> None:
+    """Add a second pass's figures and findings to ``report``."""
+    for key in ("sessions", "indexed", "skipped", "entries", "operations", "commits"):
+        report[key] += more[key]
+    for key in ("invalid", "stale", "incomplete", "removed", "notes", "salvaged", "notices",
+                "sessionsRoots"):
+        report[key].extend(more[key])  # type: ignore[literal-required]
+    for kind, count in more["redacted"].items():
+        report["redacted"][kind] = report["redacted"].get(kind, 0) + count
+    report["seconds"] = round(report["seconds"] + more["seconds"], 4)
+
+
+def _reindex(
+    sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None, full: bool,
+    workers: int | None, progress: ProgressCallback | None, lock_timeout: float,
+    commit_every: int, max_line_bytes: int, session: str | os.PathLike[str] | None,
+    agents: str | None,
+) -> ReindexReport:
     started = time.perf_counter()
     check_name("--session", session)
-    roots, handle = default_roots(sessions, index)
+    narrowed = chosen_agents(agents)
+    roots, handle = default_roots(sessions, index, agents)
     for root in roots:
         if not root.is_dir():
             raise UsageError(
@@ -163,7 +205,7 @@ def reindex(
     report["workers"] = count
     candidates = (chain.from_iterable(map(iter_session_files, roots)) if session is None
                   else [_one_session(roots, session)])
-    files, outside = _inside(roots, candidates)
+    files, outside = _inside(roots, (path for path in candidates if not skipped(str(path))))
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
     one = session is not None
@@ -171,7 +213,7 @@ def reindex(
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
-    pending, gone = _plan_all(roots, files, committed, full, max_line_bytes, one)
+    pending, gone = _plan_all(roots, files, committed, full, max_line_bytes, one, narrowed)
     if not full and not pending and not gone:
         report["skipped"] = len(files)
         report["invalid"].extend(_still_invalid(files, committed))
@@ -183,7 +225,7 @@ def reindex(
             report["notices"].append(writer.notice)
             full = True
         catalog = load_catalog(handle)
-        tasks, gone = _plan_all(roots, files, catalog, full, max_line_bytes, one)
+        tasks, gone = _plan_all(roots, files, catalog, full, max_line_bytes, one, narrowed)
         report["skipped"] = done = len(files) - len(tasks)
         planned = {task.path for task in tasks}
         report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
@@ -210,12 +252,14 @@ def reindex_paths(
     index: str | os.PathLike[str] | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    agents: str | None = None,
 ) -> ReindexReport:
     """Bring just these session files up to date, without walking the tree (the live
     index's step): a new or changed file is read and re-indexed, a file that is gone is
     dropped from the index with its record. One commit, under the writer lock."""
     started = time.perf_counter()
-    roots, handle = default_roots(sessions, index)
+    narrowed = chosen_agents(agents)
+    roots, handle = default_roots(sessions, index, agents)
     report = _report(roots, handle)
     names = sorted({os.fspath(path) for path in paths})
     present = [name for name in names if os.path.isfile(name)]
@@ -236,7 +280,7 @@ def reindex_paths(
         for path in files:
             record = catalog.record(path)
             task = _plan(path, record, False, max_line_bytes)
-            if task is None:
+            if task is None or not _written_by(narrowed, path, max_line_bytes):
                 report["skipped"] += 1
             else:
                 _apply(writer, _parse(task), record, report)
@@ -317,18 +361,24 @@ def _committed(handle: MemoryIndex) -> Catalog:
 
 def _plan_all(
     roots: tuple[Path, ...], files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
-    one: bool = False,
+    one: bool = False, agents: frozenset[str] | None = None,
 ) -> tuple[list[_Task], list[SessionRecord]]:
     """Files to parse, and records under ``roots`` whose file is gone (to be forgotten): a
     deleted or renamed file, or one indexed under another spelling of its path; ``one``:
-    ``files`` is the one session asked for, so no other record is looked at."""
+    ``files`` is the one session asked for, so no other record is looked at; ``agents``:
+    only files those agents wrote are parsed (told by their first line)."""
     tasks = [task for path in files
-             if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))]
+             if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))
+             and _written_by(agents, path, max_line_bytes)]
     if one:
         return tasks, []
     seen = set(files)
     gone = [r for r in catalog.records if r.path not in seen and holds(roots, r.path)]
     return tasks, gone
+
+
+def _written_by(agents: frozenset[str] | None, path: str, max_line_bytes: int) -> bool:
+    return agents is None or reader_for(path, max_line_bytes).name in agents
 
 
 def refresh_sessions(
@@ -395,7 +445,7 @@ def _parse(task: _Task) -> _Parsed:
     if task.known_hash is not None and task.known_hash == _hash_or_none(task.path):
         return _Parsed(task.path, unchanged=True)
     try:
-        session = read_session(task.path, max_line_bytes=task.max_line_bytes)
+        session = read_source(task.path, task.max_line_bytes)
     except SessionError as exc:
         return _Parsed(task.path, invalid=exc.message)
     normalized = normalize_session(session)
@@ -413,7 +463,6 @@ def _parse(task: _Task) -> _Parsed:
         notes.append(f"{session.path}: modified after 2262, past the index's 64-bit nanosecond "
                      "range; mtime clamped (changes are still seen by size and ctime)")
     problems.extend(notes)
-    cwd = session.header.get("cwd")
     record = SessionRecord(
         path=task.path,
         session_id=session.session_id,
@@ -427,9 +476,11 @@ def _parse(task: _Task) -> _Parsed:
         complete=not normalized.duplicate_addresses,
         problems=tuple(problems[:MAX_PROBLEMS]),
         checked=(checked[0], session.size, checked[2]),
-        cwd=cwd if isinstance(cwd, str) else None,
+        cwd=session.project,
+        agent=session.agent,
     )
-    documents = tuple(item_json(item, task.path, session.session_id) for item in normalized.items)
+    documents = tuple(item_json(item, task.path, session.session_id, session.agent,
+                                session.project) for item in normalized.items)
     return _Parsed(task.path, record=record, documents=documents, notes=tuple(notes),
                    salvaged=tuple(salvaged),
                    redacted=tuple((normalized.redacted or {}).items()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .index import REBUILD
@@ -46,8 +47,11 @@ def render_reindex(report: ReindexReport) -> str:
 def render_recall(response: RecallResponse) -> str:
     hits = response["hits"]
     first = response["offset"] + 1
-    lines = [f"{response['total']} hits" + (f", showing {first}-{first + len(hits) - 1}"
-                                            if hits else "")]
+    every = (f" ({response.get('allWords', 0)} with every word, ranked first)"
+             if response["matched"] == "any" else "")
+    lines = [f"{response['total']} hits{every}"
+             + (f", showing {first}-{first + len(hits) - 1}" if hits else "")]
+    lines.extend(_clamped(response.get("clamped", {})))
     for hit in hits:
         what = " ".join(
             str(value) for value in (hit.get("role"), hit.get("ref"), hit.get("outcome")) if value
@@ -57,7 +61,8 @@ def render_recall(response: RecallResponse) -> str:
             f"{hit['kind']} {hit['address']} [{hit['tier']}{stale}] {what} "
             f"{hit.get('timestamp', '')}".rstrip()
         )
-        lines.append(f"  session {hit['sessionId']}  {hit['path']}")
+        project = f"  project {hit['project']}" if hit.get("project") else ""
+        lines.append(f"  {hit['agent']} session {hit['sessionId']}{project}  {hit['path']}")
         snippet = " ".join(hit["snippet"].split())
         if snippet:
             lines.append(f"  {snippet}")
@@ -73,6 +78,7 @@ def render_recall(response: RecallResponse) -> str:
 
 def render_expand(page: ExpandPage) -> str:
     lines = [f"session {page['sessionId']}  {page['path']}  sourceHash {page['sourceHash']}"]
+    lines.extend(_clamped(page.get("clamped", {})))
     for entry in page["entries"]:
         span = f"chars {entry['textOffset']}-{entry['textOffset'] + len(entry['text'])}"
         lines.append(
@@ -90,6 +96,11 @@ def render_expand(page: ExpandPage) -> str:
     return "\n".join(lines)
 
 
+def _clamped(clamped: Mapping[str, list[int]]) -> list[str]:
+    return [f"note: {key} {asked} is above its maximum; {used} used"
+            for key, (asked, used) in clamped.items()]
+
+
 def render_sessions(report: SessionsReport) -> str:
     shown = len(report["sessions"])
     lines = [f"{report['total']} sessions in {report['index']}"
@@ -99,8 +110,9 @@ def render_sessions(report: SessionsReport) -> str:
         flags = " STALE" if item["stale"] else ""
         flags += " INCOMPLETE" if not item["complete"] else ""
         lines.append(
-            f"{item['tier']:4} {item['sessionId']}  {item['entries']:>5} entries "
-            f"{item['operations']:>5} ops  {item['sourceHash']}{flags}  {item['path']}"
+            f"{item['tier']:4} {item['agent']:11} {item['sessionId']}  "
+            f"{item['entries']:>5} entries {item['operations']:>5} ops  "
+            f"{item['sourceHash']}{flags}  {item['path']}"
         )
     return "\n".join(lines)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from ..errors import UsageError
-from ..memory.locations import pi_agent_dir
+from ..sources.pi import pi_agent_dir
 from . import EXTENSION_DIR
 
 Action = Literal["added", "unchanged", "removed", "absent"]

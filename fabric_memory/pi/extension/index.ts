@@ -214,9 +214,20 @@ const optionalCount = (description: string, minimum = 0) =>
 
 const recallParameters = Type.Object(
 	{
-		query: optionalText("Words to find (may be empty when a filter is given)"),
-		mode: Type.Optional(StringEnum(["literal", "phrase", "regex"] as const)),
-		match: Type.Optional(StringEnum(["all", "any"] as const)),
+		query: optionalText(
+			"What to find, in plain words (a question or its key words); may be empty when a filter is given",
+		),
+		mode: Type.Optional(
+			StringEnum(["literal", "phrase", "regex"] as const, {
+				description: "literal (default): words; phrase: an exact word sequence; regex: single words by pattern",
+			}),
+		),
+		match: Type.Optional(
+			StringEnum(["any", "all"] as const, {
+				description:
+					"any (default): entries holding any word, those holding all first; all: only entries holding every word",
+			}),
+		),
 		ref: optionalText("Exact Fabric ref, e.g. pi.read"),
 		tool: optionalText("Exact tool name, e.g. fabric_exec or bash"),
 		role: optionalText("Exact message role: user, assistant, toolResult"),
@@ -226,8 +237,13 @@ const recallParameters = Type.Object(
 		since: optionalText("ISO time, inclusive"),
 		until: optionalText("ISO time, inclusive"),
 		session: optionalText("One session: its id"),
+		agent: Type.Optional(
+			StringEnum(["pi", "omp", "claude-code", "codex", "catui", "fabro"] as const, {
+				description: "Only sessions this agent wrote (every hit names its agent)",
+			}),
+		),
 		branches: Type.Optional(StringEnum(["all", "active"] as const)),
-		limit: optionalCount("Hits per page, 1 to 50 (default 10)", 1),
+		limit: optionalCount("Hits per page, 1 to 50 (default 10; more is clamped)", 1),
 		offset: optionalCount("Hits to skip (use the answer's `next`)"),
 	},
 	{ additionalProperties: false },
@@ -237,16 +253,21 @@ const expandParameters = Type.Object(
 	{
 		session: Type.String({ description: "The session, as in a recall hit's follow.session" }),
 		entries: Type.Optional(Type.Array(Type.String(), { description: "Entry ids" })),
-		addresses: Type.Optional(Type.Array(Type.String(), { description: "Addresses from a hit or a summary" })),
+		addresses: Type.Optional(
+			Type.Array(Type.String(), {
+				description: "Addresses as a summary or a hit prints them: entries (L12, a1b2c3d4), operations (L40/3)",
+			}),
+		),
+		range: optionalText("FIRST:LAST entry addresses, inclusive: a summary's [L12 ... L31] is L12:L31"),
 		indices: Type.Optional(Type.Array(Type.Integer({ minimum: 0 }), { description: "Entry positions in the file" })),
-		range: optionalText("FIRST:LAST entry positions, inclusive"),
+		positions: optionalText("FIRST:LAST entry positions (0-based), inclusive"),
 		anchor: optionalText("Entry id to read around (with before/after)"),
-		before: optionalCount("Entries before the anchor"),
-		after: optionalCount("Entries after the anchor"),
+		before: optionalCount("Also this many entries before each address, entry or the anchor"),
+		after: optionalCount("Also this many entries after each address, entry or the anchor"),
 		expectedSourceHash: optionalText("From follow: refuse a session file that changed since"),
 		expectedLineageFingerprint: optionalText("From follow: refuse a branch that changed since"),
-		maxEntries: optionalCount("Entries per page, 1 to 20", 1),
-		maxChars: optionalCount("Characters per page, 1 to 24000", 1),
+		maxEntries: optionalCount("Entries per page, 1 to 20 (more is clamped)", 1),
+		maxChars: optionalCount("Characters per page, 1 to 24000 (more is clamped)", 1),
 		entryOffset: optionalCount("Paging: from the answer's `next`"),
 		textOffset: optionalCount("Paging: from the answer's `next`"),
 		showSecrets: Type.Optional(
@@ -254,6 +275,9 @@ const expandParameters = Type.Object(
 				description:
 					"Secrets come back masked as [REDACTED:<kind>]; true returns the raw text. Only when the user explicitly asks for the value",
 			}),
+		),
+		raw: Type.Optional(
+			Type.Boolean({ description: "true: each entry's verbatim JSON line instead of readable text" }),
 		),
 	},
 	{ additionalProperties: false },
@@ -333,12 +357,14 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 		label: "Memory recall",
 		description:
 			"Search earlier coding-agent sessions (all projects) for messages, tool calls and Fabric operations. " +
-			"Returns JSON: total, hits (session, address, snippet, and `follow`, the exact memory_expand request " +
-			"for that hit) and `next` (the request for the following page, or null).",
-		promptSnippet: "Search earlier sessions' messages, tool calls and operations by words or exact filters",
+			"Ask in plain words: entries holding any of the words are ranked by relevance, those holding all first " +
+			"(`matched`: all when every hit holds every word, any when some hold only some). " +
+			"Returns JSON: total, matched, hits (session, address, snippet, and `follow`, the exact memory_expand " +
+			"request for that hit) and `next` (the request for the following page, or null).",
+		promptSnippet: "Search earlier sessions' messages, tool calls and operations by plain words or exact filters",
 		promptGuidelines: [
-			"Use memory_recall before redoing work or asking the user about something that may have happened in an earlier session (an error, a decision, a file, a command).",
-			"Use memory_expand with a memory_recall hit's `follow` object, unchanged, to read that hit's exact text; a summary's addresses can be expanded the same way.",
+			"Use memory_recall before redoing work or asking the user about something that may have happened in an earlier session (an error, a decision, a file, a command); ask in plain words.",
+			"Use memory_expand with a memory_recall hit's `follow` object, unchanged, to read that hit as text; a summary's addresses go to memory_expand as printed (addresses: [\"L12\"], range: \"L12:L31\" for [L12 ... L31]).",
 		],
 		parameters: recallParameters,
 		async execute(_toolCallId, params, signal, _onUpdate, ctx) {
@@ -350,11 +376,13 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 		name: "memory_expand",
 		label: "Memory expand",
 		description:
-			"Read the exact text of entries or operations of an earlier session: pass a memory_recall hit's " +
-			"`follow` object as the arguments, unchanged. Long results come in pages; pass the answer's `next` " +
-			"to continue. Secrets (API keys, tokens, passwords, private keys) come back masked as " +
+			"Read entries or operations of an earlier session as text (role, time, what was said, tool calls " +
+			"as name(arguments), tool results; raw: true for the verbatim JSON lines): pass a memory_recall hit's " +
+			"`follow` object as the arguments, unchanged, or the addresses a compaction summary prints as they " +
+			"are (addresses: [\"L12\"]; range: \"L12:L31\" for [L12 ... L31]; before/after for neighbours). " +
+			"Long results come in pages; pass the answer's `next` to continue. Secrets (API keys, tokens, passwords, private keys) come back masked as " +
 			"[REDACTED:<kind>]; set showSecrets only when the user explicitly asks for the raw value.",
-		promptSnippet: "Read the verbatim entries behind a memory_recall hit (its `follow`) or a summary address",
+		promptSnippet: "Read the entries behind a memory_recall hit (its `follow`) or a summary's addresses, as text",
 		promptGuidelines: [
 			"Use memory_expand to quote or check what an earlier session actually said before relying on a memory_recall snippet.",
 		],

@@ -1,0 +1,158 @@
+"""``python -m bench.handoff [--json]``: what a compaction summary hands over, scored on
+real Pi sessions beside Pi's own LLM summary at the same cut.
+
+The dev set is ``fixtures/pi-mono-real`` (real sessions from badlogic/pi-mono). For each
+cut, ``bench/handoff_probes.json`` holds probes written by reading the part the compaction
+drops, in the method of Factory's compression study: a question a continuing agent must
+answer (the task, the user's corrections, facts, file changes, commits, check outcomes)
+and the key strings a good answer must contain. A summary scores, per probe, the share of
+its key strings it carries (case-insensitive); the figure is the mean over probes.
+
+Cuts are where Pi compacted (its summary is in the file) or, for a file where it never
+did, where Pi's defaults cut when asked to compact at the end. Our summaries are made as
+if fabric-memory had been the compactor all along: each earlier Pi compaction on the
+branch is replaced by ours at the same cut, so a later cut folds the earlier state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fabric_memory.compaction import Compaction, compact_branch
+from fabric_memory.compaction.prepare import CompactionSettings, prepare_compaction
+from fabric_memory.session import read_session
+from fabric_memory.view import EntryView, view_entry
+
+REPO = Path(__file__).resolve().parents[1]
+DEV_SET = REPO / "fixtures" / "pi-mono-real"
+PROBES = Path(__file__).with_name("handoff_probes.json")
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One compaction point of a dev session: our summary and Pi's (None when Pi never
+    compacted there)."""
+
+    file: str
+    kept: str
+    ours: str
+    pi: str | None
+
+
+def _ours(views: list[EntryView], kept: str, session_id: str | None) -> Compaction:
+    outcome = compact_branch(views, kept, 0, session_id=session_id)
+    if not isinstance(outcome, Compaction):
+        raise RuntimeError(f"no compaction at {kept}: {outcome.reason}")
+    return outcome
+
+
+def cuts(file: str) -> list[Cut]:
+    """Every cut of ``file`` (Pi's compactions, in order; else Pi's default cut at the
+    end), with our summary made over our own earlier compactions."""
+    session = read_session(DEV_SET / file)
+    branch = session.active_branch()
+    views = [entry.view for entry in branch]
+    found: list[Cut] = []
+    for at, view in enumerate(views):
+        if view.type != "compaction":
+            continue
+        kept = view.raw.get("firstKeptEntryId")
+        if not isinstance(kept, str):
+            continue
+        outcome = _ours(views[:at], kept, session.session_id)
+        pi = view.raw.get("summary")
+        found.append(Cut(file, kept, outcome.summary, pi if isinstance(pi, str) else None))
+        raw = {"type": "compaction", "id": view.id, "parentId": view.parent_id,
+               "summary": outcome.summary, "firstKeptEntryId": kept, "details": outcome.details}
+        views[at] = view_entry(view.id, "compaction", view.parent_id, view.timestamp, raw)
+    if not found:
+        prepared = prepare_compaction(branch, CompactionSettings())
+        if prepared is None:
+            raise RuntimeError(f"{file}: Pi's defaults find nothing to compact")
+        kept = prepared.first_kept_entry_id
+        found.append(Cut(file, kept, _ours(views, kept, session.session_id).summary, None))
+    return found
+
+
+def carried(summary: str, keys: Sequence[str]) -> float:
+    """The share of ``keys`` ``summary`` carries (case-insensitive)."""
+    text = summary.casefold()
+    return sum(key.casefold() in text for key in keys) / len(keys)
+
+
+def score(probes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Per cut, per dimension and overall: the mean share of key strings carried, ours and
+    Pi's (Pi's over the cuts where the file holds its summary), and the summary sizes."""
+    probes = probes if probes is not None else orjson.loads(PROBES.read_bytes())["probes"]
+    made: dict[tuple[str, str], Cut] = {}
+    for file in sorted({probe["file"] for probe in probes}):
+        made.update({(cut.file, cut.kept): cut for cut in cuts(file)})
+    rows: list[dict[str, Any]] = []
+    for probe in probes:
+        cut = made[(probe["file"], probe["cut"])]
+        rows.append({
+            "file": cut.file, "cut": cut.kept, "dimension": probe["dimension"],
+            "question": probe["question"], "ours": carried(cut.ours, probe["keys"]),
+            "pi": None if cut.pi is None else carried(cut.pi, probe["keys"]),
+        })
+
+    def mean(chosen: list[dict[str, Any]], side: str) -> float | None:
+        values = [row[side] for row in chosen if row[side] is not None]
+        return statistics.mean(values) if values else None
+
+    with_pi = [row for row in rows if row["pi"] is not None]
+    groups: dict[str, Any] = {}
+    for dimension in sorted({row["dimension"] for row in rows}):
+        chosen = [row for row in rows if row["dimension"] == dimension]
+        both = [row for row in chosen if row["pi"] is not None]
+        groups[dimension] = {"probes": len(chosen), "ours": mean(chosen, "ours"),
+                             "oursWherePi": mean(both, "ours"), "pi": mean(both, "pi")}
+    per_cut = {
+        f"{cut.file}@{cut.kept}": {
+            "probes": sum(1 for row in rows if (row["file"], row["cut"]) == key),
+            "ours": mean([row for row in rows if (row["file"], row["cut"]) == key], "ours"),
+            "pi": mean([row for row in rows if (row["file"], row["cut"]) == key], "pi"),
+            "oursBytes": len(cut.ours.encode()),
+            "piBytes": None if cut.pi is None else len(cut.pi.encode()),
+        }
+        for key, cut in sorted(made.items())
+    }
+    return {
+        "probes": len(rows), "ours": mean(rows, "ours"), "oursWherePi": mean(with_pi, "ours"),
+        "pi": mean(with_pi, "pi"), "dimensions": groups, "cuts": per_cut, "rows": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.handoff", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print every probe's score too")
+    args = parser.parse_args(argv)
+    result = score()
+    if args.json:
+        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    print(f"{result['probes']} probes: ours {cell(result['ours'])}; where Pi summarized: ours "
+          f"{cell(result['oursWherePi'])}, Pi {cell(result['pi'])}")
+    for name, group in result["dimensions"].items():
+        print(f"  {name:<12} {group['probes']:>3} probes  ours {cell(group['ours'])}  "
+              f"(where Pi: ours {cell(group['oursWherePi'])}, Pi {cell(group['pi'])})")
+    for name, cut in result["cuts"].items():
+        print(f"  {name:<30} ours {cell(cut['ours'])} ({cut['oursBytes']} B)  Pi "
+              f"{cell(cut['pi'])} ({cut['piBytes'] or '-'} B)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

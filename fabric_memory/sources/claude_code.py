@@ -1,0 +1,189 @@
+"""Claude Code: ``~/.claude/projects/<encoded cwd>/<session>.jsonl`` (``$CLAUDE_CONFIG_DIR``
+moves ``~/.claude``).
+
+Every conversation line carries ``uuid`` (its address), ``parentUuid``, ``sessionId``,
+``cwd``, ``timestamp`` and ``isSidechain`` (a subagent's turn, off the main chain). A
+``user`` line holds the user's text or ``tool_result`` blocks (each its own entry, paired
+with its ``tool_use`` by id), an ``assistant`` line text, ``thinking`` and ``tool_use``
+blocks; ``isCompactSummary`` marks Claude's own compaction summary; ``summary`` lines
+(a title for a leaf, no ``uuid`` of their own) are addressed by line. A conversation line
+without a ``uuid`` is a located note; bookkeeping lines are not read (docs/agents.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import NotASessionError, clipped
+from .reader import (
+    Entries,
+    JsonLines,
+    SourceLine,
+    SourceReader,
+    block_text,
+    build_session,
+    compaction,
+    event,
+    message,
+    string,
+    text_block,
+    thinking_block,
+    tool_call_block,
+    tool_result,
+)
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
+
+AGENT: Final = "claude-code"
+CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
+CONVERSATION: Final = frozenset({"user", "assistant", "system"})
+BOOKKEEPING: Final = frozenset({"file-history-snapshot", "queue-operation"})
+"""Line types that hold no conversation (file backups, queued input): not read."""
+_FIRST_TYPES: Final = CONVERSATION | BOOKKEEPING | {"summary"}
+
+
+def claude_projects_dir() -> Path:
+    """``$CLAUDE_CONFIG_DIR/projects``, else ``~/.claude/projects``."""
+    configured = os.environ.get(CONFIG_DIR_ENV)
+    base = Path(configured).expanduser() if configured else Path.home() / ".claude"
+    return base / "projects"
+
+
+def recognises(first: Any, path: str) -> bool:
+    """A Claude Code transcript: its first line is one of Claude's line types and names
+    its session (``sessionId``), its leaf (``summary``) or its message (snapshots)."""
+    return (type(first) is dict and string(first.get("type")) in _FIRST_TYPES
+            and any(key in first for key in ("sessionId", "leafUuid", "messageId")))
+
+
+def read(path: str, max_line_bytes: int) -> Session:
+    lines = JsonLines(path, max_line_bytes)
+    entries = Entries()
+    tools: dict[str, str] = {}
+    """tool_use id -> tool name, to name the result that answers it."""
+    session_id = project = None
+    for line in lines:
+        value = line.value
+        if type(value) is not dict:
+            entries.note(line, "not a JSON object; skipped")
+            continue
+        session_id = session_id or string(value.get("sessionId"))
+        project = project or string(value.get("cwd"))
+        _read_line(line, value, entries, tools)
+    if session_id is None:
+        raise NotASessionError(path, None, "no line names its sessionId (not a Claude Code "
+                               "transcript, or one holding only summaries)")
+    return build_session(lines, entries, agent=AGENT, session_id=session_id, project=project,
+                         header={"sessionId": session_id, "cwd": project})
+
+
+def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
+               tools: dict[str, str]) -> None:
+    given = value.get("type")
+    kind = string(given)  # a set lookup of a list or an object would raise
+    if kind in BOOKKEEPING:
+        return
+    if kind == "summary":
+        summary = string(value.get("summary"))
+        if summary is None:
+            entries.note(line, "summary line without a 'summary' text; skipped")
+        else:
+            entries.add(line, event("summary", summary), parent=string(value.get("leafUuid")))
+        return
+    if kind not in CONVERSATION:
+        entries.note(line, f"unknown Claude Code line type {clipped(given)}; skipped")
+        return
+    uuid = string(value.get("uuid"))
+    if uuid is None:
+        entries.note(line, f"{kind} line without a 'uuid' (no address); skipped")
+        return
+    # After Claude compacts, the boundary line starts a new chain (``parentUuid`` null) and
+    # names the turn it follows in ``logicalParentUuid``: the branch goes on through it.
+    parent = string(value.get("parentUuid")) or string(value.get("logicalParentUuid"))
+    where = {"address": uuid, "parent": parent, "timestamp": string(value.get("timestamp"))}
+    if kind == "system":
+        entries.add(line, event(_system_kind(value), _system_text(value)), **where)
+        return
+    body = value.get("message")
+    if type(body) is not dict:
+        entries.note(line, f"{kind} line {uuid} has no 'message' object; skipped")
+        return
+    content = body.get("content")
+    if kind == "assistant":
+        entries.add(line, _assistant(content, tools, value.get("isApiErrorMessage") is True),
+                    **where)
+        return
+    if value.get("isCompactSummary") is True:
+        entries.add(line, compaction(block_text(content, "text")), **where)
+        return
+    results = [b for b in content if type(b) is dict and b.get("type") == "tool_result"] if (
+        type(content) is list) else []
+    text = block_text(content, "text")
+    if text or not results:
+        entries.add(line, message("user", [text_block(text)] if text else []), **where)
+    for block in results:
+        call_id = string(block.get("tool_use_id")) or ""
+        output = block_text(block.get("content"), "text")
+        extra = _structured(value.get("toolUseResult"), output) if len(results) == 1 else ""
+        entries.add(line, tool_result(call_id, tools.get(call_id),
+                                      f"{output}\n{extra}" if extra else output,
+                                      is_error=block.get("is_error") is True), **where)
+
+
+def _assistant(content: object, tools: dict[str, str], failed: bool) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = []
+    for block in content if type(content) is list else [content]:
+        if isinstance(block, str):
+            blocks.append(text_block(block))
+            continue
+        if type(block) is not dict:
+            continue
+        kind = block.get("type")
+        if kind == "text" and (text := string(block.get("text"))):
+            blocks.append(text_block(text))
+        elif kind == "thinking" and (text := string(block.get("thinking"))):
+            blocks.append(thinking_block(text))
+        elif kind == "tool_use":
+            call_id, name = string(block.get("id")) or "", string(block.get("name")) or ""
+            tools[call_id] = name
+            arguments = block.get("input")
+            blocks.append(tool_call_block(call_id, name, arguments if type(arguments) is dict
+                                          else {"input": arguments}))
+    return message("assistant", blocks, **({"stopReason": "error"} if failed else {}))
+
+
+def _structured(result: object, output: str) -> str:
+    """The string leaves of ``toolUseResult`` (Claude's structured copy of a tool's outcome:
+    stdout, stderr, a file's path and content) that the result's text does not already say."""
+    leaves: list[str] = []
+    stack = [result]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            if current and current not in output:
+                leaves.append(current)
+        elif type(current) is dict:
+            stack.extend(reversed(list(current.values())))
+        elif type(current) is list:
+            stack.extend(reversed(current))
+    return "\n".join(leaves)
+
+
+def _system_kind(value: dict[str, Any]) -> str:
+    subtype = string(value.get("subtype"))
+    return f"system:{subtype}" if subtype else "system"
+
+
+def _system_text(value: dict[str, Any]) -> str:
+    return string(value.get("content")) or ""
+
+
+def _homes(projects: Collection[str]) -> tuple[Path, ...]:
+    return (claude_projects_dir(),)
+
+
+CLAUDE_CODE = SourceReader(AGENT, recognises, read, _homes)

@@ -1,0 +1,222 @@
+"""Codex CLI: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`` (``$CODEX_HOME``
+moves ``~/.codex``).
+
+Two shapes are read. The current one: every line ``{timestamp, type, payload}`` with
+``type`` one of ``session_meta`` (id, cwd, git), ``response_item`` (the conversation:
+``message``, ``reasoning``, ``function_call`` / ``function_call_output``,
+``custom_tool_call`` / ``custom_tool_call_output``, ``local_shell_call``,
+``web_search_call``), ``event_msg`` (only ``error`` events are read: the rest repeat
+response items or report progress), ``turn_context`` and ``compacted`` (Codex's own
+compaction summary). The earlier one: a first line ``{id, timestamp, instructions, git}``
+(``instructions`` and ``git`` optional), then bare response items separated by
+``{"record_type": "state"}`` lines, without a time per line. Any other first line is
+``unsupported version``. Codex lines have no id of
+their own: each entry's address is its line, ``L<line>``, its parent the entry before it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from ..errors import NotASessionError, clipped
+from .reader import (
+    NOT_JSON,
+    Entries,
+    JsonLines,
+    SourceLine,
+    SourceReader,
+    block_text,
+    build_session,
+    compaction,
+    event,
+    message,
+    string,
+    text_block,
+    thinking_block,
+    tool_call_block,
+    tool_result,
+)
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
+
+AGENT: Final = "codex"
+HOME_ENV: Final = "CODEX_HOME"
+LINE_TYPES: Final = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
+                               "compacted"})
+READ_EVENTS: Final = frozenset({"error", "stream_error"})
+_CALLS: Final = {"function_call": "arguments", "custom_tool_call": "input",
+                 "local_shell_call": "action", "web_search_call": "action"}
+_OUTPUTS: Final = frozenset({"function_call_output", "custom_tool_call_output"})
+
+
+def codex_sessions_dir() -> Path:
+    """``$CODEX_HOME/sessions``, else ``~/.codex/sessions``."""
+    configured = os.environ.get(HOME_ENV)
+    return (Path(configured).expanduser() if configured else Path.home() / ".codex") / "sessions"
+
+
+def _is_current(first: Any) -> bool:
+    return (type(first) is dict and first.get("type") == "session_meta"
+            and type(first.get("payload")) is dict)
+
+
+def _is_earlier(first: Any) -> bool:
+    """The earlier shape's first line: ``{id, timestamp, instructions?, git?}``, no ``type``."""
+    return (type(first) is dict and "type" not in first and "record_type" not in first
+            and isinstance(first.get("id"), str) and isinstance(first.get("timestamp"), str))
+
+
+def recognises(first: Any, path: str) -> bool:
+    """A Codex rollout: a ``session_meta`` first line, or the earlier shape's meta line."""
+    return _is_current(first) or _is_earlier(first)
+
+
+def read(path: str, max_line_bytes: int) -> Session:
+    lines = JsonLines(path, max_line_bytes)
+    entries = Entries()
+    tools: dict[str, str] = {}
+    meta: dict[str, Any] | None = None
+    earlier = False
+    for line in lines:
+        value = line.value
+        if meta is None:
+            meta, earlier = _meta(path, line)
+            _add(entries, line, event("session_meta", _meta_text(meta)),
+                 string(meta.get("timestamp")))
+            continue
+        if type(value) is not dict:
+            entries.note(line, "not a JSON object; skipped")
+        elif earlier:
+            if value.get("record_type") != "state":
+                _item(entries, line, value, None, tools)
+        else:
+            _current(entries, line, value, tools, meta)
+    if meta is None:
+        raise NotASessionError(path, None, "empty file: no Codex session_meta line")
+    session_id = string(meta.get("id")) or Path(path).stem
+    return build_session(lines, entries, agent=AGENT, session_id=session_id,
+                         project=string(meta.get("cwd")), header=meta,
+                         version=1 if earlier else 2)
+
+
+def _meta(path: str, line: SourceLine) -> tuple[dict[str, Any], bool]:
+    """The session's metadata from its first line, and whether it is the earlier shape."""
+    first = line.value
+    if _is_current(first):
+        return dict(first["payload"], timestamp=first["payload"].get("timestamp")
+                    or first.get("timestamp")), False
+    if _is_earlier(first):
+        return dict(first), True
+    shown = (f"type {clipped(first.get('type'))}" if type(first) is dict and "type" in first
+             else "not JSON" if first is NOT_JSON else f"JSON {clipped(first)}")
+    raise NotASessionError(path, line.number, f"unsupported version: first line is {shown}, "
+                           "neither a session_meta line nor the earlier {id, timestamp, "
+                           "instructions} line")
+
+
+def _meta_text(meta: dict[str, Any]) -> str:
+    git = meta.get("git")
+    words = [meta.get("cwd"), meta.get("originator"), meta.get("cli_version")]
+    if type(git) is dict:
+        words.extend(git.get(key) for key in ("repository_url", "branch", "commit_hash"))
+    return " ".join(word for word in words if isinstance(word, str) and word)
+
+
+def _current(entries: Entries, line: SourceLine, value: dict[str, Any],
+             tools: dict[str, str], meta: dict[str, Any]) -> None:
+    given, payload, stamp = value.get("type"), value.get("payload"), string(value.get("timestamp"))
+    kind = string(given)  # a set lookup of a list or an object would raise
+    if kind not in LINE_TYPES:
+        entries.note(line, f"unknown Codex line type {clipped(given)}; skipped")
+    elif type(payload) is not dict:
+        entries.note(line, f"{kind} line without a 'payload' object; skipped")
+    elif kind == "response_item":
+        _item(entries, line, payload, stamp, tools)
+    elif kind == "compacted":
+        _add(entries, line, compaction(string(payload.get("message")) or ""), stamp)
+    elif kind == "turn_context":
+        words = (payload.get(key) for key in ("model", "cwd", "approval_policy"))
+        _add(entries, line, event("turn_context", " ".join(
+            word for word in words if isinstance(word, str) and word)), stamp)
+    elif kind == "session_meta":
+        _add(entries, line, event("session_meta", _meta_text(payload)), stamp)
+    elif kind == "event_msg" and string(payload.get("type")) in READ_EVENTS:
+        _add(entries, line, event(f"event:{payload['type']}",
+                                  string(payload.get("message")) or ""), stamp)
+
+
+def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str | None,
+          tools: dict[str, str]) -> None:
+    """One response item (a ``response_item`` payload, or a bare item of the earlier shape)."""
+    given = item.get("type")
+    kind = string(given)
+    if kind == "message":
+        role = string(item.get("role")) or ""
+        text = block_text(item.get("content"))
+        raw = message(role, [text_block(text)]) if role in ("user", "assistant") else event(
+            f"message:{role}", text)
+        _add(entries, line, raw, stamp)
+    elif kind == "reasoning":
+        parts = (block_text(item.get("summary")), block_text(item.get("content")))
+        text = "\n".join(part for part in parts if part)
+        _add(entries, line, message("assistant", [thinking_block(text)] if text else []), stamp)
+    elif kind in _CALLS:
+        call_id = string(item.get("call_id")) or string(item.get("id")) or ""
+        name = string(item.get("name")) or kind.removesuffix("_call")
+        tools[call_id] = name
+        arguments = _arguments(item.get(_CALLS[kind]))
+        _add(entries, line, message("assistant", [tool_call_block(call_id, name, arguments)]),
+             stamp)
+    elif kind in _OUTPUTS:
+        call_id = string(item.get("call_id")) or ""
+        text, failed = _output(item.get("output"))
+        _add(entries, line, tool_result(call_id, tools.get(call_id), text, is_error=failed),
+             stamp)
+    else:
+        entries.note(line, f"response item of type {clipped(given)} not read")
+
+
+def _add(entries: Entries, line: SourceLine, raw: dict[str, Any], stamp: str | None) -> None:
+    entries.add(line, raw, parent=entries.last_id, timestamp=stamp)
+
+
+def _arguments(value: object) -> dict[str, Any]:
+    """A call's arguments as an object: Codex writes them as a JSON string."""
+    if isinstance(value, str):
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return {"input": value}
+        return parsed if type(parsed) is dict else {"input": value}
+    return value if type(value) is dict else {"input": value}
+
+
+def _output(output: object) -> tuple[str, bool]:
+    """A call's output text and whether it failed: the shell's ``{output, metadata:
+    {exit_code}}`` JSON string, a ``{content, success}`` object, or plain text."""
+    if isinstance(output, str):
+        try:
+            parsed = orjson.loads(output) if output.startswith("{") else None
+        except orjson.JSONDecodeError:
+            parsed = None
+        if type(parsed) is dict and isinstance(parsed.get("output"), str):
+            metadata = parsed.get("metadata")
+            code = metadata.get("exit_code") if type(metadata) is dict else None
+            return parsed["output"], type(code) is int and code != 0
+        return output, False
+    if type(output) is dict:
+        return block_text(output.get("content")), output.get("success") is False
+    return block_text(output), False
+
+
+def _homes(projects: Collection[str]) -> tuple[Path, ...]:
+    return (codex_sessions_dir(),)
+
+
+CODEX = SourceReader(AGENT, recognises, read, _homes)

@@ -1,0 +1,294 @@
+"""What every source reader is and shares: the reader record, a strict JSONL line scanner,
+and the builders of the one normalized stage (Pi-shaped entries).
+
+See :mod:`fabric_memory.sources` for the contract a reader keeps. The session reader (and
+the trace guard its entries' views bring) is imported when a file is read, not before:
+finding the agents' folders, which every recall does, loads no parser.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from .._gc import no_cyclic_gc
+from ..errors import SessionError
+
+if TYPE_CHECKING:  # loaded when a file is read (see the module docstring)
+    from ..session import Entry, LineProblem, Session
+
+NOT_JSON: Final = object()
+"""What :attr:`SourceReader.recognises` is given when a file's first line is not JSON."""
+
+Recognises = Callable[[Any, str], bool]
+"""``(first JSON value of the file, its real path) -> whether this reader reads it``."""
+Read = Callable[[str, int], "Session"]
+"""``(path, max_line_bytes) -> Session``: raises :class:`~fabric_memory.errors.SessionError`."""
+Homes = Callable[[Collection[str]], tuple[Path, ...]]
+"""``(project folders of indexed sessions) -> the folders this agent writes to by default``
+(present or not; environment variables honoured; never reads a file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceReader:
+    """One agent's reader, as :mod:`fabric_memory.sources.registry` lists it."""
+
+    name: str
+    """The agent name every hit and ``sessions`` row shows, and ``--agent`` takes."""
+    recognises: Recognises
+    read: Read
+    homes: Homes
+    skips: Callable[[str], bool] = lambda path: False
+    """Whether a file under a sessions root is no session of its own, by its real path
+    (Catui's ``latest.jsonl`` copies the newest run): never read, never reported."""
+
+
+# --- reading lines ----------------------------------------------------------------------
+
+
+# Built for every line read and never changed afterwards; not ``frozen``, which would make
+# building it several times slower (each field set through ``object.__setattr__``).
+@dataclass(slots=True)
+class SourceLine:
+    """One non-blank JSON line of a source file, and where its bytes are."""
+
+    number: int
+    """1-based physical line number."""
+    offset: int
+    length: int
+    """Byte length without the ``\\n`` (and a stripped ``\\r``)."""
+    value: Any
+
+
+@dataclass(slots=True)
+class JsonLines:
+    """Every JSON line of a file, in order (iterate once): blank lines are skipped, a line
+    that is not JSON becomes a located :class:`~fabric_memory.session.LineProblem` in
+    ``problems`` (a half-written last line: ``truncated``). ``source_hash`` and ``size``
+    cover exactly the bytes read, as :func:`fabric_memory.session.read_session` computes
+    them (so the ``sourceHash`` check of ``expand`` holds for every source)."""
+
+    path: str
+    max_line_bytes: int
+    problems: list[LineProblem] = field(default_factory=list)
+    truncated: LineProblem | None = None
+    size: int = 0
+    _digest: Any = None
+
+    @property
+    def source_hash(self) -> str:
+        return str(self._digest.hexdigest())
+
+    def __iter__(self) -> Iterator[SourceLine]:
+        import xxhash
+
+        from ..session import LineProblem, decode_line, iter_lines, open_regular
+
+        self._digest = xxhash.xxh3_128()
+        try:
+            with no_cyclic_gc(), os.fdopen(open_regular(self.path), "rb") as stream:
+                lines = iter_lines(stream, self.path, self.max_line_bytes, self._digest)
+                for number, offset, data, ended in lines:
+                    self.size = offset + len(data) + (1 if ended else 0)
+                    data = data.removesuffix(b"\r")
+                    if not data or data.isspace():
+                        continue
+                    try:
+                        value = decode_line(data)
+                    except orjson.JSONDecodeError as exc:
+                        reason = str(exc).split(":", 1)[0]
+                        if ended:
+                            self.problems.append(
+                                LineProblem(number, f"malformed JSON line skipped ({reason})"))
+                        else:
+                            self.truncated = LineProblem(
+                                number, "truncated_tail: half-written last line ignored")
+                        continue
+                    yield SourceLine(number, offset, len(data), value)
+        except OSError as exc:
+            raise SessionError(self.path, None,
+                               f"cannot read file: {exc.strerror or exc}") from exc
+
+
+SNIFF_BYTES: Final = 16 * 1024
+"""What :func:`first_value` reads at a time: a first line (a header) is usually far shorter."""
+
+
+def first_value(path: str, max_line_bytes: int) -> Any:
+    """The JSON value of the first non-blank line of ``path`` (:data:`NOT_JSON` when it is
+    not JSON, is longer than ``max_line_bytes``, or there is none). Reads only that far."""
+    from ..session import open_regular
+
+    try:
+        fd = open_regular(path)
+    except OSError:
+        return NOT_JSON
+    try:
+        pending, start = b"", 0
+        while True:
+            chunk = os.pread(fd, SNIFF_BYTES, len(pending))
+            pending += chunk
+            while (end := pending.find(b"\n", start)) >= 0 or not chunk:
+                line = pending[start:] if end < 0 else pending[start:end]
+                if len(line) > max_line_bytes:
+                    return NOT_JSON
+                line = line.removesuffix(b"\r")
+                if line and not line.isspace():
+                    return _decoded(line)
+                if end < 0:
+                    return NOT_JSON
+                start = end + 1
+            if len(pending) - start > max_line_bytes:
+                return NOT_JSON
+    except OSError:
+        return NOT_JSON
+    finally:
+        os.close(fd)
+
+
+def _decoded(line: bytes) -> Any:
+    from ..session import decode_line
+
+    try:
+        return decode_line(line)
+    except orjson.JSONDecodeError:
+        return NOT_JSON
+
+
+# --- the normalized stage: Pi-shaped entries ---------------------------------------------
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def thinking_block(text: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": text}
+
+
+def tool_call_block(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call as Pi writes it; ``arguments`` is a JSON object (wrap anything else)."""
+    return {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
+
+
+def message(role: str, content: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    """A ``message`` entry: ``user`` / ``assistant`` (text, thinking and tool-call blocks)."""
+    return {"type": "message", "message": {"role": role, "content": content, **fields}}
+
+
+def tool_result(call_id: str, tool: str | None, text: str, *, is_error: bool) -> dict[str, Any]:
+    """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call;
+    ``None`` when the call is not in the file)."""
+    result: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id}
+    if tool:
+        result["toolName"] = tool
+    result.update(content=[text_block(text)], isError=is_error)
+    return {"type": "message", "message": result}
+
+
+def compaction(summary: str) -> dict[str, Any]:
+    """An agent's own compaction summary (Claude's ``isCompactSummary``, Codex ``compacted``)."""
+    return {"type": "compaction", "summary": summary}
+
+
+def event(kind: str, text: str) -> dict[str, Any]:
+    """Anything else worth remembering (a system line, run metadata), kept as text."""
+    return {"type": "custom_message", "customType": kind, "content": text}
+
+
+@dataclass(slots=True)
+class Entries:
+    """The entries of one source file, built in file order.
+
+    Each :meth:`add` is one entry of ``line``: the first keeps ``address`` (the agent's own
+    id, else ``L<line>``), a further entry from the same line gets ``<address>.<k>``
+    (k = 1, 2, …), as glued Pi lines do. Addresses depend only on their line, so they
+    survive appends. Entries of one line chain through each other (``<address>`` →
+    ``<address>.1`` → … → the line's parent), so a later line naming ``<address>`` as its
+    parent keeps all of them on its branch.
+    """
+
+    entries: list[Entry] = field(default_factory=list)
+    notes: list[LineProblem] = field(default_factory=list)
+    _line: int = 0
+    _count: int = 0
+
+    def add(self, line: SourceLine, raw: dict[str, Any], *, address: str | None = None,
+            parent: str | None = None, timestamp: str | None = None) -> Entry:
+        """Add ``raw`` (a builder's result) read from ``line``; returns the entry."""
+        from ..session import Entry, migrated_id
+
+        if line.number != self._line:
+            self._line, self._count = line.number, 0
+        base = address or migrated_id(line.number)
+        entry_id = base if self._count == 0 else f"{base}.{self._count}"
+        if self._count:  # the line's parent moves to this entry; the one before points here
+            before = self.entries[-1]
+            before.parent_id = before.raw["parentId"] = entry_id
+        self._count += 1
+        raw = {"id": entry_id, "parentId": parent, "timestamp": timestamp, **raw}
+        kind = raw["type"]
+        entry = Entry(entry_id, parent, kind, timestamp, line.number, line.offset, line.length,
+                      raw, True, True)
+        self.entries.append(entry)
+        return entry
+
+    def note(self, line: SourceLine | int, reason: str) -> None:
+        """A line (or part of one) that yields no entry, and why (a located note)."""
+        from ..session import LineProblem
+
+        number = line if isinstance(line, int) else line.number
+        self.notes.append(LineProblem(number, reason))
+
+    @property
+    def last_id(self) -> str | None:
+        return self.entries[-1].id if self.entries else None
+
+
+def build_session(
+    lines: JsonLines, entries: Entries, *, agent: str, session_id: str,
+    project: str | None, header: dict[str, Any], version: int = 1,
+) -> Session:
+    """The :class:`~fabric_memory.session.Session` a source reader returns."""
+    from ..session import Session
+
+    by_id: dict[str, Entry] = {}
+    duplicates: list[str] = []
+    for entry in entries.entries:
+        if entry.id in by_id:
+            duplicates.append(entry.id)
+        by_id[entry.id] = entry
+    problems = sorted([*lines.problems, *entries.notes], key=lambda problem: problem.line)
+    return Session(
+        path=lines.path, header=header, title=None, session_id=session_id, version=version,
+        entries=tuple(entries.entries), source_hash=lines.source_hash, size=lines.size,
+        malformed=tuple(problems), truncated_tail=lines.truncated,
+        duplicate_ids=tuple(duplicates), by_id=by_id, agent=agent, project=project,
+    )
+
+
+def block_text(content: object, kind: str | None = None) -> str:
+    """The text of a ``content`` value: the string itself, or the ``text`` of its blocks
+    (only those of type ``kind`` when given), one per line."""
+    if isinstance(content, str):
+        return content
+    if type(content) is not list:
+        return ""
+    return "\n".join(text for block in content if type(block) is dict
+                     and (kind is None or block.get("type") == kind)
+                     and (text := string(block.get("text"))))
+
+
+def string(value: object) -> str | None:
+    """``value`` when it is a non-empty string."""
+    return value if isinstance(value, str) and value else None
+
+
+def under(root: Path, path: str) -> bool:
+    """Whether the real path ``path`` lies inside ``root`` (its symlinks resolved)."""
+    return path.startswith(os.path.join(os.path.realpath(root), ""))

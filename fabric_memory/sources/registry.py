@@ -1,0 +1,102 @@
+"""Which reader reads a file, and where the agents write: the list of sources, in order.
+
+Adding an agent: one module under :mod:`fabric_memory.sources` with a
+:class:`~fabric_memory.sources.reader.SourceReader`, and one line in :data:`READERS`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ..errors import UsageError
+from .catui import SESSIONS as CATUI_SESSIONS
+from .catui import TRACES_READER as CATUI_TRACES
+from .claude_code import CLAUDE_CODE
+from .codex import CODEX
+from .fabro import FABRO
+from .pi import OMP, PI
+from .reader import SourceReader, first_value, under
+
+if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
+    from ..session import Session
+
+DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+"""The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
+
+READERS: Final[tuple[SourceReader, ...]] = (
+    CLAUDE_CODE,
+    CODEX,
+    CATUI_TRACES,
+    FABRO,
+    CATUI_SESSIONS,
+    OMP,
+    PI,
+)
+"""Tried in this order on a file's first line; the first that recognises it reads it.
+Pi-format flavours told apart by location (``omp``) come before ``pi``, which is last."""
+
+AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro")
+"""Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
+
+
+def reader_for(path: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> SourceReader:
+    """The reader of ``path``: the first of :data:`READERS` that recognises its first line;
+    else the one whose home folder holds it (so the file is reported in that agent's own
+    terms, e.g. Codex's ``unsupported version``); else Pi's, the reference."""
+    first = first_value(path, max_line_bytes)
+    for reader in READERS:
+        if reader.recognises(first, path):
+            return reader
+    for reader in READERS:
+        if any(under(home, path) for home in reader.homes(())):
+            return reader
+    return PI
+
+
+def read_source(path: str | os.PathLike[str],
+                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Session:
+    """Read one file of any agent into the normalized stage (see :mod:`fabric_memory.sources`);
+    raise :class:`~fabric_memory.errors.SessionError` (located) when it cannot be read."""
+    name = os.fspath(path)
+    return reader_for(name, max_line_bytes).read(name, max_line_bytes)
+
+
+def skipped(path: str) -> bool:
+    """Whether some reader says ``path`` is no session of its own (see ``SourceReader.skips``)."""
+    return any(reader.skips(path) for reader in READERS)
+
+
+def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
+    """The agents ``--agents a,b`` (or several ``--agent``) names; ``None`` for all of them.
+    An unknown name is a usage error that lists the known ones."""
+    if text is None:
+        return None
+    parts = text.split(",") if isinstance(text, str) else [
+        part for item in text for part in item.split(",")]
+    names = frozenset(part.strip() for part in parts if part.strip())
+    unknown = sorted(names - set(AGENTS))
+    if unknown:
+        raise UsageError(f"unknown agent {unknown[0]!r}: use one of {', '.join(AGENTS)}")
+    return names or None
+
+
+def agent_homes(projects: Collection[str] = (),
+                agents: frozenset[str] | None = None) -> tuple[Path, ...]:
+    """Every folder the agents (``agents``: only those) write to by default that exists, each
+    once by its real path, in :data:`AGENTS` order. ``projects``: the working folders of
+    indexed sessions (where workspace-relative folders, such as Catui's traces, are); each
+    reader is given those of its own agent's sessions when ``projects`` can narrow itself
+    (an ``of(agent)`` method, as the catalog's has)."""
+    found: dict[Path, None] = {}
+    ordered = sorted(READERS, key=lambda reader: AGENTS.index(reader.name))
+    for reader in ordered:
+        if agents is not None and reader.name not in agents:
+            continue
+        narrow = getattr(projects, "of", None)
+        for home in reader.homes(narrow(reader.name) if callable(narrow) else projects):
+            if home.is_dir():
+                found.setdefault(home.resolve(), None)
+    return tuple(found)

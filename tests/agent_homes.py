@@ -1,0 +1,113 @@
+"""Fake homes for the Catui and Fabro tests: the fixtures copied where the agents put them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from .conftest import FIXTURES
+
+CATUI = FIXTURES / "agents" / "catui"
+FABRO = FIXTURES / "agents" / "fabro"
+FIXTURE_CWD = "/home/dev/catui-demo"
+"""The ``cwd`` the Catui fixture sessions name (rewritten to the copied workspace)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CatuiHome:
+    home: Path
+    """What ``$CATUI_HOME`` names (holds ``agents/default/sessions``)."""
+    sessions: Path
+    workspace: Path
+    traces: Path
+
+    def session(self, session_id: str) -> Path:
+        return next(self.sessions.rglob(f"*_{session_id}.jsonl"))
+
+
+def catui_home(base: Path, name: str = "catui") -> CatuiHome:
+    """The Catui fixtures under ``base``: ``<name>/agents/default/sessions/--<cwd>--/`` whose
+    session headers name ``base/catui-demo`` (which holds the traces) as their ``cwd``
+    (``name=".catui"`` with ``base`` as HOME: where Catui writes by default)."""
+    home = base / name
+    workspace = base / "catui-demo"
+    shutil.copytree(CATUI / "catui-demo", workspace)
+    source = CATUI / "home" / ".catui" / "agents" / "default" / "sessions"
+    folder = home / "agents" / "default" / "sessions" / (
+        "--" + str(workspace).lstrip("/").replace("/", "-") + "--")
+    folder.mkdir(parents=True)
+    for path in source.rglob("*.jsonl"):
+        lines = path.read_bytes().split(b"\n")
+        header = orjson.loads(lines[0])
+        assert header["cwd"] == FIXTURE_CWD
+        header["cwd"] = str(workspace)
+        (folder / path.name).write_bytes(b"\n".join([orjson.dumps(header), *lines[1:]]))
+    return CatuiHome(home, home / "agents" / "default" / "sessions", workspace,
+                     workspace / ".catui" / "traces")
+
+
+def fabro_exports(base: Path) -> Path:
+    """The Fabro fixture exports copied to ``base/fabro-exports`` (a folder a user names)."""
+    target = base / "fabro-exports"
+    shutil.copytree(FABRO, target, ignore=shutil.ignore_patterns("*.md"))
+    return target
+
+
+LOCATION_VARIABLES = (
+    "FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "FABRIC_MEMORY_AGENTS",
+    "FABRIC_MEMORY_EXTRA_SESSIONS", "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
+    "PI_CONFIG_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CATUI_HOME", "CATUI_AGENTS_DIR",
+    "CATUI_CODING_AGENT_DIR")
+
+
+def fake_home(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HOME with no location variable set and the index in ``base/fm``."""
+    for variable in LOCATION_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    home = base / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(base / "fm"))
+    return home
+
+
+def line_at(path: Path, number: int) -> str:
+    """Line ``number`` (1-based) of ``path``, as ``expand`` returns an entry's text."""
+    return path.read_bytes().split(b"\n")[number - 1].decode()
+
+
+def cli_json(*argv: str) -> Any:
+    """``fabric-memory ARGV --json`` run as a user runs it, in this test's environment."""
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", *argv, "--json"],
+                          capture_output=True, check=True, env=dict(os.environ))
+    return orjson.loads(done.stdout)
+
+
+def mcp_answers(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """The structured answers of a real ``fabric-memory serve`` (started with no folder,
+    in this test's environment) to ``(tool, arguments)`` calls, in order."""
+    answers: list[Any] = []
+
+    async def ask() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "fabric_memory.cli", "serve", "--no-watch"],
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        async with Client(params) as client:
+            for tool, arguments in calls:
+                answer = await client.call_tool(tool, arguments)
+                assert not answer.is_error, answer
+                answers.append(answer.structured_content)
+
+    anyio.run(ask)
+    return answers
