@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         SessionError,
         TraceError,
         UsageError,
+        WatchError,
     )
     from .memory.catalog import list_sessions, stats, verify
     from .memory.expand import expand, expand_request
@@ -89,6 +90,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "IndexLockedError", "LineTooLongError", "LocationRefusedError", "MemoryIndexError",
         "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
+        "WatchError",
     ),
 }
 _attribute = lazy_attributes(globals(), _HOMES)
@@ -138,6 +140,7 @@ __all__ = [
     "TraceOperation",
     "TracePhase",
     "UsageError",
+    "WatchError",
     "__version__",
     "append_compaction",
     "audit_sessions",

@@ -335,7 +335,8 @@ def _catalog_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
-    _catalog_arguments(parser)
+    _locations(parser)
+    _hot(parser)
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="sessions whose cwd is DIR or a folder inside it")
     parser.add_argument("--agent", default=None, metavar="NAME",
@@ -356,7 +357,8 @@ def _run_sessions(args: argparse.Namespace) -> Outcome:
 
     report = list_sessions(index=args.index_dir, hot_sessions=args.hot_sessions,
                            project=args.project, since=args.since, until=args.until,
-                           limit=args.limit, offset=args.offset, agent=args.agent)
+                           limit=args.limit, offset=args.offset, agent=args.agent,
+                           sessions=args.sessions)
     return Outcome(report, render_sessions(report))
 
 

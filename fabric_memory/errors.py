@@ -180,6 +180,13 @@ class IndexLockedError(MemoryIndexError):
     code = "index_locked"
 
 
+class WatchError(MemoryIndexError):
+    """The live index cannot watch (part of) a sessions root for now: an unreadable folder,
+    a root removed or replaced. The watcher logs it and goes on."""
+
+    code = "watch_error"
+
+
 class QueryError(FabricMemoryError):
     """A recall query is malformed or exceeds its bounds (regex length/time)."""
 

@@ -30,7 +30,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from . import __version__
-from .errors import FabricMemoryError, LocationRefusedError
+from .arguments import check_name
+from .errors import FabricMemoryError, LocationRefusedError, clipped
 from .memory.catalog import DEFAULT_HOT_SESSIONS, default_roots, list_sessions
 from .memory.expand import expand_request
 from .memory.live import LiveReport, watch_sessions
@@ -127,12 +128,15 @@ class Places:
         for key in LOCATION_KEYS:
             value = request.get(key)
             given, places = own[key]
+            if isinstance(value, str):
+                check_name(key, value)  # before it is resolved as a path
             if value is not None and (not isinstance(value, str) or not all(
                     _resolved(Path(part)) in places for part in value.split(os.pathsep))):
                 where = ", ".join(map(str, places))
                 raise LocationRefusedError(
-                    f"{key} {value!r}: this server answers only from its own {key} ({where}); "
-                    f"drop the {key!r} key or pass the object exactly as this server gave it"
+                    f"{key} {clipped(value)}: this server answers only from its own {key} "
+                    f"({where}); drop the {key!r} key or pass the object exactly as this "
+                    "server gave it"
                 )
             if given is not None:
                 bound[key] = given
@@ -156,9 +160,16 @@ def refusal(code: str, message: str) -> CallToolResult:
                           is_error=True)
 
 
-def _run(call: Callable[[], Mapping[str, Any]]) -> CallToolResult:
+CALLS_AT_ONCE = 8
+"""Tool calls answered at the same time, each in a worker thread: a slow one (a regex at its
+time cap, a large session hashed) never holds up the others or the protocol."""
+_CALLS = anyio.CapacityLimiter(CALLS_AT_ONCE)
+
+
+async def _run(call: Callable[[], Mapping[str, Any]]) -> CallToolResult:
+    """``call``'s answer, computed off the event loop, or its error as a refusal."""
     try:
-        return answer(call())
+        return answer(await anyio.to_thread.run_sync(call, limiter=_CALLS))
     except FabricMemoryError as exc:
         return refusal(exc.code, exc.message)
 
@@ -214,7 +225,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         sessions: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in RECALL_KEYS}
-        return _run(lambda: recall_request({**hot, **places.bind(given)}))
+        return await _run(lambda: recall_request({**hot, **places.bind(given)}))
 
     @server.tool(name="expand", description=EXPAND_DESCRIPTION, annotations=READ_ONLY)
     async def expand(
@@ -239,7 +250,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         sessions: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in EXPAND_KEYS}
-        return _run(lambda: expand_request(places.bind(given)))
+        return await _run(lambda: expand_request(places.bind(given)))
 
     @server.tool(name="sessions", description=SESSIONS_DESCRIPTION, annotations=READ_ONLY)
     async def sessions(
@@ -252,9 +263,9 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         hotSessions: int | None = None,
     ) -> CallToolResult:
         chosen = hot_sessions if hotSessions is None else hotSessions
-        return _run(lambda: list_sessions(
+        return await _run(lambda: list_sessions(
             index=places.index, hot_sessions=chosen, project=project, since=since,
-            until=until, limit=limit, offset=offset, agent=agent))
+            until=until, limit=limit, offset=offset, agent=agent, sessions=places.sessions))
 
     return server
 
@@ -326,6 +337,9 @@ def _keep_live(places: Places, stop: threading.Event, log: Callable[[str], None]
     except FabricMemoryError as exc:  # no sessions folder, no watchfiles: serve what is indexed
         if log is not None:
             log(f"live index off: {exc.message}")
+    except Exception as exc:  # a thread's last word: one line, not a traceback
+        if log is not None:
+            log(f"live index off: the watcher stopped ({type(exc).__name__}: {exc})")
 
 
 def stderr_log(command: str) -> Callable[[str], None]:

@@ -32,21 +32,44 @@ PROCESS_SECONDS = 60.0
 def python(script: str, *args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start ``python -c script args...`` in the repository with pipes."""
     return subprocess.Popen([sys.executable, "-c", script, *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs})
 
 
 def cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start ``fabric-memory args...`` (as ``python -m fabric_memory.cli``)."""
     return subprocess.Popen([sys.executable, "-m", "fabric_memory.cli", *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+                            **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs})
+
+
+AS_NOBODY = """
+import logging, os, platform, sys  # what watchfiles imports lazily, while still root
+import watchfiles
+from fabric_memory.cli import build_parser, main
+import fabric_memory.memory.live, fabric_memory.memory.reindex, fabric_memory.memory.render
+import fabric_memory.pi.install
+build_parser()  # argparse's messages load gettext lazily: from the stdlib, as root
+os.setgid(65534)
+os.setuid(65534)
+sys.exit(main(sys.argv[1:]))
+"""
+"""``python -c AS_NOBODY ARGS...`` runs ``fabric-memory ARGS...`` as the user nobody: root
+may read and write anything, so permission faults are tried as nobody."""
+
+
+def readable_to_nobody(path: Path) -> None:
+    """Let nobody reach ``path`` (search and read on each parent folder)."""
+    for parent in [path, *path.parents]:
+        parent.chmod(parent.stat().st_mode | 0o005)
 
 
 @contextlib.contextmanager
-def watching(*args: str, **kwargs: Any) -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
-    """Run ``fabric-memory reindex --watch --json args...``; yield it with its catch-up step.
-    Leaving the block sends SIGTERM and requires exit 0; a process still running after a
-    failure (or past the bound) is killed."""
-    process = cli("reindex", "--watch", "--json", *args, **kwargs)
+def watching(*args: str, as_nobody: bool = False,
+             **kwargs: Any) -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
+    """Run ``fabric-memory reindex --watch --json args...`` (``as_nobody``: as the user
+    nobody); yield it with its catch-up step. Leaving the block sends SIGTERM and requires
+    exit 0; a process still running after a failure (or past the bound) is killed."""
+    command = ("reindex", "--watch", "--json", *args)
+    process = python(AS_NOBODY, *command, **kwargs) if as_nobody else cli(*command, **kwargs)
     try:
         assert process.stdout is not None
         yield process, orjson.loads(process.stdout.readline())

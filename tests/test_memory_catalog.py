@@ -90,7 +90,7 @@ def test_listing_filters_by_project_and_time_and_pages(indexed: dict[str, Path])
     assert paths == [s["path"] for s in alpha["sessions"]]
     with pytest.raises(UsageError, match="--limit 0"):
         list_sessions(index=index, limit=0)
-    with pytest.raises(QueryError, match="--since 'yesterday'"):
+    with pytest.raises(QueryError, match='--since "yesterday"'):
         list_sessions(index=index, since="yesterday")
 
 

@@ -344,7 +344,7 @@ def test_limits_above_their_maximum_are_clamped_with_a_note(pi_mono: dict[str, P
     assert "clamped" not in expand_request(page["next"])
     with pytest.raises(UsageError, match="--max-chars 0: must be between 1 and 24000"):
         expand("compact.jsonl", positions="0:1", max_chars=0, **pi_mono)
-    with pytest.raises(UsageError, match='--max-entries "ten": must be a whole number'):
+    with pytest.raises(UsageError, match=r'\$\.maxEntries: expected an integer, got "ten"'):
         expand_request({"session": "compact.jsonl", "positions": "0:1", "maxEntries": "ten",
                         **{k: str(v) for k, v in pi_mono.items()}})
 

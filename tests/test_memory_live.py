@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from pathlib import Path
 
 import orjson
@@ -14,7 +17,7 @@ from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex, reindex_paths
 
 from .memory_builder import SessionBuilder
-from .reliability import until, watching
+from .reliability import readable_to_nobody, until, watching
 
 
 @pytest.fixture
@@ -116,3 +119,114 @@ def test_recently_indexed_files_are_rechecked(tmp_path: Path) -> None:
     pending.paths.clear()
     pending.recheck(100.0 + RECHECK_SECONDS + 1)
     assert pending.paths == set() and pending.recent == {}
+
+
+def test_named_paths_are_contained_and_keyed_by_real_path(
+    roots: dict[str, Path], tmp_path: Path
+) -> None:
+    """A file reached through a symlinked folder that leads out of the root is refused
+    unread; one reached through a symlinked folder inside the root is the same record as
+    its real path (never a second one)."""
+    sessions, index = roots["sessions"], roots["index"]
+    outside = SessionBuilder(tmp_path / "elsewhere" / "out.jsonl", "outside")
+    outside.user("the okapi lives outside")
+    outside.write()
+    (sessions / "--out--").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (sessions / "--alias--").symlink_to(sessions / "--repo--", target_is_directory=True)
+    with open(sessions / "--repo--" / "two.jsonl", "ab") as stream:
+        stream.write(orjson.dumps({"type": "message", "id": "x1", "parentId": "e001",
+                                   "timestamp": "2026-01-02T11:00:00.000Z",
+                                   "message": {"role": "user", "content": "narwhal"}}) + b"\n")
+    report = reindex_paths([sessions / "--out--" / "out.jsonl",
+                            sessions / "--alias--" / "two.jsonl"], sessions=sessions, index=index)
+    assert [item["path"] for item in report["invalid"]] == [str(sessions / "--out--" /
+                                                                 "out.jsonl")]
+    assert report["indexed"] == 1
+    assert recall("okapi", index=index, sessions=sessions)["total"] == 0
+    paths = sorted(r.path for r in load_catalog(open_index(index)).records)
+    assert paths == sorted(str(sessions / "--repo--" / f"{n}.jsonl")
+                           for n in ("one", "two", "three"))
+    assert recall("narwhal", index=index, sessions=sessions)["total"] == 1
+    (sessions / "--repo--" / "two.jsonl").unlink()  # gone, named through the alias
+    report = reindex_paths([sessions / "--alias--" / "two.jsonl"], sessions=sessions,
+                           index=index)
+    assert [item["path"] for item in report["removed"]] == [str(sessions / "--repo--" /
+                                                                 "two.jsonl")]
+
+
+def test_watch_stays_inside_the_root(roots: dict[str, Path], tmp_path: Path) -> None:
+    """`reindex --watch` never indexes a file written into a folder that a symlink inside the
+    root leads to outside it, and a symlinked alias folder gives no second record."""
+    sessions, index = roots["sessions"], roots["index"]
+    (tmp_path / "elsewhere").mkdir()
+    (sessions / "--out--").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (sessions / "--alias--").symlink_to(sessions / "--repo--", target_is_directory=True)
+    with watching("--sessions", str(sessions), "--index", str(index)):
+        outside = SessionBuilder(tmp_path / "elsewhere" / "out.jsonl", "outside")
+        outside.user("the okapi lives outside")
+        outside.write()
+        inside = SessionBuilder(sessions / "--repo--" / "four.jsonl", "four")
+        inside.user("the pangolin lives inside")
+        inside.write()
+        until(lambda: recall("pangolin", index=index, sessions=sessions)["total"] == 1,
+              "the session inside the root was never indexed")
+        inside.append("the pangolin again")
+        until(lambda: recall("again", index=index, sessions=sessions)["total"] == 1,
+              "the appended message was never indexed")
+        time.sleep(2 * RECHECK_SECONDS)  # every step the writes caused has run
+    assert recall("okapi", index=index)["total"] == 0
+    paths = [r.path for r in load_catalog(open_index(index)).records]
+    assert sorted(paths) == sorted(str(sessions / "--repo--" / f"{n}.jsonl")
+                                   for n in ("one", "two", "three", "four"))
+
+
+@pytest.mark.parametrize("watcher", ["events", "polling"])
+def test_watch_survives_an_unreadable_folder(roots: dict[str, Path], tmp_path: Path,
+                                             watcher: str) -> None:
+    """An unreadable folder in the root is logged and skipped: `reindex --watch` keeps
+    indexing the rest and exits 0 on SIGTERM, with no traceback (with file events, and
+    with the polling fallback)."""
+    sessions, index = roots["sessions"], roots["index"]
+    (sessions / "--locked--").mkdir(mode=0o000)
+    as_nobody = os.geteuid() == 0  # root reads anything: watch as nobody instead
+    if as_nobody:
+        readable_to_nobody(tmp_path)
+        for path in [tmp_path, *tmp_path.rglob("*")]:
+            os.chown(path, 65534, 65534, follow_symlinks=False)
+    stderr = tmp_path / "stderr"
+    polling = {"WATCHFILES_FORCE_POLLING": "1"} if watcher == "polling" else {}
+    with open(stderr, "wb") as log, watching("--sessions", str(sessions), "--index",
+                                             str(index), as_nobody=as_nobody, stderr=log,
+                                             env={**os.environ, **polling}):
+        fresh = SessionBuilder(sessions / "--repo--" / "four.jsonl")
+        fresh.user("the pangolin was indexed live")
+        fresh.write()
+        until(lambda: recall("pangolin", index=index, sessions=sessions,
+                             hot_sessions=0)["total"] == 1,
+              "the watcher stopped indexing after meeting an unreadable folder")
+    err = stderr.read_text()
+    assert "Traceback" not in err
+    assert "--locked--" in err and "Permission denied" in err, err
+
+
+def test_watch_survives_its_root_removed_and_recreated(
+    roots: dict[str, Path], tmp_path: Path
+) -> None:
+    """A sessions root deleted and made again is logged, then watched again: a session
+    written into the new folder is indexed and the old folder's sessions are forgotten."""
+    sessions, index = roots["sessions"], roots["index"]
+    stderr = tmp_path / "stderr"
+    with open(stderr, "wb") as log, watching("--sessions", str(sessions), "--index",
+                                             str(index), stderr=log):
+        shutil.rmtree(sessions)
+        time.sleep(1.5)
+        fresh = SessionBuilder(sessions / "--again--" / "five.jsonl")
+        fresh.user("the capybara came back")
+        fresh.write()
+        until(lambda: recall("capybara", index=index, sessions=sessions)["total"] == 1,
+              "the recreated root was never watched again")
+        until(lambda: recall("walrus", index=index, sessions=sessions)["total"] == 0,
+              "the removed sessions were never forgotten")
+    err = stderr.read_text()
+    assert "Traceback" not in err
+    assert f"{sessions}: " in err and "removed" in err, err

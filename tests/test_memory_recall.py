@@ -182,7 +182,7 @@ def test_empty_request_and_bad_options_are_rejected(memory_corpus: MemoryCorpus)
         _recall(memory_corpus, "  ")
     with pytest.raises(UsageError, match="--limit 0: must be between 1 and 50"):
         _recall(memory_corpus, "x", limit=0)
-    with pytest.raises(UsageError, match="--limit \"many\": must be a whole number"):
+    with pytest.raises(UsageError, match=r'\$\.limit: expected an integer, got "many"'):
         recall_request({"query": "x", "limit": "many", "index": str(memory_corpus.index),
                         "sessions": str(memory_corpus.sessions)})
     with pytest.raises(QueryError, match="no indexed session"):

@@ -7,9 +7,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from fabric_memory.pi.install import install
 from fabric_memory.pi.tools import call_tool
 
 from .memory_builder import SessionBuilder
+from .reliability import AS_NOBODY, readable_to_nobody
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -165,6 +168,113 @@ def test_install_leaves_a_broken_settings_file_alone(
         install(tmp_path)
 
 
+def test_install_writes_through_a_symlinked_settings_file(tmp_path: Path, clean_env: Path
+                                                          ) -> None:
+    """A settings.json that is a symlink (dotfiles) stays a symlink: the file it leads to is
+    the one rewritten, and uninstall leaves the link in place."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    dotfiles = tmp_path / "dotfiles" / "pi-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"theme": "dark"}')
+    (agent / "settings.json").symlink_to(dotfiles)
+    assert install(agent)["action"] == "added"
+    assert (agent / "settings.json").is_symlink()
+    assert json.loads(dotfiles.read_text()) == {"theme": "dark", "packages": [str(EXTENSION_DIR)]}
+    assert install(agent, uninstall=True)["action"] == "removed"
+    assert (agent / "settings.json").is_symlink()
+    assert json.loads(dotfiles.read_text()) == {"theme": "dark"}
+
+
+@pytest.mark.parametrize(("content", "line", "reason"), [
+    (b'{\n  "theme": "dark",\n  "name": "caf\xe9"\n}', 3, "not valid UTF-8"),
+    (b'{\n  "name": "\\ud800 alone"\n}', 2, "lone surrogate"),
+    (b'{\n  "theme": "dark",\n\n  "limit": 1e400\n}', 4, "1e400"),
+    (b'{\n  "limit": NaN\n}', 2, "NaN"),
+    (b'{\n  "limit": -Infinity\n}', 2, "-Infinity"),
+], ids=["invalid-utf8", "lone-surrogate", "1e400", "NaN", "-Infinity"])
+def test_install_refuses_settings_it_cannot_write_back_as_they_are(
+    tmp_path: Path, clean_env: Path, capsys: pytest.CaptureFixture[str], content: bytes,
+    line: int, reason: str,
+) -> None:
+    """Settings that are not UTF-8, hold a lone surrogate, or a number JSON cannot carry
+    (written back it would be Infinity or NaN, which Pi cannot read) are refused with
+    path:line and left byte for byte as they were."""
+    settings = tmp_path / "settings.json"
+    settings.write_bytes(content)
+    status, _, err = run_cli(capsys, "pi", "install", "--agent-dir", str(tmp_path))
+    assert status == 2, err
+    assert err.startswith(f"fabric-memory pi: {settings}:{line}: ") and reason in err, err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert settings.read_bytes() == content
+
+
+def test_install_respects_a_read_only_settings_file(tmp_path: Path, clean_env: Path) -> None:
+    """A read-only settings.json is refused with the reason and left as it was."""
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"theme": "dark"}')
+    settings.chmod(0o444)
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(settings))}: read-only"):
+        install(tmp_path)
+    assert settings.read_text() == '{"theme": "dark"}'
+
+
+def test_install_in_a_read_only_folder_is_one_line(tmp_path: Path, clean_env: Path) -> None:
+    """An agent folder install may not write is refused in one line naming it, with no
+    traceback, and its settings are left as they were."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    settings = agent / "settings.json"
+    settings.write_text('{"theme": "dark"}')
+    settings.chmod(0o666)
+    agent.chmod(0o555)
+    command = ["pi", "install", "--agent-dir", str(agent)]
+    if os.geteuid() == 0:  # root writes anywhere: install as nobody instead
+        readable_to_nobody(tmp_path)
+        argv = [sys.executable, "-c", AS_NOBODY, *command]
+    else:
+        argv = [sys.executable, "-m", "fabric_memory.cli", *command]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"fabric-memory pi: {agent}") and "Permission denied" in \
+        done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert settings.read_text() == '{"theme": "dark"}'
+
+
+INSTALL_ONE = """
+import sys
+from pathlib import Path
+from fabric_memory.pi.install import install
+install(sys.argv[1], package=Path(sys.argv[2]))
+"""
+
+
+def test_install_takes_pis_settings_lock(tmp_path: Path, clean_env: Path) -> None:
+    """Writers never lose each other's updates: eight installs at once each add their entry,
+    and an install waits while Pi holds its settings lock (proper-lockfile's
+    settings.json.lock folder), then keeps what Pi wrote meanwhile."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    settings = agent / "settings.json"
+    settings.write_text("{}")
+    packages = [tmp_path / f"package-{n}" for n in range(8)]
+    writers = [subprocess.Popen([sys.executable, "-c", INSTALL_ONE, str(agent), str(package)])
+               for package in packages]
+    assert [writer.wait(timeout=60) for writer in writers] == [0] * 8
+    assert sorted(json.loads(settings.read_text())["packages"]) == sorted(map(str, packages))
+    lock = agent / "settings.json.lock"
+    lock.mkdir()  # Pi is writing
+    waiting = subprocess.Popen([sys.executable, "-c", INSTALL_ONE, str(agent),
+                                str(EXTENSION_DIR)])
+    time.sleep(1.0)
+    assert waiting.poll() is None, "install did not wait for Pi's lock"
+    settings.write_text(json.dumps({"theme": "dark", "packages": []}))
+    lock.rmdir()
+    assert waiting.wait(timeout=60) == 0
+    assert json.loads(settings.read_text()) == {"theme": "dark",
+                                                "packages": [str(EXTENSION_DIR)]}
+
+
 # --- the memory tools -----------------------------------------------------------------------
 
 
@@ -253,6 +363,29 @@ def test_tool_command_speaks_json_on_both_paths(
     assert status == 2 and answer["error"]["code"] == "usage"  # type: ignore[index]
     status, answer = tool("memory_forget", b"{}")
     assert status == 2 and "no such tool" in answer["error"]["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("name", "arguments", "wrong"), [
+    ("memory_recall", {"query": 123}, "$.query: expected a string, got 123"),
+    ("memory_recall", {"query": "flaky", "limit": "5"}, '$.limit: expected an integer, got "5"'),
+    ("memory_expand", {"session": "session-one", "entries": ["e001"], "showSecrets": "false"},
+     '$.showSecrets: expected true or false, got "false"'),
+    ("memory_expand", {"session": "a/" * 1_000_000, "entries": ["e001"]},
+     "characters): too long; the limit is 4096 characters"),
+], ids=["query-number", "limit-string", "showSecrets-string", "session-2MB"])
+def test_tool_arguments_are_type_checked(
+    memory: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    name: str, arguments: dict[str, object], wrong: str,
+) -> None:
+    """`pi tool` refuses an argument of the wrong JSON type (a string "false" for a boolean
+    included, which never shows a secret) or a 2 MB session at once, with the CLI's JSON usage
+    error naming the argument."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(arguments).encode())))
+    status, out, err = run_cli(capsys, "pi", "tool", name)
+    error = json.loads(out)["error"]
+    assert (status, error["code"]) == (2, "usage"), out
+    assert wrong in error["message"] and len(error["message"]) < 300
+    assert "Traceback" not in err
 
 
 # --- reindex --session ----------------------------------------------------------------------

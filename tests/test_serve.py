@@ -61,9 +61,11 @@ def serve_command(places: dict[str, Path], *extra: str) -> list[str]:
 
 
 @asynccontextmanager
-async def connected(places: dict[str, Path], *extra: str,
-                    env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+async def connected(places: dict[str, Path], *extra: str, env: dict[str, str] | None = None,
+                    stderr: Path | None = None) -> AsyncIterator[Client]:
     command = serve_command(places, *extra)
+    if stderr is not None:  # the server's stderr into a file (the client would share ours)
+        command = ["sh", "-c", 'exec "$@" 2>"$0"', str(stderr), *command]
     params = StdioServerParameters(command=command[0], args=command[1:],
                                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     async with Client(params) as client:
@@ -71,9 +73,9 @@ async def connected(places: dict[str, Path], *extra: str,
 
 
 def run(body: Callable[[Client], Awaitable[None]], places: dict[str, Path],
-        *extra: str, env: dict[str, str] | None = None) -> None:
+        *extra: str, env: dict[str, str] | None = None, stderr: Path | None = None) -> None:
     async def go() -> None:
-        async with connected(places, *extra, env=env) as client:
+        async with connected(places, *extra, env=env, stderr=stderr) as client:
             await body(client)
 
     anyio.run(go)
@@ -260,6 +262,72 @@ def test_location_keys_must_name_the_servers_places(
     run(body, places)
 
 
+def test_hostile_values_are_clean_tool_errors(places: dict[str, Path], tmp_path: Path) -> None:
+    """A NUL byte in session or index, 1e20 hot sessions, a 2 MB session or location: each is
+    a tool error starting with its code that quotes at most 60 characters of the value, and
+    the server writes no traceback."""
+    stderr = tmp_path / "stderr"
+    huge = "a/" * 1_000_000
+
+    async def body(client: Client) -> None:
+        hit = value(await client.call_tool("recall", {"ref": "pi.grep"}))["hits"][0]
+        calls = [
+            ("expand", {"session": "one\0.jsonl", "indices": [0]}),
+            ("expand", {**hit["follow"], "index": str(places["index"]) + "\0"}),
+            ("recall", {"query": "parser", "index": "\0" + str(places["index"])}),
+            ("recall", {"query": "parser", "session": "x\0y"}),
+            ("recall", {"query": "parser", "hotSessions": 1e20}),
+            ("sessions", {"hotSessions": 1e20}),
+            ("expand", {"session": huge, "indices": [0]}),
+            ("recall", {"query": "parser", "sessions": huge}),
+            ("expand", {**hit["follow"], "index": "/elsewhere/" + "x" * 1_000_000}),
+            ("expand", {**hit["follow"], "expectedSourceHash": "f" * 1_000_000}),
+            ("recall", {"query": "parser", "index": "/elsewhere/" + "x" * 4000}),
+            ("expand", {**hit["follow"], "sessions": "/elsewhere/" + "x" * 4000}),
+            ("expand", {**hit["follow"], "expectedSourceHash": "f" * 4000}),
+            ("sessions", {"since": "y" * 100_000}),
+        ]
+        for name, arguments in calls:
+            text = error_text(await client.call_tool(name, arguments))
+            code = text.split(": ", 1)[0]
+            assert code in ("usage", "location_refused", "stale_pointer", "bad_query"), text
+            assert not any(c * 61 in text for c in "xfy") and "a/" * 31 not in text, text[:400]
+            assert len(text) < 400, text[:400]
+
+    run(body, places, stderr=stderr)
+    assert "Traceback" not in stderr.read_text()
+
+
+SLOW_REGEX = r"(\w+\s?)*(\w+\s?)*(\w+\s?)*x"
+"""Short, but Tantivy takes seconds to build its automaton: the call lasts until the regex
+time cap (2 s) refuses it."""
+
+
+def test_a_slow_call_does_not_stall_the_others(places: dict[str, Path]) -> None:
+    """While one call is slow (a regex that takes the whole time cap), other calls are
+    answered: tools run off the server's event loop."""
+    finished: list[str] = []
+
+    async def body(client: Client) -> None:
+        async def slow() -> None:
+            result = await client.call_tool("recall", {"query": SLOW_REGEX, "mode": "regex"})
+            assert not result.is_error or error_text(result).startswith("bad_query: ")
+            finished.append("slow")
+
+        async def quick() -> None:
+            await anyio.sleep(0.2)  # the slow call is in flight
+            for _ in range(3):
+                assert value(await client.call_tool("recall", {"query": "Zürich"}))["total"] == 1
+            finished.append("quick")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow)
+            group.start_soon(quick)
+
+    run(body, places)
+    assert finished == ["quick", "slow"]
+
+
 # --- the live index ------------------------------------------------------------------------
 
 
@@ -326,6 +394,22 @@ def test_cli_reindex_while_serving(places: dict[str, Path]) -> None:
         assert value(await client.call_tool("recall", {"query": "Zürich"}))["total"] == 1
 
     run(body, places, "--no-watch")
+
+
+def test_a_watcher_that_cannot_run_is_reported(places: dict[str, Path], tmp_path: Path) -> None:
+    """With its sessions root gone, the server says on stderr that the live index is off,
+    and still answers from the index."""
+    stderr = tmp_path / "stderr"
+    shutil.rmtree(places["sessions"])
+
+    async def body(client: Client) -> None:
+        assert value(await client.call_tool("recall", {"query": "Zürich"}))["total"] == 1
+
+    run(body, places, "--hot-sessions", "0", stderr=stderr)
+    err = stderr.read_text()
+    assert f"fabric-memory serve: live index off: {places['sessions']}: sessions directory " \
+        "does not exist" in err, err
+    assert "Traceback" not in err
 
 
 # --- exits -------------------------------------------------------------------------------

@@ -17,10 +17,12 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from fabric_memory.cli import main
 from fabric_memory.errors import ExpandError, LocationRefusedError, UsageError
+from fabric_memory.memory.catalog import list_sessions
 from fabric_memory.memory.expand import expand, expand_request
 from fabric_memory.memory.locations import sessions_roots
-from fabric_memory.memory.recall import recall
+from fabric_memory.memory.recall import recall, recall_request
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.serve import Places
 
@@ -172,6 +174,34 @@ def test_watch_follows_both_roots(home: Path, omp: Path) -> None:
         fresh.user("the pangolin was written under oh-my-pi")
         fresh.write()
         until(lambda: recall("pangolin")["total"] == 1, "the omp session was never indexed")
+
+
+def test_recall_and_sessions_answer_only_from_the_roots_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With one index holding roots A and B, recall and sessions given --sessions A answer
+    from A alone (totals included), and every hit's follow expands."""
+    index = tmp_path / "index"
+    for name in ("a", "b"):
+        for n in range(3):
+            session = SessionBuilder(tmp_path / name / "--repo--" / f"{n}.jsonl", f"{name}-{n}")
+            session.user(f"root {name} session {n} talks about a quokka")
+            session.write()
+        reindex(sessions=tmp_path / name, index=index, workers=1)
+    answer = recall("quokka", sessions=tmp_path / "a", index=index, limit=2)
+    assert answer["total"] == 3 and answer["next"] is not None
+    following = recall_request(answer["next"])
+    hits = [*answer["hits"], *following["hits"]]
+    assert sorted(hit["sessionId"] for hit in hits) == ["a-0", "a-1", "a-2"]
+    for hit in hits:
+        assert "quokka" in expand_request(hit["follow"])["entries"][0]["text"]
+    assert recall("quokka", index=index)["total"] == 6  # no root named: the whole index
+    listing = list_sessions(index=index, sessions=tmp_path / "b")
+    assert sorted(s["sessionId"] for s in listing["sessions"]) == ["b-0", "b-1", "b-2"]
+    assert main(["sessions", "--index", str(index), "--sessions", str(tmp_path / "a"),
+                 "--json"]) == 0
+    printed = orjson.loads(capsys.readouterr().out)
+    assert sorted(s["sessionId"] for s in printed["sessions"]) == ["a-0", "a-1", "a-2"]
 
 
 # --- every agent under one home ------------------------------------------------------------

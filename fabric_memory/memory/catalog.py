@@ -18,6 +18,7 @@ from typing import Literal, NotRequired, TypedDict, cast
 import orjson
 
 from .._js import iso_ms, iso_time
+from ..arguments import check_names, check_range
 from ..errors import ExpandError, MemoryIndexError, QueryError, UsageError, clipped
 from ..sources.registry import AGENTS
 from .index import (
@@ -29,10 +30,16 @@ from .index import (
     RecordSnapshot,
     open_index,
 )
-from .locations import index_root, inside_any, sessions_roots
+from .locations import holds, index_root, inside_any, sessions_roots
 
 Tier = Literal["hot", "cold"]
 DEFAULT_HOT_SESSIONS = 50
+MAX_HOT_SESSIONS = 100_000
+"""Most sessions a query may re-check (each is a ``stat`` per query)."""
+
+
+def check_hot_sessions(hot_sessions: int) -> None:
+    check_range("--hot-sessions", hot_sessions, 0, MAX_HOT_SESSIONS)
 
 
 class SessionRecordJSON(TypedDict):
@@ -164,6 +171,7 @@ class Catalog:
         self._by_id: dict[str, list[SessionRecord]] = {}
         self._fetched: dict[str, SessionRecord | None] = {}
         self._newest: dict[int, tuple[SessionRecord, ...]] = {}
+        self._outside: dict[tuple[Path, ...], frozenset[str]] = {}
         if snapshot is None:
             self._load(records)
 
@@ -218,6 +226,15 @@ class Catalog:
                 self._newest[hot_sessions] = tuple(newest[: max(hot_sessions, 0)])
             return self._newest[hot_sessions]
         return self._all[: max(hot_sessions, 0)]
+
+    def outside(self, roots: tuple[Path, ...]) -> frozenset[str]:
+        """Paths of the indexed sessions under none of ``roots`` (one index may hold the
+        sessions of several roots); worked out once per index generation."""
+        found = self._outside.get(roots)
+        if found is None:
+            found = self._outside[roots] = frozenset(
+                r.path for r in self.records if not holds(roots, r.path))
+        return found
 
     def tiers(self, hot_sessions: int) -> dict[str, Tier]:
         hot = max(hot_sessions, 0)
@@ -358,26 +375,32 @@ def list_sessions(
     limit: int | None = None,
     offset: int = 0,
     agent: str | None = None,
+    sessions: str | os.PathLike[str] | None = None,
 ) -> SessionsReport:
     """Indexed sessions, newest first, with tier, counts, hashes and staleness.
 
     ``project`` keeps sessions whose working directory (the header's ``cwd``) is that
     folder or inside it; ``agent`` those one agent wrote; ``since``/``until`` (ISO-8601,
-    inclusive) bound the file's last modification. ``limit`` pages the listing (``next``
-    asks for the following page).
+    inclusive) bound the file's last modification; ``sessions`` keeps the files under those
+    sessions roots (an index may hold others). ``limit`` pages the listing (``next`` asks
+    for the following page).
     """
+    check_names(("--index", index), ("--project", project), ("--sessions", sessions))
+    check_hot_sessions(hot_sessions)
     if limit is not None and not 1 <= limit <= MAX_SESSIONS_LIMIT:
-        raise UsageError(f"--limit {limit}: must be between 1 and {MAX_SESSIONS_LIMIT}")
+        raise UsageError(f"--limit {clipped(limit)}: must be between 1 and {MAX_SESSIONS_LIMIT}")
     if offset < 0:
-        raise UsageError(f"--offset {offset}: must not be negative")
+        raise UsageError(f"--offset {clipped(offset)}: must not be negative")
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"--agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
     low, high = _time_ns(since, "--since"), _time_ns(until, "--until")
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
     tiers = catalog.tiers(hot_sessions)
+    outside = catalog.outside(sessions_roots(sessions)) if sessions is not None else frozenset()
     chosen = [r for r in catalog.records
-              if _in_project(r.cwd, project) and agent in (None, r.agent)
+              if r.path not in outside and _in_project(r.cwd, project)
+              and agent in (None, r.agent)
               and (low is None or r.mtime_ns >= low) and (high is None or r.mtime_ns <= high)]
     end = len(chosen) if limit is None else offset + limit
     listing: list[SessionListing] = [
@@ -416,7 +439,8 @@ def _time_ns(text: str | None, option: str) -> int | None:
         return None
     parsed = iso_ms(text.strip())
     if parsed is None:
-        raise QueryError(f"{option} {text!r}: not an ISO-8601 time (e.g. 2026-01-02T10:00:00Z)")
+        raise QueryError(f"{option} {clipped(text)}: not an ISO-8601 time "
+                         "(e.g. 2026-01-02T10:00:00Z)")
     return parsed * 1_000_000
 
 
@@ -439,6 +463,8 @@ def stats(
     *, index: str | os.PathLike[str] | None = None, hot_sessions: int = DEFAULT_HOT_SESSIONS
 ) -> StatsReport:
     """Counts and sizes of the index (no source file is read)."""
+    check_names(("--index", index))
+    check_hot_sessions(hot_sessions)
     handle = open_index(index_root(index))
     catalog = load_catalog(handle)
     records = catalog.records

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
+from ..arguments import Kind, check_names, checked_request
 from ..errors import ExpandError, SessionError, UsageError, clipped
 from ..redact import redact_json, redact_json_text
 from ..session import Entry, hash_file, open_regular
@@ -48,6 +49,15 @@ MAX_ENTRIES = 20
 DEFAULT_MAX_CHARS = 20_000
 MAX_CHARS = 24_000
 _PHASE = re.compile(r"(.+)/phase:(\d+)")
+REQUEST_KINDS: dict[str, Kind] = {
+    "session": "name", "entries": "names", "addresses": "names", "indices": "integers",
+    "range": "name", "positions": "name", "anchor": "name", "before": "integer",
+    "after": "integer",
+    "expectedSourceHash": "name", "expectedLineageFingerprint": "name",
+    "maxEntries": "integer", "maxChars": "integer", "entryOffset": "integer",
+    "textOffset": "integer", "showSecrets": "boolean", "raw": "boolean", "index": "name",
+    "sessions": "name"}
+"""The expand request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
 
 
 class ExpandRequest(TypedDict, total=False):
@@ -164,6 +174,10 @@ def expand(
 ) -> ExpandPage:
     """One page of the selected entries of ``session`` (an id or a path), rendered for a
     reader (``raw``: verbatim), secrets masked unless ``show_secrets``."""
+    check_names(("SESSION", session), ("--index", index), ("--sessions", sessions),
+                ("--range", range), ("--position-range", positions), ("--anchor", anchor),
+                ("--expected-source-hash", expected_source_hash),
+                ("--expected-lineage", expected_lineage_fingerprint))
     selectors = len(entries) + len(addresses) + len(indices) + (range is not None) + (
         positions is not None) + (anchor is not None)
     if selectors == 0:
@@ -174,6 +188,8 @@ def expand(
             f"expand got {selectors} selectors; at most {MAX_SELECTORS} per call "
             "(split the request and follow each `next`)"
         )
+    check_names(*(("--entry", entry) for entry in entries),
+                *(("--address", address) for address in addresses))
     clamped: Clamped = {}
     max_entries = bounded(max_entries, "maxEntries", "--max-entries", 1, MAX_ENTRIES, clamped)
     max_chars = bounded(max_chars, "maxChars", "--max-chars", 1, MAX_CHARS, clamped)
@@ -188,14 +204,14 @@ def expand(
         raise ExpandError(
             "stale_pointer",
             f"{record.path}: sourceHash is {source.source_hash}, the pointer expects "
-            f"{expected_source_hash}; the session changed, recall again",
+            f"{clipped(expected_source_hash)}; the session changed, recall again",
         )
     if (expected_lineage_fingerprint is not None
             and expected_lineage_fingerprint != source.lineage_fingerprint):
         raise ExpandError(
             "stale_pointer",
             f"{record.path}: lineage fingerprint is {source.lineage_fingerprint}, the pointer "
-            f"expects {expected_lineage_fingerprint}; the branch changed, recall again",
+            f"expects {clipped(expected_lineage_fingerprint)}; the branch changed, recall again",
         )
     selection = _select(source, record, entries, addresses, indices, range, positions, anchor,
                         before, after)
@@ -207,7 +223,8 @@ def expand(
 
 
 def expand_request(request: Mapping[str, Any]) -> ExpandPage:
-    """:func:`expand` from its JSON request shape (a hit's ``follow``, a page's ``next``)."""
+    """:func:`expand` from its JSON request shape (a hit's ``follow``, a page's ``next``),
+    each value checked for its JSON type first."""
     names = {
         "entries": "entries", "addresses": "addresses", "indices": "indices", "range": "range",
         "positions": "positions", "anchor": "anchor", "before": "before", "after": "after",
@@ -217,20 +234,18 @@ def expand_request(request: Mapping[str, Any]) -> ExpandPage:
         "textOffset": "text_offset", "showSecrets": "show_secrets", "raw": "raw", "index": "index",
         "sessions": "sessions",
     }
-    unknown = set(request) - set(names) - {"session"}
-    if unknown:
-        raise UsageError(f"expand request: unknown keys {sorted(unknown)}")
-    if not isinstance(request.get("session"), str):
+    checked = checked_request("expand request", request, REQUEST_KINDS)
+    session = checked.pop("session", None)
+    if session is None:
         raise UsageError("expand request: 'session' must be a session id or path")
-    kwargs = {names[key]: value for key, value in request.items() if key in names}
-    return expand(request["session"], **kwargs)
+    return expand(session, **{names[key]: value for key, value in checked.items()})
 
 
 def _check_bounds(entry_offset: int, text_offset: int, before: int, after: int) -> None:
     for name, value in (("--entry-offset", entry_offset), ("--text-offset", text_offset),
                         ("--before", before), ("--after", after)):
         if value < 0:
-            raise UsageError(f"{name} {value}: must not be negative")
+            raise UsageError(f"{name} {clipped(value)}: must not be negative")
 
 
 def _request(

@@ -229,6 +229,8 @@ class SearchSpec:
     match_all: bool = False
     equals: tuple[tuple[str, tuple[str | bool, ...]], ...] = ()
     """(field, accepted values): values of one field are OR-ed, fields AND-ed."""
+    excluded: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(field, refused values): a document with any of them is left out."""
     since_ms: int | None = None
     until_ms: int | None = None
     kinds: tuple[str, ...] = ITEM_KINDS
@@ -889,6 +891,8 @@ def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Quer
     clauses = [(tantivy.Occur.Must, tantivy.Query.const_score_query(f, 0.0)) for f in filters]
     if text_query is not None:
         clauses.append((tantivy.Occur.Must, text_query))
+    clauses.extend((tantivy.Occur.MustNot, _any_of(name, values))
+                   for name, values in spec.excluded)
     if clauses and set(spec.kinds) == set(ITEM_KINDS):
         # Every document is an entry, an operation or a session record, so "not a session
         # record" is the same filter as "an item", and excluding the few records is far

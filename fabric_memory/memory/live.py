@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import FabricMemoryError, MissingExtraError, UsageError
+from ..errors import FabricMemoryError, MissingExtraError, UsageError, WatchError
 from ..session import iter_session_files
 from ..sources import skipped
 from .catalog import StatKey, default_roots, stat_key
@@ -83,7 +83,10 @@ def watch_sessions(
 ) -> None:
     """Keep the index of ``sessions`` up to date until ``stop`` is set (see the module
     docstring). A step that fails (another writer past :data:`LOCK_TIMEOUT`, an
-    unwritable index) goes to ``on_error`` and is retried on the next wake."""
+    unwritable index) goes to ``on_error`` and is retried on the next wake. So does what
+    stops a watch (:class:`~fabric_memory.errors.WatchError`): an unreadable folder is
+    reported and left out; a root removed or replaced is reported, waited for, watched
+    again and caught up with."""
     try:
         from watchfiles import watch
     except ImportError:
@@ -99,18 +102,109 @@ def watch_sessions(
                 f"{root}: sessions directory does not exist; pass --sessions DIR or set "
                 "FABRIC_MEMORY_SESSIONS"
             )
+
+    said: list[str] = []
+
+    def report(exc: FabricMemoryError) -> None:
+        if on_error is not None and exc.message not in said[-1:]:  # once per condition
+            on_error(exc)
+        said.append(exc.message)
+
     pending = _Pending()
-    changes_seen = watch(*roots, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS,
-                         stop_event=stop, rust_timeout=TICK_MS, yield_on_timeout=True,
-                         raise_interrupt=False)
-    for changes in changes_seen:
-        pending.paths.update(_session_paths(path for _, path in changes))
-        pending.recheck(time.monotonic())
+    folders: set[str] | None = None
+    """None: each root watched recursively. After an unreadable folder stopped that (the
+    recursive watch gives up at the first one), each readable folder on its own."""
+    while not stop.is_set():
+        seen = _identities(roots)
+        if folders is not None:
+            folders = _readable_folders(roots)
         try:
-            _step(sessions, where, pending, on_step, agents)
-        except FabricMemoryError as exc:
-            if on_error is not None:
-                on_error(exc)
+            changes_seen = watch(*(roots if folders is None else sorted(folders)),
+                                 recursive=folders is None, watch_filter=None,
+                                 debounce=DEBOUNCE_MS, step=STEP_MS, stop_event=stop,
+                                 rust_timeout=TICK_MS, yield_on_timeout=True,
+                                 raise_interrupt=False)
+            for changes in changes_seen:
+                changed = [path for _, path in changes]
+                pending.paths.update(_session_paths(changed))
+                pending.recheck(time.monotonic())
+                try:
+                    _step(sessions, where, pending, on_step, agents)
+                except FabricMemoryError as exc:
+                    report(exc)
+                else:
+                    said.clear()
+                if _identities(roots) != seen or (folders is not None and any(
+                        path not in folders and os.path.isdir(path) for path in changed)):
+                    break  # a root went, or a folder came that needs a watch of its own
+        except (OSError, RuntimeError) as exc:  # what watchfiles raises when it cannot watch
+            # It names the folders it may not read (a PermissionError, or when polling its
+            # internal error saying so).
+            if isinstance(exc, PermissionError) or "Permission denied" in str(exc):
+                report(WatchError(f"{exc}: cannot read these folders under the sessions root; "
+                                  "their sessions are not watched (fix their permissions)"))
+                if folders is None:
+                    folders = set()  # from now on, each readable folder on its own
+                    continue
+            else:
+                report(WatchError(f"{_shown(roots)}: cannot watch ({exc})"))
+            _pause(stop)
+        if stop.is_set():
+            break
+        for root, before, now in zip(roots, seen, _identities(roots), strict=True):
+            if before != now:
+                report(WatchError(f"{root}: sessions root removed or replaced; watching it "
+                                  "again once it exists"))
+        _wait_for(roots, stop)
+        pending.caught_up = False  # what changed while nothing watched
+
+
+def _readable_folders(roots: tuple[Path, ...]) -> set[str]:
+    """Every folder under ``roots`` (the roots included) that can be listed, entering no
+    symlinked folder (as the walk of ``reindex`` does)."""
+    found: set[str] = set()
+    waiting = [os.fspath(root) for root in roots]
+    while waiting:
+        folder = waiting.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        found.add(folder)
+        waiting.extend(entry.path for entry in entries
+                       if entry.is_dir(follow_symlinks=False))
+    return found
+
+
+def _identities(roots: tuple[Path, ...]) -> list[tuple[int, int] | None]:
+    """Which folder each root is (device, inode), or None where it is gone."""
+    found: list[tuple[int, int] | None] = []
+    for root in roots:
+        try:
+            st = os.stat(root)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((st.st_dev, st.st_ino))
+    return found
+
+
+def _wait_for(roots: tuple[Path, ...], stop: Stop) -> None:
+    """Return once every root is a folder again (or ``stop`` is set), checking each tick."""
+    while not stop.is_set() and not all(root.is_dir() for root in roots):
+        _pause(stop)
+
+
+def _pause(stop: Stop) -> None:
+    """Sleep one tick, or less when ``stop`` is set meanwhile."""
+    deadline = time.monotonic() + TICK_MS / 1000
+    while not stop.is_set() and time.monotonic() < deadline:
+        time.sleep(STEP_MS / 1000)
+
+
+def _shown(roots: tuple[Path, ...]) -> str:
+    return " and ".join(map(str, roots))
 
 
 def _step(

@@ -6,6 +6,7 @@ import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from ..arguments import check_name
 from ..sources import agent_homes, agent_names
 from ..sources.pi import pi_sessions_dir
 
@@ -24,6 +25,7 @@ def sessions_roots(
     (several separated by ``:``; ``--sessions`` may be repeated), exactly those whatever
     agents wrote them; else every agent folder that exists (:func:`discovered_roots`).
     When none exists, Pi's, so that reading it says it is missing."""
+    check_name("--sessions", explicit)  # before it is resolved as paths
     named = os.fspath(explicit) if explicit is not None else os.environ.get(SESSIONS_ENV)
     if named:
         return _unique(_folders(named))
@@ -65,6 +67,7 @@ def _unique(folders: Iterable[Path]) -> tuple[Path, ...]:
 def index_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``explicit``, else ``$FABRIC_MEMORY_HOME/index``, else ``~/.cache/fabric-memory/index``."""
     if explicit is not None:
+        check_name("--index", explicit)
         return Path(explicit).expanduser()
     home = os.environ.get(HOME_ENV)
     if home:
@@ -101,3 +104,12 @@ def contains(root: Path, path: str | os.PathLike[str]) -> bool:
 def inside_any(roots: Iterable[Path], path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` lies inside one of ``roots`` (see :func:`contains`)."""
     return any(contains(root, path) for root in roots)
+
+
+def holds(roots: Iterable[Path], path: str) -> bool:
+    """Whether an indexed file, keyed by its real path, lies under one of ``roots`` (real
+    paths too): a prefix test, resolved (see :func:`contains`) only when that fails, for a
+    record kept under another spelling of its path."""
+    roots = tuple(roots)
+    return path.startswith(tuple(os.path.join(root, "") for root in roots)) or inside_any(
+        roots, path)

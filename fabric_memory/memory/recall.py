@@ -21,9 +21,17 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 import orjson
 
 from .._js import iso_ms
+from ..arguments import Kind, check_names, checked_request
 from ..errors import QueryError, UsageError, clipped
 from ..sources.registry import AGENTS
-from .catalog import DEFAULT_HOT_SESSIONS, Catalog, SessionRecord, Tier, default_roots
+from .catalog import (
+    DEFAULT_HOT_SESSIONS,
+    Catalog,
+    SessionRecord,
+    Tier,
+    check_hot_sessions,
+    default_roots,
+)
 from .index import Hit, SearchSpec, TextMode
 from .limits import Clamped, bounded
 from .tiers import revalidate
@@ -49,6 +57,12 @@ MAX_QUERY_CHARS = 4096
 # Filter option → index field, in the order they appear in a request.
 FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "provider"),
            ("action", "action"), ("outcome", "outcome"))
+REQUEST_KINDS: dict[str, Kind] = {
+    "query": "text", "mode": "text", "match": "text", "role": "name", "tool": "name",
+    "ref": "name", "provider": "name", "action": "name", "outcome": "name", "since": "text",
+    "until": "text", "session": "name", "agent": "name", "branches": "text", "limit": "integer",
+    "offset": "integer", "hotSessions": "integer", "index": "name", "sessions": "name"}
+"""The recall request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
 
 
 class RecallRequest(TypedDict, total=False):
@@ -140,11 +154,13 @@ def recall(
     sessions: str | os.PathLike[str] | None = None,
 ) -> RecallResponse:
     """Search past sessions; see the module docstring for the response."""
+    filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
+               "action": action, "outcome": outcome}
+    check_names(("--session", session), ("--index", index), ("--sessions", sessions),
+                ("--agent", agent), *((f"--{name}", value) for name, value in filters.items()))
     clamped: Clamped = {}
     limit = bounded(limit, "limit", "--limit", 1, MAX_LIMIT, clamped)
     _check_options(query, mode, match, branches, offset, hot_sessions)
-    filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
-               "action": action, "outcome": outcome}
     given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
                              "since": since, "until": until, "session": session,
                              "agent": agent, "branches": branches, "limit": limit, "offset": offset}
@@ -161,6 +177,7 @@ def recall(
     roots, handle = default_roots(sessions, index)
     view = revalidate(handle, hot_sessions, roots)
     equals: list[tuple[str, tuple[str | bool, ...]]] = []
+    excluded: list[tuple[str, tuple[str, ...]]] = []
     for option, name in FILTERS:
         value = filters[option]
         if value is not None:
@@ -172,13 +189,18 @@ def recall(
                 f"--session {clipped(session)}: no indexed session has that id or path"
             )
         equals.append(("path", tuple(r.path for r in matched)))
+    elif sessions is not None:  # the index may hold other roots' sessions too
+        outside = view.catalog.outside(roots)
+        if outside:
+            excluded.append(("path", tuple(sorted(outside))))
     if agent is not None:
         equals.append(("agent", (agent,)))
     if branches == "active":
         equals.append(("on_active", (True,)))
     spec = SearchSpec(
         text=query.strip(), mode=mode, match_all=match == "all", equals=tuple(equals),
-        since_ms=_time(since, "--since"), until_ms=_time(until, "--until"),
+        excluded=tuple(excluded), since_ms=_time(since, "--since"),
+        until_ms=_time(until, "--until"),
     )
     page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
     hits = [_hit(hit, view.catalog, view.hot, view.unrefreshed, locations) for hit in page.hits]
@@ -191,16 +213,11 @@ def recall(
 
 
 def recall_request(request: Mapping[str, Any]) -> RecallResponse:
-    """:func:`recall` from its JSON request shape (what ``next`` holds)."""
-    keys = {"query", "mode", "match", "role", "tool", "ref", "provider", "action", "outcome",
-            "since", "until", "session", "agent", "branches", "limit", "offset", "index",
-            "sessions"}
-    unknown = set(request) - keys - {"hotSessions"}
-    if unknown:
-        raise UsageError(f"recall request: unknown keys {sorted(unknown)}")
-    kwargs: dict[str, Any] = {k: v for k, v in request.items() if k in keys}
-    if "hotSessions" in request:
-        kwargs["hot_sessions"] = request["hotSessions"]
+    """:func:`recall` from its JSON request shape (what ``next`` holds), each value checked
+    for its JSON type first."""
+    kwargs = checked_request("recall request", request, REQUEST_KINDS)
+    if "hotSessions" in kwargs:
+        kwargs["hot_sessions"] = kwargs.pop("hotSessions")
     return recall(**kwargs)
 
 
@@ -216,10 +233,9 @@ def _check_options(
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(f"QUERY is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     if not 0 <= offset <= MAX_OFFSET:
-        raise UsageError(f"--offset {offset}: must be between 0 and {MAX_OFFSET} (narrow the "
-                         "query with --since, --until or --session to reach older hits)")
-    if hot_sessions < 0:
-        raise UsageError(f"--hot-sessions {hot_sessions}: must not be negative")
+        raise UsageError(f"--offset {clipped(offset)}: must be between 0 and {MAX_OFFSET} (narrow "
+                         "the query with --since, --until or --session to reach older hits)")
+    check_hot_sessions(hot_sessions)
 
 
 def _time(text: str | None, option: str) -> int | None:

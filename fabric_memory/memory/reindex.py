@@ -29,6 +29,7 @@ from itertools import chain
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
+from ..arguments import check_name
 from ..errors import MemoryIndexError, SessionError, UsageError, clipped, is_utf8, printable
 from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files
 from ..sources import read_source, reader_for, skipped
@@ -44,7 +45,7 @@ from .catalog import (
     stat_key,
 )
 from .index import MemoryIndex, Writer, item_json
-from .locations import SESSIONS_ENV, chosen_agents, discovered_roots, inside_any
+from .locations import SESSIONS_ENV, chosen_agents, discovered_roots, holds, inside_any
 from .normalize import normalize_session
 
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -183,6 +184,7 @@ def _reindex(
     agents: str | None,
 ) -> ReindexReport:
     started = time.perf_counter()
+    check_name("--session", session)
     narrowed = chosen_agents(agents)
     roots, handle = default_roots(sessions, index, agents)
     for root in roots:
@@ -261,10 +263,12 @@ def reindex_paths(
     report = _report(roots, handle)
     names = sorted({os.fspath(path) for path in paths})
     present = [name for name in names if os.path.isfile(name)]
-    files, outside = _inside(roots, present)
+    files, outside = _inside(roots, present, walked=False)
     report["invalid"].extend(outside)
     report["sessions"] = len(names)
-    gone = [name for name in names if name not in present]
+    # A file that is gone is known by its real path too (a folder on the way may be a
+    # symlink); one outside the roots is none of this watch's business.
+    gone, _ = _inside(roots, [name for name in names if name not in present], walked=False)
     with handle.writer(timeout=lock_timeout, threads=1) as writer:
         if writer.notice:
             report["notices"].append(writer.notice)
@@ -302,14 +306,16 @@ def _one_session(roots: tuple[Path, ...], session: str | os.PathLike[str]) -> Pa
 
 
 def _inside(
-    roots: tuple[Path, ...], paths: Iterable[str | Path]
+    roots: tuple[Path, ...], paths: Iterable[str | Path], *, walked: bool = True
 ) -> tuple[list[str], list[PathReason]]:
     """The real paths of the session files under ``roots`` (each once), and the files that
-    cannot be indexed: a symlink leading outside the roots (never read), a name that is not
-    UTF-8 (the index holds text).
+    cannot be indexed: one that leads outside the roots through a symlink (never read), a
+    name that is not UTF-8 (the index holds text).
 
-    Each root is a real path and the walk enters no symlinked folder, so only a symlinked
-    file needs resolving: one ``lstat`` per file.
+    ``walked``: the paths come from the walk of the roots, which are real paths and which
+    the walk enters no symlinked folder of, so only a symlinked file needs resolving (one
+    ``lstat`` per file). Paths named by anyone else (the live index's watcher, which does
+    follow symlinked folders) are each resolved.
     """
     inside: dict[str, None] = {}
     refused: list[PathReason] = []
@@ -319,13 +325,13 @@ def _inside(
             shown = printable(name)
             refused.append({"path": shown, "reason": f"{shown}: file name is not valid UTF-8; "
                             "not indexed (rename it to index it)"})
-        elif not os.path.islink(name):
+        elif walked and not os.path.islink(name):
             inside[name] = None
         elif inside_any(roots, path):
             inside[os.path.realpath(name)] = None
         else:
-            reason = (f"{path}: symlink to a file outside the sessions root {_shown(roots)}; "
-                      "not indexed")
+            reason = (f"{path}: leads through a symlink to a file outside the sessions root "
+                      f"{_shown(roots)}; not indexed")
             refused.append({"path": name, "reason": reason})
     return list(inside), refused
 
@@ -367,9 +373,7 @@ def _plan_all(
     if one:
         return tasks, []
     seen = set(files)
-    prefixes = tuple(os.path.join(root, "") for root in roots)
-    gone = [r for r in catalog.records
-            if r.path not in seen and (r.path.startswith(prefixes) or inside_any(roots, r.path))]
+    gone = [r for r in catalog.records if r.path not in seen and holds(roots, r.path)]
     return tasks, gone
 
 
