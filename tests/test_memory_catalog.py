@@ -114,3 +114,20 @@ def test_cli_import_loads_no_engine() -> None:
                    "fabric_memory.memory.expand", "multiprocessing", "concurrent")
     assert "tantivy" in after_recall
     assert not [m for m in after_recall if m.startswith(writer_side)]
+
+
+def test_a_loaded_catalog_is_published_whole(indexed: dict[str, Path]) -> None:
+    """Loading every record publishes ``_all`` last, after the id and path tables are
+    complete: threads share a catalog, and one that sees ``_all`` reads the tables (a
+    reader thread once found no record for an id while another thread was loading)."""
+    records = load_catalog(open_index(indexed["index"])).records
+    seen: list[tuple[int, int]] = []
+
+    class Watched(Catalog):
+        def __setattr__(self, name: str, value: object) -> None:
+            if name == "_all" and value is not None:
+                seen.append((sum(map(len, self._by_id.values())), len(self._by_path or {})))
+            super().__setattr__(name, value)
+
+    Watched(records)
+    assert seen == [(len(records), len(records))]

@@ -176,11 +176,16 @@ class Catalog:
             self._load(records)
 
     def _load(self, records: Iterable[SessionRecord]) -> None:
-        self._all = tuple(sorted(records, key=_recency))
-        self._by_path = {record.path: record for record in self._all}
-        self._by_id = {}
-        for record in self._all:
-            self._by_id.setdefault(record.session_id, []).append(record)
+        # Threads share a catalog (one per index generation): each table is built whole
+        # before it is published, and ``_all`` last, since its presence tells readers that
+        # ``_by_path`` and ``_by_id`` are complete.
+        ordered = tuple(sorted(records, key=_recency))
+        by_id: dict[str, list[SessionRecord]] = {}
+        for record in ordered:
+            by_id.setdefault(record.session_id, []).append(record)
+        self._by_path = {record.path: record for record in ordered}
+        self._by_id = by_id
+        self._all = ordered
 
     def _decoded(self, raws: list[bytes]) -> list[SessionRecord]:
         assert self._snapshot is not None
