@@ -12,6 +12,11 @@ The JSON request shapes (recall's and expand's: what a hit's ``follow`` and a pa
 ``next`` hold, what the Pi tools and the MCP server receive) are checked key by key
 against their :data:`Kind`, so a wrong type is one usage error naming its JSON path, and a
 boolean is a real boolean (the string ``"false"`` is an error, never true).
+
+Numeric limits follow one rule in every door (:func:`bounded`): a count above its maximum is
+clamped to it and the answer says so under ``clamped`` (``{"maxChars": [100000, 24000]}``:
+asked, used), so a model that asks for too much gets the most allowed instead of a lost
+call; below the minimum, or not a whole number, it is a usage error.
 """
 
 from __future__ import annotations
@@ -101,6 +106,26 @@ def _check(what: str, where: str, kind: Kind, value: Any) -> None:
 
 def _wrong(what: str, where: str, kind: Kind, value: Any) -> UsageError:
     return UsageError(f"{what}: {where}: expected {_EXPECTED[kind]}, got {clipped(value)}")
+
+
+Clamped = dict[str, list[int]]
+"""Request key → [asked, used], for each value that was clamped."""
+
+
+def bounded(value: object, key: str, option: str, low: int, high: int, clamped: Clamped) -> int:
+    """``value`` within ``low..high``: clamped (noted in ``clamped`` under ``key``) above
+    ``high``; a :class:`UsageError` naming ``option`` below ``low``, past :data:`I64_MAX`
+    (no count a caller means, and the note could not carry it as a JSON integer) or when not
+    an integer."""
+    if type(value) is not int:  # bool is an int to Python, never a count to a caller
+        raise UsageError(f"{option} {clipped(str(value))}: must be a whole number between {low} "
+                         f"and {high}")
+    if not low <= value <= I64_MAX:
+        raise UsageError(f"{option} {value}: must be between {low} and {high}")
+    if value > high:
+        clamped[key] = [value, high]
+        return high
+    return value
 
 
 def check_range(option: str, value: int, low: int, high: int) -> None:

@@ -1,5 +1,6 @@
 """What every door checks before it does any work: a request value's JSON type, and the
-length of path-like and id-like values (checked before any of them is used as a path)."""
+length of path-like and id-like values (checked before any of them is used as a path), and
+numeric limits clamped above their maximum with a note."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fabric_memory.arguments import MAX_NAME_CHARS
+from fabric_memory.arguments import MAX_NAME_CHARS, Clamped, bounded
 from fabric_memory.errors import UsageError
 from fabric_memory.memory.catalog import list_sessions
 from fabric_memory.memory.expand import expand, expand_request
@@ -140,3 +141,19 @@ def test_request_kinds_cover_the_request_shapes() -> None:
 
     assert set(recall_module.REQUEST_KINDS) == set(recall_module.RecallRequest.__annotations__)
     assert set(expand_module.REQUEST_KINDS) == set(expand_module.ExpandRequest.__annotations__)
+
+
+def test_above_the_maximum_is_clamped_and_noted() -> None:
+    """A value above its maximum becomes the maximum, noted as [asked, used] under its key."""
+    clamped: Clamped = {}
+    assert bounded(100_000, "maxChars", "--max-chars", 1, 24_000, clamped) == 24_000
+    assert bounded(24_000, "maxEntries", "--max-entries", 1, 24_000, clamped) == 24_000
+    assert clamped == {"maxChars": [100_000, 24_000]}
+
+
+@pytest.mark.parametrize("value", [0, -5, 2**63, "12", 2.5, True, None], ids=repr)
+def test_below_the_minimum_or_not_an_integer_is_a_usage_error(value: object) -> None:
+    """Below the minimum, beyond any 64-bit count, or not a whole number (a bool included) is
+    one usage line that names the option and its range."""
+    with pytest.raises(UsageError, match=r"^--limit .*: must be .*between 1 and 50$"):
+        bounded(value, "limit", "--limit", 1, 50, {})

@@ -17,7 +17,7 @@ Selectors take what summaries, recall hits and ``sessions`` print: addresses (``
 ``[L12 ... L31]``), entry positions and position ranges, and ``before``/``after`` entries
 around each entry, address or anchor (docs/addresses.md).
 Pages are bounded by ``max_entries`` and ``max_chars`` (clamped to their maximum,
-:mod:`~fabric_memory.memory.limits`); ``next`` continues the selection (and long texts)
+:func:`~fabric_memory.arguments.bounded`); ``next`` continues the selection (and long texts)
 pinned to the sourceHash the first page reported. Paging counts characters of the text
 as answered (rendered, or raw).
 """
@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
-from ..arguments import Kind, check_names, checked_request
+from ..arguments import Clamped, Kind, bounded, check_names, checked_request
 from ..errors import ExpandError, SessionError, UsageError, clipped
 from ..redact import redact_json, redact_json_text
 from ..session import Entry, hash_file, open_regular
@@ -39,7 +39,6 @@ from ..sources import read_source
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
-from .limits import Clamped, bounded
 from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import render_entry, render_record
 

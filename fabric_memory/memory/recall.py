@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 import orjson
 
 from .._js import iso_ms
-from ..arguments import Kind, check_names, checked_request
+from ..arguments import Clamped, Kind, bounded, check_names, checked_request
 from ..errors import QueryError, UsageError, clipped
 from ..sources.registry import AGENTS
 from .catalog import (
@@ -33,7 +33,6 @@ from .catalog import (
     default_roots,
 )
 from .index import Hit, SearchSpec, TextMode
-from .limits import Clamped, bounded
 from .tiers import revalidate
 
 if TYPE_CHECKING:
