@@ -34,7 +34,7 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 from ..arguments import Clamped, Kind, bounded, check_names, checked_request
 from ..errors import ExpandError, SessionError, UsageError, clipped
 from ..redact import redact_json, redact_json_text
-from ..session import Entry, hash_file, open_regular
+from ..session import Entry, Session, hash_file, open_regular
 from ..sources import read_source
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
@@ -308,7 +308,7 @@ class IndexedSource:
         if self.record.agent in LINE_AGENTS:
             return line_value(line, located.line, located.entry_id)
         if self._read is None:  # read once, by its reader, only when another agent's
-            self._read = _reread(self.record.path, self.source_hash)
+            self._read = _read_as_hashed(self.record.path, self.source_hash).by_id
         return _entry_raw(self._read, located)
 
 
@@ -320,16 +320,8 @@ class ParsedSource:
         self.path = path
         self._fd = fd
         weakref.finalize(self, os.close, fd)
-        try:
-            session = read_source(path)
-        except SessionError as exc:
-            raise ExpandError(
-                "source_unavailable",
-                f"{exc.message} (the index holds an older version; run `fabric-memory reindex`)",
-            ) from None
-        if session.source_hash != current_hash:
-            raise ExpandError("source_unavailable", f"{path}: changed while it was being read; "
-                              "expand again")
+        session = _read_as_hashed(path, current_hash, " (the index holds an older version; "
+                                  "run `fabric-memory reindex`)")
         self.source_hash = session.source_hash
         self.lineage_fingerprint = session.lineage_fingerprint("active")
         self._agent, self._read = session.agent, session.by_id
@@ -359,17 +351,17 @@ class ParsedSource:
         return _entry_raw(self._read, located)
 
 
-def _reread(path: str, source_hash: str) -> Mapping[str, Entry]:
-    """The entries of another agent's file, read again by its reader: they must be the
-    bytes that were hashed."""
+def _read_as_hashed(path: str, source_hash: str, advice: str = "") -> Session:
+    """The file read by its agent's reader, which must find the bytes that were hashed
+    (``source_hash``); ``advice`` follows a reader's own error."""
     try:
         session = read_source(path)
     except SessionError as exc:
-        raise ExpandError("source_unavailable", exc.message) from None
+        raise ExpandError("source_unavailable", exc.message + advice) from None
     if session.source_hash != source_hash:
         raise ExpandError("source_unavailable", f"{path}: changed while it was being read; "
                           "expand again")
-    return session.by_id
+    return session
 
 
 def _entry_raw(entries: Mapping[str, Entry], located: Located) -> Any:
