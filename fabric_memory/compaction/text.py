@@ -163,8 +163,7 @@ def shown_id(value: str) -> str:
     and none of them may start a line or a section of the summary."""
     if _PLAIN_ID.fullmatch(value):
         return value
-    cut = value if len(value) <= ID_CHARS else value[:ID_CHARS] + "..."
-    return orjson.dumps(cut).decode()
+    return orjson.dumps(bounded_id(value)).decode()
 
 
 def plain_ids(values: list[str]) -> bool:
