@@ -33,10 +33,12 @@ from . import __version__
 from .arguments import check_name
 from .errors import FabricMemoryError, LocationRefusedError, clipped
 from .memory.catalog import DEFAULT_HOT_SESSIONS, default_roots, list_sessions
+from .memory.expand import REQUEST_KINDS as EXPAND_KINDS
 from .memory.expand import expand_request
 from .memory.live import LiveReport, watch_sessions
 from .memory.locations import index_root
 from .memory.recall import DEFAULT_LIMIT, recall_request
+from .memory.recall import REQUEST_KINDS as RECALL_KINDS
 
 INSTRUCTIONS = """\
 Memory of past coding-agent sessions (Pi, oh-my-pi, Claude Code, Codex, Catui and Fabro),
@@ -93,13 +95,8 @@ unchanged for the following page."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 LOCATION_KEYS = ("index", "sessions")
 DEFAULT_SESSIONS_LIMIT = 50
-RECALL_KEYS = frozenset({
-    "query", "mode", "match", "role", "tool", "ref", "provider", "action", "outcome", "since",
-    "until", "session", "agent", "branches", "limit", "offset", "hotSessions", "index", "sessions"})
-EXPAND_KEYS = frozenset({
-    "session", "entries", "addresses", "indices", "range", "positions", "anchor", "before",
-    "after", "expectedSourceHash", "expectedLineageFingerprint", "maxEntries", "maxChars",
-    "entryOffset", "textOffset", "showSecrets", "raw", "index", "sessions"})
+RECALL_KEYS = frozenset(RECALL_KINDS)
+EXPAND_KEYS = frozenset(EXPAND_KINDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,8 +123,9 @@ def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == {"recall", "expand", "sessions"}
         schemas = {name: tool.input_schema for name, tool in tools.items()}
-        drift = ("a request key changed: update the tool's parameters and RECALL_KEYS/"
-                 "EXPAND_KEYS in fabric_memory/serve.py and docs/mcp.md's tool table")
+        drift = ("a request key changed: update the tool's parameters in "
+                 "fabric_memory/serve.py, REQUEST_KINDS in memory/recall.py or memory/expand.py, "
+                 "and docs/mcp.md's tool table")
         assert set(schemas["recall"]["properties"]) == set(RecallRequest.__annotations__), drift
         assert set(schemas["expand"]["properties"]) == set(ExpandRequest.__annotations__), drift
         assert schemas["expand"]["required"] == ["session"]
