@@ -28,7 +28,7 @@ from ..trace import (
     phase_address,
 )
 from ..view import EntryView, ToolCall, content_text
-from .authored import authored, is_request, sentences_within
+from .authored import authored, is_request, sentences_within, without_host_metadata
 from .closure import entry_ids, index_tool_calls, safe_cut, window_start
 from .details import (
     Coverage,
@@ -38,7 +38,9 @@ from .details import (
     build_details,
     previous_state,
 )
-from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
+from .digest import content_digest, printed
+from .facts import SOURCE_WEIGHT, Kind, facts, first_error_line, rank
+from .ledger import CAPS, LEDGERS, Item, Ledger, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
 from .text import (
     blocks_text,
@@ -50,10 +52,21 @@ from .text import (
     plain_ids,
     target_key,
     target_of,
+    whole_or_ends,
 )
 from .work import Run as ShellRun
 from .work import checks as check_commands
-from .work import edit_change, interesting, moves, no_match, shell_run, vcs_events, written_lines
+from .work import (
+    edit_change,
+    interesting,
+    is_check,
+    moves,
+    no_match,
+    programs,
+    shell_run,
+    vcs_events,
+    written_lines,
+)
 from .work import outcome as check_outcome
 
 FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
@@ -68,12 +81,26 @@ STATEMENT_BYTES: Final = 300
 FACT_BYTES: Final = 600
 TARGET_BYTES: Final = 120
 ERROR_BYTES: Final = 160
-USER_SNIPPET_BYTES: Final = 200
-ASSISTANT_SNIPPET_BYTES: Final = 160
 STATUS_BYTES: Final = 300
 CHANGE_LINE_BYTES: Final = 90
 """An edit's changed line, on each side."""
 COMMAND_BYTES: Final = 80
+SHOWN_COMMAND_BYTES: Final = 200
+"""A command as the commands section shows it (and groups its runs by)."""
+PRINTED_BYTES: Final = 400
+"""What a command printed, per command."""
+DIGEST_BYTES: Final = 300
+"""What a write put in its file, per write."""
+ERROR_TEXT_CHARS: Final = 4000
+"""How much of a failed tool result is read for exact facts."""
+USER_CHARS: Final = 600
+"""A user's message up to this many characters is carried whole (longer: start and end)."""
+ASSISTANT_CHARS: Final = 160
+"""An assistant's reply per turn in a large span; a small span gives each turn more."""
+SPAN_CHARS: Final = 16_000
+"""Characters of user and assistant text a span's turns may share before the bounds above."""
+_SHELLS: Final = frozenset({"cmd", "cmd.exe", "bash", "sh", "zsh", "powershell", "pwsh"})
+SHELL_TOOLS: Final = frozenset({"bash", "Bash", "exec", "shell", "exec_command", "local_shell"})
 EVENT_BYTES: Final = 200
 CHANGES_PER_FILE: Final = 3
 """A file's latest changes kept in the state (older ones leave it as newer ones come)."""
@@ -124,7 +151,10 @@ def _may_state(text: str) -> bool:
     return False
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_SYSTEM_NOTICE = re.compile(r"^\s*(?:\[[^\]\n]{1,40}\]\s*)?System(?: \(untrusted\))?:",
+                            re.IGNORECASE)
+"""A host's system notice delivered as a user message (``System: [time] …``)."""
 _STATEMENT_LEDGERS: Final[Mapping[str, LedgerName]] = {
     "goal": "goal",
     "constraint": "constraints",
@@ -284,8 +314,8 @@ class _Turn:
     """One user turn over a contiguous run of entries; ``continued`` when the run starts
     inside a turn an earlier cycle began (a split turn)."""
 
-    __slots__ = ("assistant", "failures", "first", "last", "notes", "operations", "tools",
-                 "user")
+    __slots__ = ("assistant", "assistant_at", "failures", "first", "last", "notes", "operations",
+                 "tools", "user")
 
     def __init__(self, first: str, user: str | None) -> None:
         self.first = first
@@ -293,6 +323,7 @@ class _Turn:
         self.user = user
         self.assistant = ""
         """The latest assistant text, whitespace not yet collapsed."""
+        self.assistant_at = ""
         self.tools: dict[str, int] = {}
         self.operations = 0
         self.failures = 0
@@ -306,10 +337,14 @@ class _Turn:
         """Settings and system entries before the first user message say nothing."""
         return not (self.user or self.assistant or self.tools or self.operations or self.notes)
 
-    def text(self) -> str:
-        parts = [f'user: "{clip(self.user, USER_SNIPPET_BYTES)}"'] if self.user else []
+    def text(self, bounds: _Bounds) -> str:
+        """The turn in one line: the user's message whole when short (else its start and
+        end), the assistant's latest reply within the span's bound, the tools it called."""
+        parts = [f'user: "{whole_or_ends(self.user, bounds.user)}"'] if self.user else []
         if self.assistant:
-            assistant = clip_collapsed(self.assistant, ASSISTANT_SNIPPET_BYTES)
+            assistant = (clip_collapsed(self.assistant, bounds.assistant)
+                         if bounds.assistant <= ASSISTANT_CHARS
+                         else whole_or_ends(self.assistant, bounds.assistant))
             parts.append(f'assistant: "{assistant}"')
         if self.tools:
             named = ((mask(name), n) for name, n in self.tools.items())
@@ -323,6 +358,36 @@ class _Turn:
         return " | ".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """Characters per turn the span's size allows: a small span carries more of each turn
+    (:func:`span_bounds`)."""
+
+    user: int = USER_CHARS
+    assistant: int = ASSISTANT_CHARS
+
+
+def span_bounds(turns: int) -> _Bounds:
+    """The bounds for a span of ``turns`` user turns: :data:`SPAN_CHARS` shared among them,
+    never under the large-span bounds and never over 2,000 characters a message."""
+    share = SPAN_CHARS // max(turns, 1)
+    return _Bounds(max(USER_CHARS, min(2000, share)),
+                   max(ASSISTANT_CHARS, min(2000, share // 2)))
+
+
+# Built per value on the hook's path; not frozen (see OperationEvent).
+@dataclass(slots=True)
+class _Sighting:
+    """Where an exact value was seen, by whom (the weightiest source) and how often."""
+
+    kind: str
+    first: str
+    last: str
+    source: str
+    count: int
+    order: int
+
+
 class _Touched:
     """A file this cycle touched: its first and latest address and every action on it."""
 
@@ -334,15 +399,47 @@ class _Touched:
         self.tags = tags
 
 
+def shell_command(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    """The command a shell tool call runs (``command`` as a string, or Codex's
+    ``["bash", "-lc", "…"]`` list), or None when ``tool`` is not a shell."""
+    if tool not in SHELL_TOOLS:
+        return None
+    command = arguments.get("command", arguments.get("cmd"))
+    if isinstance(command, list) and all(isinstance(word, str) for word in command):
+        words = cast(list[str], command)
+        return words[-1] if len(words) >= 3 and words[1] in ("-lc", "-c") else " ".join(words)
+    return command if isinstance(command, str) else None
+
+
+def _main_program(command: str) -> tuple[str, ...]:
+    """The simple command whose output matters most: the last well-known one (``git``,
+    ``ls``, a test run), else the last one (``cd x && git status`` is ``git status``)."""
+    found = programs(command)
+    for words in found:  # ``cmd /c "…"``, ``bash -lc '…'``: the command inside
+        if len(words) >= 3 and words[0] in _SHELLS and words[1] in ("/c", "-c", "-lc", "/C"):
+            return _main_program(words[2])
+    for words in reversed(found):
+        if (words and words[0] in ("git", "ls", "dir", "tree")) or is_check(words):
+            return words
+    return found[-1] if found else ()
+
+
 # --- one cycle -----------------------------------------------------------------------
 
 
 class _Cycle:
     """The previous state advanced entry by entry (each entry's view is read once)."""
 
-    def __init__(self, previous: CumulativeState, calls: Mapping[str, ToolCall]) -> None:
+    def __init__(self, previous: CumulativeState, calls: Mapping[str, ToolCall],
+                 bounds: _Bounds | None = None) -> None:
         self.previous = previous
         self.calls = calls
+        self.bounds = bounds or _Bounds()
+        self.seen: dict[str, _Sighting] = {}
+        self.sightings = 0
+        """Exact values this cycle, by value (masked when the state is taken)."""
+        self.command_runs: dict[str, int] = {}
+        """This cycle's runs per shown command (earlier cycles' are in their items' tags)."""
         self.ledgers = {name: LedgerBuilder(previous.ledgers[name]) for name in LEDGERS}
         goals = previous.ledgers["goal"].total
         self.goal_known = bool(goals) and (goals >= GOAL_ITEMS or any(
@@ -379,7 +476,8 @@ class _Cycle:
         self.last = address
         role = view.role
         if role == "user":
-            text = collapse(blocks_text(view.text, view.blocks))
+            said = without_host_metadata(blocks_text(view.text, view.blocks))
+            text = collapse(said)
             self._close_turn()
             self.turn = _Turn(address, text)
             self.turns += 1
@@ -387,12 +485,14 @@ class _Cycle:
                 # Only a text with a statement word (or before the goal is known) is read
                 # for what the user wrote apart from what they pasted: most texts have none.
                 if not self.goal_known or _may_state(text):
-                    own = authored(view.text)
-                    own = text if own is view.text else collapse(own)
+                    own = authored(said)
+                    own = text if own is said else collapse(own)
                     if own:
                         self._state(address, own)
                 self.status["user"] = (address, text)
-                self.user_said = view.text
+                self.user_said = said
+                system = _SYSTEM_NOTICE.match(said) is not None
+                self._facts(address, said, "system" if system else "user")
             return
         turn = self.turn
         if turn is None:
@@ -403,6 +503,7 @@ class _Cycle:
             text = blocks_text(view.text, view.blocks)
             if text and not text.isspace():
                 turn.assistant = text
+                turn.assistant_at = address
                 self.status["assistant"] = (address, text)
             if view.tool_calls:
                 tools = turn.tools
@@ -424,14 +525,17 @@ class _Cycle:
                 exit_code = message.get("exitCode")
                 turn.notes.append(f"ran `{shown}` (exit {mask(str(exit_code))})")
                 output = message.get("output")
+                run = shell_run(output if isinstance(output, str) else "", False, exit_code)
+                self._command(address, command, run)
                 if interesting(command):
-                    run = shell_run(output if isinstance(output, str) else "", False, exit_code)
                     self._shell(address, command, run)
         elif view.type == "branch_summary":
             turn.notes.append("returned from another branch")
         elif view.type == "custom_message":
             kind = view.raw.get("customType")
             turn.notes.append(f"{mask(kind) if isinstance(kind, str) else 'custom'} message")
+            if view.text:
+                self._facts(address, view.text, "system")
 
     def _state(self, address: str, text: str) -> None:
         """What ``text`` (the user's own words, collapsed) states; the goal is the first
@@ -450,16 +554,38 @@ class _Cycle:
         turn = self.turn
         if turn is None or turn.empty():
             return
+        if turn.assistant:  # the turn's conclusion: the assistant's latest reply
+            self._facts(turn.assistant_at, turn.assistant, "assistant")
         turns = self.ledgers["turns"]
+        bounds = self.bounds
         if turn.continued:
             prior = turns.pop_last()
             if prior is not None:
-                turns.add(Item(prior.first, turn.last, f"{prior.text} | {turn.text()}"))
+                turns.add(Item(prior.first, turn.last, f"{prior.text} | {turn.text(bounds)}"))
             else:
-                turns.add(Item(turn.first, turn.last, f"(continued) | {turn.text()}"))
+                turns.add(Item(turn.first, turn.last, f"(continued) | {turn.text(bounds)}"))
             return
         first, last = turn.first, turn.last
-        turns.add_pending(Pending(first, last, lambda: Item(first, last, turn.text())))
+        turns.add_pending(Pending(first, last, lambda: Item(first, last, turn.text(bounds))))
+
+    def _facts(self, address: str, text: str, source: str) -> None:
+        """Note each exact value ``text`` holds as seen at ``address`` by ``source``."""
+        seen = self.seen
+        for kind, value in facts(text):
+            self._sighting(address, kind, value, source, seen)
+
+    def _sighting(self, address: str, kind: Kind | str, value: str, source: str,
+                  seen: dict[str, _Sighting]) -> None:
+        order = self.sightings = self.sightings + 1
+        found = seen.get(value)
+        if found is None:
+            seen[value] = _Sighting(kind, address, address, source, 1, order)
+            return
+        found.last = address
+        found.count += 1
+        found.order = order
+        if SOURCE_WEIGHT.get(source, 1) > SOURCE_WEIGHT.get(found.source, 1):
+            found.source = source
 
     def _fabric(self, fabric: FabricResult, turn: _Turn) -> None:
         counts = self.counts
@@ -504,17 +630,30 @@ class _Cycle:
         arguments = call.arguments if call is not None else {}
         message = view.message or {}
         failed = message.get("isError") is True
-        command = arguments.get("command") if name == "bash" else None
-        if isinstance(command, str) and interesting(command):
-            run = shell_run(content_text(message.get("content")), failed)
-            if failed and no_match(command, run):
+        details = message.get("details")
+        exit_code = None
+        if type(details) is dict:  # a host's structured outcome (OpenClaw: status, exitCode)
+            exit_code = details.get("exitCode")
+            failed = failed or details.get("status") == "error"
+        command = shell_command(name, arguments)
+        output: str | None = None
+        if command is not None:
+            output = content_text(message.get("content"))
+            run = shell_run(output, failed, exit_code)
+            failed = failed or run.failed
+            if run.failed and no_match(command, run):
                 self.counts["searchesWithoutMatch"] += 1
+                self._command(view.id, command, run)
                 return
-            self._shell(view.id, command, run)
+            self._command(view.id, command, run)
+            if interesting(command):
+                self._shell(view.id, command, run)
         if failed:
+            self._error_facts(view.id, output if output is not None
+                              else content_text(message.get("content")))
             key = self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
                                              None, "tool"))
-            if isinstance(command, str) and interesting(command):
+            if command is not None and interesting(command):
                 failed_checks = self._failed_checks()
                 for check in check_commands(command):
                     failed_checks.setdefault(clip(check, COMMAND_BYTES), []).append(key)
@@ -527,6 +666,35 @@ class _Cycle:
             self._touch(path, FILE_ACTIONS[name], view.id)
             if name != "read":
                 self._change(shown, name, arguments, view.id, seen)
+
+    def _error_facts(self, address: str, text: str) -> None:
+        """A failed result's first error line and the exact values in it."""
+        text = text[:ERROR_TEXT_CHARS]
+        line = first_error_line(text)
+        if line:
+            self._sighting(address, "error", line, "error", self.seen)
+        self._facts(address, text, "error")
+
+    def _command(self, address: str, command: str, run: ShellRun) -> None:
+        """A shell command's latest run under its shown text, with its exit status and what
+        it printed that matters (:func:`~.digest.printed`, written only if kept)."""
+        key = clip(collapse(command), SHOWN_COMMAND_BYTES)
+        commands = self.ledgers["commands"]
+        runs = self.command_runs.get(key, 0) + 1
+        for item in commands.remove(key):
+            if isinstance(item, Item):  # an earlier cycle's latest run, with its count
+                tag = item.tags[0] if item.tags else ""
+                runs += int(tag.split()[0]) if tag[:1].isdigit() else 1
+        self.command_runs[key] = runs
+
+        def write() -> Item:
+            said = printed(_main_program(command), run.output, run.failed)
+            status = f"exit {run.exit_code}" if run.failed else "ok"
+            text = f"`{key}` -> {status}" + (f": {clip(said, PRINTED_BYTES)}" if said else "")
+            return Item(address, address, text, key=key,
+                        tags=(f"{runs} runs",) if runs > 1 else ())
+
+        commands.add(Pending(address, address, write, key))
 
     def _shell(self, address: str, command: str, run: ShellRun) -> None:
         """What a shell command did: check runs by command, the commits, tags, pushes,
@@ -591,6 +759,9 @@ class _Cycle:
             if count is None:
                 return
             change = f"{'overwritten' if seen else 'created'} ({count} lines)"
+            digest = content_digest(arguments["content"])
+            if digest:
+                change += f": {clip(digest, DIGEST_BYTES)}"
         self.ledgers["changes"].add_latest(
             Item(address, address, f"{shown}: {change}", key=shown), CHANGES_PER_FILE
         )
@@ -684,12 +855,59 @@ class _Cycle:
             self.last or previous.coverage.last,
             previous.coverage.entries + self.entries,
         )
+        ledgers = {name: self.ledgers[name].settle(CAPS[name]) for name in LEDGERS}
+        ledgers["identifiers"] = self._identifiers(ledgers["files"])
         return CumulativeState(
             coverage,
             {key: value for key, value in sorted(counts.items()) if value},
             tuple(status[role] for role in ("user", "assistant") if role in status),
-            {name: self.ledgers[name].settle(CAPS[name]) for name in LEDGERS},
+            ledgers,
         )
+
+    def _identifiers(self, files: Ledger) -> Ledger:
+        """The exact values of every cycle so far, ranked (:func:`~.facts.rank`), the best
+        within the ledger's bytes, best first; a path the files section lists is left out.
+        Each item is ``kind: `value``` keyed by the (masked) value, tagged with who said it
+        and, when more than once, how many times."""
+        previous = self.previous.ledgers["identifiers"]
+        known = {item.key for item in files.items}
+        merged: dict[str, _Sighting] = {}
+        for at, item in enumerate(previous.items):
+            kind, _, _ = item.text.partition(": ")
+            source = item.tags[0] if item.tags else "assistant"
+            count = int(item.tags[1].split()[1]) if len(item.tags) > 1 else 1
+            merged[item.key] = _Sighting(kind, item.first, item.last, source, count,
+                                         at - len(previous.items))
+        for value, seen in self.seen.items():
+            key = mask(value)
+            if seen.kind == "path" and key in known:
+                continue
+            earlier = merged.get(key)
+            if earlier is None:
+                merged[key] = _Sighting(seen.kind, seen.first, seen.last, seen.source,
+                                        seen.count, seen.order)
+                continue
+            earlier.last, earlier.order = seen.last, seen.order
+            earlier.count += seen.count
+            if SOURCE_WEIGHT.get(seen.source, 1) > SOURCE_WEIGHT.get(earlier.source, 1):
+                earlier.source = seen.source
+        total = max(self.sightings, 1)
+        ranked = sorted(merged.items(), key=lambda pair: -rank(
+            pair[1].source, pair[1].count, max(pair[1].order, 0), total))
+        kept: list[Item] = []
+        room = CAPS["identifiers"].head
+        for at, (key, seen) in enumerate(ranked):
+            times = (f"seen {seen.count} times",) if seen.count > 1 else ()
+            item = Item(seen.first, seen.last, f"{seen.kind}: `{clip(key, ERROR_BYTES)}`", key,
+                        (seen.source, *times))
+            if item.weight > room:
+                rest = ranked[at:]
+                return Ledger(tuple(kept), (), previous.dropped + len(rest),
+                              previous.dropped_first or rest[0][1].first, rest[-1][1].last)
+            room -= item.weight
+            kept.append(item)
+        return Ledger(tuple(kept), (), previous.dropped, previous.dropped_first,
+                      previous.dropped_last)
 
 
 # --- compacting a branch -------------------------------------------------------------
@@ -729,9 +947,10 @@ def compact_branch(
             "call with its result"
         )
     previous, resume = previous_state(branch, safe)
+    span = branch[resume:safe]
     with masking_once():
-        cycle = _Cycle(previous, calls)
-        for view in branch[resume:safe]:
+        cycle = _Cycle(previous, calls, span_bounds(sum(view.role == "user" for view in span)))
+        for view in span:
             cycle.add(view)
         state = cycle.state()
         kept = branch[safe].id if safe < len(branch) else ""

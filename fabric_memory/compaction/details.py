@@ -24,8 +24,9 @@ from .text import bounded_id, mask_all
 
 COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
-STATE_VERSION: Final = 2
-"""2: the ``changes``, ``commits`` and ``checks`` ledgers (a version 1 state is rebuilt)."""
+STATE_VERSION: Final = 3
+"""2: the ``changes``, ``commits`` and ``checks`` ledgers; 3: the ``identifiers`` and
+``commands`` ledgers (an earlier state is rebuilt from the branch)."""
 
 
 # --- the cumulative state ------------------------------------------------------------

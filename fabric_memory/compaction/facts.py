@@ -1,0 +1,100 @@
+"""Exact facts: the identifiers and values a continuing agent needs verbatim (URLs, ids and
+hashes, permission scopes, versions, ports, config keys and values, error codes, first
+error lines, file paths), found in a text, and how they rank.
+
+Pure functions over text: the compactor decides which texts are read (what the user and
+the host's system notices said, failed tool results, the assistant's conclusions) and
+masks what it keeps. Nothing here assumes English or spaces between words: a value ends
+at whitespace, a quote, a bracket or CJK punctuation, whatever script surrounds it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Final, Literal
+
+Kind = Literal["url", "id", "scope", "version", "port", "config", "error", "path", "value"]
+Source = Literal["user", "system", "error", "assistant"]
+
+SOURCE_WEIGHT: Final[dict[str, int]] = {"system": 4, "user": 4, "error": 3, "assistant": 1}
+"""How much a value counts by who said it: the user or a system notice first, then an
+error, then the assistant's own conclusions."""
+VALUE_CHARS: Final = 200
+"""A value longer than this is not an identifier (a data blob, a base64 payload)."""
+ERROR_LINE_CHARS: Final = 200
+
+_END: Final = r"""\s<>"'`()\[\]{}，。；：、）（【】「」《》！？"""
+"""What ends a value: whitespace, quotes, brackets, and CJK punctuation."""
+_FACT = re.compile(
+    rf"(?P<url>\b(?:https?|wss?|ftp)://[^{_END}]+)"
+    r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
+    r"|(?P<hash>(?<![\w.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}(?![\w-]))"
+    r"|(?P<color>(?<![\w#&])#?(?=[0-9a-fA-F]{0,5}[a-fA-F])(?=[0-9a-fA-F]{0,5}\d)[0-9a-fA-F]{6}"
+    r"(?![\w-]))"
+    r"|(?P<prefixed>(?<![\w.-])[a-z]{2,10}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,}(?![\w-]))"
+    r"|(?P<scope>(?<![\w:/.-])[a-z][a-z_]{1,30}(?::[a-z][a-z_.]{1,40}){1,3}(?![\w:/-]))"
+    r"|(?P<version>(?<![\w.-])v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?(?![\w.]*\d))"
+    r"|(?P<port>\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d{2,5}\b)"
+    r"|(?P<config>(?<![\w./-])[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+\s?=\s?[^\s,;，。]+"
+    r"|(?<![\w./-])[A-Z][A-Z0-9]*_[A-Z0-9_]+=[^\s,;，。]+)"
+    r"|(?P<code>(?<![\w-])(?:E[A-Z]{3,12}|TS\d{4}|[A-Z][a-zA-Z]+Error|HTTP \d{3}"
+    r"|[a-z]+(?:_[a-z]+){0,4}_(?:error|denied|forbidden|unauthorized|missing|not_found"
+    r"|invalid|expired|exceeded)|(?:missing|invalid|no|insufficient)(?:_[a-z]+){1,4})(?![\w-]))"
+    r"|(?P<path>(?<![\w/\\:.-])(?:[A-Za-z]:[\\/]|~/|\.{1,2}/|/)?(?:[\w.@-]+[\\/])+[\w@-][\w.@-]*"
+    r"\.[A-Za-z][\w]{0,9}(?![\w/\\])"
+    r"|(?<![\w/\\:.-])[\w.@-]+(?:/[\w.@:-]+)+/[\w.@:]*[\d-][\w.@:-]*(?![\w/]))"
+)
+_KINDS: Final[dict[str, Kind]] = {
+    "url": "url", "uuid": "id", "color": "value", "hash": "id", "prefixed": "id", "scope": "scope",
+    "version": "version", "port": "port", "config": "config", "code": "error", "path": "path",
+}
+_SCOPE_CONTEXT = re.compile(
+    r"scope|permission|grant|oauth|authori[sz]|权限|授权|范围|スコープ|권한", re.IGNORECASE
+)
+"""A ``word:word`` value is a permission scope only in a text that speaks of them."""
+_ERROR_LINE = re.compile(
+    r"error|fail|denied|forbidden|unauthori[sz]ed|not found|cannot|invalid|exception|panic"
+    r"|错误|失败|异常|拒绝|无权|未授权|エラー|失敗|오류|실패",
+    re.IGNORECASE,
+)
+_TRAILING = ".,:;!?)]}'\"`>"
+
+
+def facts(text: str) -> Iterator[tuple[Kind, str]]:
+    """Each identifier or value in ``text``, in order, as (kind, value); the same value may
+    come more than once."""
+    scopes: bool | None = None
+    for match in _FACT.finditer(text):
+        group = match.lastgroup or ""
+        value = match.group().rstrip(_TRAILING)
+        if len(value) > VALUE_CHARS or len(value) < 3:
+            continue
+        if group == "scope":
+            if scopes is None:
+                scopes = _SCOPE_CONTEXT.search(text) is not None
+            if not scopes:
+                continue
+        yield _KINDS[group], value
+
+
+_STATUS_LINE = re.compile(r'\s*"?(?:status|level|type|tool)"?\s*[:=]\s*"?\w+"?,?\s*$')
+"""A structured result's ``"status": "error"`` line says nothing the next line does not."""
+
+
+def first_error_line(text: str) -> str:
+    """The first line of ``text`` that reports an error, stripped (``""``: none)."""
+    for found in _ERROR_LINE.finditer(text):
+        start = text.rfind("\n", 0, found.start()) + 1
+        end = text.find("\n", found.end())
+        line = text[start : end if end >= 0 else len(text)]
+        if not _STATUS_LINE.fullmatch(line):
+            return line.strip()[:ERROR_LINE_CHARS]
+    return ""
+
+
+def rank(source: str, count: int, order: int, total: int) -> float:
+    """How much a value matters: who said it, how often, and how late (``order`` of
+    ``total`` values, the latest highest)."""
+    recency = (order + 1) / total if total else 0.0
+    return SOURCE_WEIGHT.get(source, 1) * 2 + min(count, 5) + recency * 2
