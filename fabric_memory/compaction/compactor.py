@@ -39,7 +39,7 @@ from .details import (
     previous_state,
 )
 from .digest import content_digest, printed
-from .facts import SOURCE_WEIGHT, Kind, facts, first_error_line, rank
+from .facts import SOURCE_WEIGHT, Kind, facts, first_error_line, rank, reports_error
 from .ledger import CAPS, LEDGERS, Item, Ledger, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
 from .text import (
@@ -91,6 +91,9 @@ PRINTED_BYTES: Final = 400
 """What a command printed, per command."""
 DIGEST_BYTES: Final = 300
 """What a write put in its file, per write."""
+TOOL_FACT_CHARS: Final = 1500
+"""A result of another tool (not a file's, not a shell's) this short is read for exact facts
+(a status, a lookup); a longer one is content, not a report."""
 ERROR_TEXT_CHARS: Final = 4000
 """How much of a failed tool result is read for exact facts."""
 USER_CHARS: Final = 600
@@ -648,6 +651,12 @@ class _Cycle:
             self._command(view.id, command, run)
             if interesting(command):
                 self._shell(view.id, command, run)
+        if output is None and name not in FILE_ACTIONS:
+            output = content_text(message.get("content"))
+            if not failed and reports_error(output):
+                failed = True
+            elif not failed and len(output) <= TOOL_FACT_CHARS:
+                self._facts(view.id, output, "tool")
         if failed:
             self._error_facts(view.id, output if output is not None
                               else content_text(message.get("content")))

@@ -15,11 +15,13 @@ from collections.abc import Iterator
 from typing import Final, Literal
 
 Kind = Literal["url", "id", "scope", "version", "port", "config", "error", "path", "value"]
-Source = Literal["user", "system", "error", "assistant"]
+Source = Literal["user", "system", "error", "assistant", "tool"]
 
-SOURCE_WEIGHT: Final[dict[str, int]] = {"system": 4, "user": 4, "error": 3, "assistant": 1}
+SOURCE_WEIGHT: Final[dict[str, int]] = {
+    "system": 4, "user": 4, "error": 3, "assistant": 1, "tool": 1,
+}
 """How much a value counts by who said it: the user or a system notice first, then an
-error, then the assistant's own conclusions."""
+error, then the assistant's own conclusions and what a short tool result reported."""
 VALUE_CHARS: Final = 200
 """A value longer than this is not an identifier (a data blob, a base64 payload)."""
 ERROR_LINE_CHARS: Final = 200
@@ -43,7 +45,8 @@ _FACT = re.compile(
     r"|invalid|expired|exceeded)|(?:missing|invalid|no|insufficient)(?:_[a-z]+){1,4})(?![\w-]))"
     r"|(?P<path>(?<![\w/\\:.-])(?:[A-Za-z]:[\\/]|~/|\.{1,2}/|/)?(?:[\w.@-]+[\\/])+[\w@-][\w.@-]*"
     r"\.[A-Za-z][\w]{0,9}(?![\w/\\])"
-    r"|(?<![\w/\\:.-])[\w.@-]+(?:/[\w.@:-]+)+/[\w.@:]*[\d-][\w.@:-]*(?![\w/]))"
+    r"|(?<![\w/\\:.-])[\w.@-]+(?:/[\w.@:-]+)+/[\w.@:]*[\d-][\w.@:-]*(?![\w/])"
+    r"|(?<![\w/\\:.-])[A-Za-z][\w.-]*/(?=[\w.:-]*\d)(?=[\w.:-]*[A-Za-z])[\w.:-]+(?![\w/]))"
 )
 _KINDS: Final[dict[str, Kind]] = {
     "url": "url", "uuid": "id", "color": "value", "hash": "id", "prefixed": "id", "scope": "scope",
@@ -80,6 +83,14 @@ def facts(text: str) -> Iterator[tuple[Kind, str]]:
 
 _STATUS_LINE = re.compile(r'\s*"?(?:status|level|type|tool)"?\s*[:=]\s*"?\w+"?,?\s*$')
 """A structured result's ``"status": "error"`` line says nothing the next line does not."""
+
+
+_ERROR_OBJECT = re.compile(r'\s*\{\s*"(?:error|errors|errorMessage)"\s*:')
+
+
+def reports_error(text: str) -> bool:
+    """Whether a tool result is a structured error report (a JSON object led by ``error``)."""
+    return _ERROR_OBJECT.match(text) is not None
 
 
 def first_error_line(text: str) -> str:
