@@ -99,7 +99,7 @@ def test_codex_tools_fill_the_trail(tmp_path: Path) -> None:
     r.user("Fix the export's last row and commit.")
     failed = r.call("exec_command", {"cmd": "pytest -q tests/test_export.py"},
                     exec_output(1, "FAILED tests/test_export.py::test_last_row"))
-    patch = r.patch("*** Begin Patch\n*** Add File: docs/export.md\n+# Export\n+rows\n"
+    patch = r.patch("*** Begin Patch\n*** Add File: notes/export.md\n+# Export\n+rows\n"
                     "*** Delete File: old/export_v1.py\n"
                     "*** Update File: ledger/export.py\n*** Move to: ledger/exporter.py\n"
                     "@@ def export(rows):\n     n = len(rows)\n-    for i in range(n - 1):\n"
@@ -114,7 +114,7 @@ def test_codex_tools_fill_the_trail(tmp_path: Path) -> None:
     address = f"L{patch}"
     changes = [(item.first, item.text) for item in state.ledgers["changes"].items]
     assert changes == [
-        (address, "docs/export.md: created (2 lines)"),
+        (address, "notes/export.md: created (2 lines)"),
         (address, "old/export_v1.py: deleted"),
         (address, "ledger/export.py: edit `- for i in range(n - 1):` -> `+ for i in range(n):`"),
         (address, "ledger/export.py: moved to ledger/exporter.py"),
