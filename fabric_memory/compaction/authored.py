@@ -31,7 +31,7 @@ _MAYBE_PASTED = re.compile(
 """A line that could make its paragraph pasted: a message without one is all the user's."""
 _SLASH_COMMAND = re.compile(r"/[\w:-]+(?:\s+\S+)?")
 _BARE_LINK = re.compile(r"(?:https?://|@|/|~/)\S+")
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]")
 
 
 def _pasted(paragraph: str) -> bool:

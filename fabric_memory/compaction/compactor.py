@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
 from ..errors import clipped
+from ..sources.registry import TOOLS
+from ..sources.tools import DONE, FileWork, Use
 from ..trace import (
     FabricExecutionTraceOperationV1,
     FabricResult,
@@ -44,6 +46,7 @@ from .ledger import CAPS, LEDGERS, Item, Ledger, LedgerBuilder, LedgerName, Pend
 from .render import render_summary
 from .text import (
     blocks_text,
+    bounded,
     clip,
     clip_collapsed,
     collapse,
@@ -57,7 +60,7 @@ from .text import (
 from .work import Run as ShellRun
 from .work import checks as check_commands
 from .work import (
-    edit_change,
+    first_changed_line,
     interesting,
     is_check,
     moves,
@@ -91,6 +94,8 @@ PRINTED_BYTES: Final = 400
 """What a command printed, per command."""
 DIGEST_BYTES: Final = 300
 """What a write put in its file, per write."""
+CONCLUSION_CHARS: Final = 1000
+"""How much of the end of a turn's last assistant reply is read for exact facts."""
 TOOL_FACT_CHARS: Final = 1500
 """A result of another tool (not a file's, not a shell's) this short is read for exact facts
 (a status, a lookup); a longer one is content, not a report."""
@@ -100,13 +105,18 @@ USER_CHARS: Final = 600
 """A user's message up to this many characters is carried whole (longer: start and end)."""
 ASSISTANT_CHARS: Final = 160
 """An assistant's reply per turn in a large span; a small span gives each turn more."""
+MESSAGE_CHARS: Final = 2000
+"""The most of one user message a small span carries whole."""
+REPLY_CHARS: Final = 800
+"""The most of one assistant reply a small span carries (its start and end)."""
 SPAN_CHARS: Final = 16_000
 """Characters of user and assistant text a span's turns may share before the bounds above."""
 _SHELLS: Final = frozenset({"cmd", "cmd.exe", "bash", "sh", "zsh", "powershell", "pwsh"})
-SHELL_TOOLS: Final = frozenset({"bash", "Bash", "exec", "shell", "exec_command", "local_shell"})
 EVENT_BYTES: Final = 200
 CHANGES_PER_FILE: Final = 3
 """A file's latest changes kept in the state (older ones leave it as newer ones come)."""
+PLAN_KEY: Final = "plan"
+"""The key every open item shares: a new plan removes the one before."""
 GOAL_ITEMS: Final = 3
 """Bare links or paths the goal takes before the first request that says something."""
 
@@ -118,18 +128,37 @@ _GOAL_WORDS: Final = ("goal",)
 _FACT_WORDS: Final = ("remember", "don't forget", "do not forget", "keep in mind", "note that")
 
 
-def _words(words: tuple[str, ...]) -> re.Pattern[str]:
-    """Any of ``words`` as a whole word, case-insensitively. The lookahead on the words'
-    first letters (same flags, so it admits exactly what the words' own first letters
-    would) lets the search skip most positions cheaply: ~3x faster on user messages."""
-    firsts = "".join(sorted({word[0] for word in words}))
-    return re.compile(rf"\b(?=[{firsts}])(?:{'|'.join(words)})\b", re.IGNORECASE)
+_CJK_CONSTRAINT_WORDS: Final = ("必须", "不要", "不能", "禁止", "务必", "一定要", "绝不", "不许",
+                                "してはいけない", "しないで", "必ず", "하지 마", "반드시")
+_CJK_GOAL_WORDS: Final = ("目标", "目的", "目標", "목표")
+_CJK_FACT_WORDS: Final = ("记住", "别忘了", "注意", "覚えて", "忘れないで", "기억해")
+"""Statement words of scripts written without spaces: matched anywhere (there is no word
+boundary between two such characters)."""
 
 
-_CONSTRAINT = _words(_CONSTRAINT_WORDS)
-_GOAL = _words(_GOAL_WORDS)
-_FACT = _words(_FACT_WORDS)
-_STATEMENT = _words(_CONSTRAINT_WORDS + _GOAL_WORDS + _FACT_WORDS)
+class _Words:
+    """Any of some words as a whole word, or of words of scripts without spaces anywhere,
+    case-insensitively. The lookahead on the words' first letters (same flags, so it admits
+    exactly what the words' own first letters would) lets the search skip most positions
+    cheaply: ~3x faster on user messages; an ASCII text is never searched for the others."""
+
+    __slots__ = ("cjk", "spaced")
+
+    def __init__(self, words: tuple[str, ...], cjk: tuple[str, ...]) -> None:
+        firsts = "".join(sorted({word[0] for word in words}))
+        self.spaced = re.compile(rf"\b(?=[{firsts}])(?:{'|'.join(words)})\b", re.IGNORECASE)
+        self.cjk = re.compile("|".join(cjk))
+
+    def search(self, text: str) -> bool:
+        return self.spaced.search(text) is not None or (
+            not text.isascii() and self.cjk.search(text) is not None)
+
+
+_CONSTRAINT = _Words(_CONSTRAINT_WORDS, _CJK_CONSTRAINT_WORDS)
+_GOAL = _Words(_GOAL_WORDS, _CJK_GOAL_WORDS)
+_FACT = _Words(_FACT_WORDS, _CJK_FACT_WORDS)
+_STATEMENT = _Words(_CONSTRAINT_WORDS + _GOAL_WORDS + _FACT_WORDS,
+                    _CJK_CONSTRAINT_WORDS + _CJK_GOAL_WORDS + _CJK_FACT_WORDS)
 """Any statement word: a text without one states nothing (one search instead of three)."""
 _STATEMENT_PARTS: Final = tuple(
     word for word in (_CONSTRAINT_WORDS + _GOAL_WORDS + _FACT_WORDS)
@@ -146,7 +175,7 @@ def _may_state(text: str) -> bool:
     the many texts without one. Elsewhere the regex alone (lower() and IGNORECASE differ
     on a few characters)."""
     if not text.isascii():
-        return _STATEMENT.search(text) is not None
+        return _STATEMENT.search(text)
     lowered = text.lower()
     for part in _STATEMENT_PARTS:  # noqa: SIM110 (any() over a generator or map: ~1.7x slower)
         if part in lowered:
@@ -372,10 +401,11 @@ class _Bounds:
 
 def span_bounds(turns: int) -> _Bounds:
     """The bounds for a span of ``turns`` user turns: :data:`SPAN_CHARS` shared among them,
-    never under the large-span bounds and never over 2,000 characters a message."""
+    never under the large-span bounds, never over :data:`MESSAGE_CHARS` a user message and
+    :data:`REPLY_CHARS` an assistant reply."""
     share = SPAN_CHARS // max(turns, 1)
-    return _Bounds(max(USER_CHARS, min(2000, share)),
-                   max(ASSISTANT_CHARS, min(2000, share // 2)))
+    return _Bounds(max(USER_CHARS, min(MESSAGE_CHARS, share)),
+                   max(ASSISTANT_CHARS, min(REPLY_CHARS, share // 2)))
 
 
 # Built per value on the hook's path; not frozen (see OperationEvent).
@@ -400,18 +430,6 @@ class _Touched:
         self.first = first
         self.last = first
         self.tags = tags
-
-
-def shell_command(tool: str, arguments: Mapping[str, Any]) -> str | None:
-    """The command a shell tool call runs (``command`` as a string, or Codex's
-    ``["bash", "-lc", "…"]`` list), or None when ``tool`` is not a shell."""
-    if tool not in SHELL_TOOLS:
-        return None
-    command = arguments.get("command", arguments.get("cmd"))
-    if isinstance(command, list) and all(isinstance(word, str) for word in command):
-        words = cast(list[str], command)
-        return words[-1] if len(words) >= 3 and words[1] in ("-lc", "-c") else " ".join(words)
-    return command if isinstance(command, str) else None
 
 
 def _main_program(command: str) -> tuple[str, ...]:
@@ -529,7 +547,7 @@ class _Cycle:
                 turn.notes.append(f"ran `{shown}` (exit {mask(str(exit_code))})")
                 output = message.get("output")
                 run = shell_run(output if isinstance(output, str) else "", False, exit_code)
-                self._command(address, command, run)
+                self._command(address, command, message, run)
                 if interesting(command):
                     self._shell(address, command, run)
         elif view.type == "branch_summary":
@@ -557,8 +575,8 @@ class _Cycle:
         turn = self.turn
         if turn is None or turn.empty():
             return
-        if turn.assistant:  # the turn's conclusion: the assistant's latest reply
-            self._facts(turn.assistant_at, turn.assistant, "assistant")
+        if turn.assistant:  # the turn's conclusion: the end of the assistant's latest reply
+            self._facts(turn.assistant_at, turn.assistant[-CONCLUSION_CHARS:], "assistant")
         turns = self.ledgers["turns"]
         bounds = self.bounds
         if turn.continued:
@@ -625,56 +643,75 @@ class _Cycle:
         turn.failures += failed
 
     def _tool(self, view: EntryView) -> None:
-        """A plain tool result: its outcome (for outstanding errors) and the file it touched,
-        both from the call's arguments; a shell command's result text is read for what it
-        reports (commits, checks, searches with no match), no other result text is."""
+        """A plain tool result: its outcome (for outstanding errors) and what the call did,
+        as its agent's tool table reads the call's arguments (:data:`TOOLS`); a shell
+        command's result text is read for what it reports (commits, checks, searches with
+        no match), no other result text is."""
         call = self.calls.get(view.call_id) if view.call_id is not None else None
         name = view.tool_name or (call.name if call is not None else "")
         arguments = call.arguments if call is not None else {}
         message = view.message or {}
         failed = message.get("isError") is True
         details = message.get("details")
-        exit_code = None
+        exit_code = message.get("exitCode")
         if type(details) is dict:  # a host's structured outcome (OpenClaw: status, exitCode)
-            exit_code = details.get("exitCode")
+            exit_code = details.get("exitCode", exit_code)
             failed = failed or details.get("status") == "error"
-        command = shell_command(name, arguments)
+        tool = TOOLS.get(name)
+        use = tool.use(arguments) if tool is not None else None
+        command = use.command if use is not None else None
+        interrupted = message.get("interrupted") is True
         output: str | None = None
         if command is not None:
+            failed = failed or (type(exit_code) is int and exit_code != 0)
+            if not (failed or interesting(command)):  # its output is read only if kept
+                self._command(view.id, command, message, None)
+                return self._done(name, use, arguments, view.id)
             output = content_text(message.get("content"))
             run = shell_run(output, failed, exit_code)
             failed = failed or run.failed
+            self._command(view.id, command, message, run)
             if run.failed and no_match(command, run):
                 self.counts["searchesWithoutMatch"] += 1
-                self._command(view.id, command, run)
-                return
-            self._command(view.id, command, run)
+                return None
             if interesting(command):
-                self._shell(view.id, command, run)
-        if output is None and name not in FILE_ACTIONS:
+                self._shell(view.id, command, run, interrupted)
+        if output is None and tool is None:  # a tool the trail does not know: a report?
             output = content_text(message.get("content"))
             if not failed and reports_error(output):
                 failed = True
             elif not failed and len(output) <= TOOL_FACT_CHARS:
                 self._facts(view.id, output, "tool")
-        if failed:
+        target = use.target if use is not None and use.target is not None else None
+        if target is None:
+            target = target_of(arguments)
+        if failed or interrupted:
             self._error_facts(view.id, output if output is not None
                               else content_text(message.get("content")))
-            key = self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
+            key = self._error(OperationEvent(view.id, name, target,
+                                             "interrupted" if interrupted else "failed", None,
                                              None, "tool"))
             if command is not None and interesting(command):
                 failed_checks = self._failed_checks()
                 for check in check_commands(command):
                     failed_checks.setdefault(clip(check, COMMAND_BYTES), []).append(key)
+            return None
+        return self._done(name, use, arguments, view.id, target)
+
+    def _done(self, name: str, use: Use | None, arguments: Mapping[str, Any], address: str,
+              target: str | None = None) -> None:
+        """A call that succeeded: the errors it resolves and what it did to files and plans."""
+        if target is None:
+            target = use.target if use is not None and use.target is not None else None
+            if target is None:
+                target = target_of(arguments)
+        self._resolve_target(name, target)
+        if use is None:
             return
-        self._resolve(name, arguments)
-        path = arguments.get("path")
-        if name in FILE_ACTIONS and isinstance(path, str) and path:
-            shown = mask(path)
-            seen = shown in self.touched or shown in self.ledgers["files"].keys
-            self._touch(path, FILE_ACTIONS[name], view.id)
-            if name != "read":
-                self._change(shown, name, arguments, view.id, seen)
+        for work in use.files:
+            self._file_work(work, address)
+        if use.plan is not None:
+            self._plan(use.plan, address)
 
     def _error_facts(self, address: str, text: str) -> None:
         """A failed result's first error line and the exact values in it."""
@@ -684,9 +721,11 @@ class _Cycle:
             self._sighting(address, "error", line, "error", self.seen)
         self._facts(address, text, "error")
 
-    def _command(self, address: str, command: str, run: ShellRun) -> None:
+    def _command(self, address: str, command: str, message: Mapping[str, Any],
+                 run: ShellRun | None) -> None:
         """A shell command's latest run under its shown text, with its exit status and what
-        it printed that matters (:func:`~.digest.printed`, written only if kept)."""
+        it printed that matters (:func:`~.digest.printed`, written only if kept; ``run``:
+        None when it succeeded and nothing read its output yet)."""
         key = clip(collapse(command), SHOWN_COMMAND_BYTES)
         commands = self.ledgers["commands"]
         runs = self.command_runs.get(key, 0) + 1
@@ -697,35 +736,64 @@ class _Cycle:
         self.command_runs[key] = runs
 
         def write() -> Item:
-            said = printed(_main_program(command), run.output, run.failed)
-            status = f"exit {run.exit_code}" if run.failed else "ok"
+            done = run or shell_run(content_text(message.get("content")), False)
+            said = printed(_main_program(command), done.output, done.failed)
+            status = f"exit {done.exit_code}" if done.failed else "ok"
             text = f"`{key}` -> {status}" + (f": {clip(said, PRINTED_BYTES)}" if said else "")
             return Item(address, address, text, key=key,
                         tags=(f"{runs} runs",) if runs > 1 else ())
 
         commands.add(Pending(address, address, write, key))
 
-    def _shell(self, address: str, command: str, run: ShellRun) -> None:
+    def _file_work(self, work: FileWork, address: str) -> None:
+        """A file a call touched (its path masked where it enters the state) and, but for
+        a read, how it changed."""
+        shown = mask(work.path)
+        seen = shown in self.touched or shown in self.ledgers["files"].keys
+        if work.action == "deleted":
+            self._moved(shown, "deleted", address)
+            return
+        self._touch(work.path, work.action, address)
+        if work.action != "read":
+            self._change(shown, work, address, seen)
+        if work.moved_to:
+            self._moved(shown, f"moved to {work.moved_to}", address)
+
+    def _moved(self, shown: str, what: str, address: str) -> None:
+        self.ledgers["changes"].add_latest(
+            Item(address, address, f"{shown}: {clip(what, TARGET_BYTES)}", key=shown),
+            CHANGES_PER_FILE,
+        )
+
+    def _plan(self, steps: tuple[tuple[str, str], ...], address: str) -> None:
+        """The plan a call set: its steps not yet done are the open items (each plan
+        replaces the one before)."""
+        plan = self.ledgers["plan"]
+        plan.remove(PLAN_KEY)
+        for status, step in steps:
+            if status not in DONE:
+                shown = f"{mask(status)}: {clip_collapsed(step, STATEMENT_BYTES)}"
+                plan.add(Item(address, address, shown, key=PLAN_KEY))
+
+    def _shell(self, address: str, command: str, run: ShellRun,
+               interrupted: bool = False) -> None:
         """What a shell command did: check runs by command, the commits, tags, pushes,
         releases and branch switches it reports and (when it succeeded) the files it deleted
         or moved (``command``: one :func:`~.work.interesting` said may do any of it)."""
         checks = check_commands(command)
         if checks:
-            passed, failing = check_outcome(run)
+            passed, failing = (False, "interrupted") if interrupted else check_outcome(run)
+            code = None if interrupted else run.exit_code
             for check in checks:
-                self._check(address, check, passed, failing, run.exit_code)
+                self._check(address, check, passed, failing, code)
         events = vcs_events(command, run.output, run.failed)
         if events:  # one line per command: a commit and its push, a release and its tag
             self.ledgers["commits"].add(Item(address, address, clip("; ".join(events),
                                                                     EVENT_BYTES)))
-        if run.failed:
+        if run.failed or interrupted:
             return
         for path, what in moves(command):
-            shown = mask(path)
-            self.ledgers["changes"].add_latest(
-                Item(address, address, f"{shown}: {clip(what, TARGET_BYTES)}", key=shown),
-                CHANGES_PER_FILE,
-            )
+            self._moved(mask(path), what, address)
 
     def _check(self, address: str, command: str, passed: bool, failing: str,
                exit_code: int | None) -> None:
@@ -750,25 +818,25 @@ class _Cycle:
         checks.add(Item(address, address, text, key=key,
                         tags=(f"{runs} run{'s' if runs != 1 else ''}",)))
 
-    def _change(self, shown: str, tool: str, arguments: Mapping[str, Any], address: str,
-                seen: bool) -> None:
+    def _change(self, shown: str, work: FileWork, address: str, seen: bool) -> None:
         """An edit's first changed line or a write's line count, under its file (``shown``:
         its masked path; ``seen``: touched earlier in the session, so a write overwrites)."""
-        if tool == "edit":
-            lines = edit_change(arguments)
-            if lines is None:
+        if work.action == "modified":
+            if work.old is None or work.new is None:
                 return
-            old, new = (clip(line, CHANGE_LINE_BYTES) for line in lines)
+            old, new = (clip(line, CHANGE_LINE_BYTES)
+                        for line in first_changed_line(work.old, work.new))
             change = " -> ".join(
                 part for part in (old and f"`- {old}`", new and f"`+ {new}`") if part
             ) or "whitespace only"
             change = f"edit {change}"
         else:
-            count = written_lines(arguments)
+            count = written_lines(work.new)
             if count is None:
                 return
-            change = f"{'overwritten' if seen else 'created'} ({count} lines)"
-            digest = content_digest(arguments["content"])
+            created = work.action == "created" or not seen
+            change = f"{'created' if created else 'overwritten'} ({count} lines)"
+            digest = content_digest(work.new or "")
             if digest:
                 change += f": {clip(digest, DIGEST_BYTES)}"
         self.ledgers["changes"].add_latest(
@@ -777,7 +845,11 @@ class _Cycle:
 
     def _resolve(self, ref: str, args: Mapping[str, Any]) -> None:
         if ref in self.error_refs:
-            key = target_key(mask(ref), mask(target_of(args)))
+            self._resolve_target(ref, target_of(args))
+
+    def _resolve_target(self, ref: str, target: str) -> None:
+        if ref in self.error_refs:
+            key = target_key(mask(ref), mask(target))
             self.resolved += len(self.ledgers["errors"].remove(key))
 
     def _error(self, event: OperationEvent) -> str:
@@ -800,7 +872,8 @@ class _Cycle:
             found: dict[str, list[str]] = {}
             for key in self.ledgers["errors"].keys:
                 ref, _, target = key.partition("\x00")
-                if ref == "bash" and interesting(target):
+                tool = TOOLS.get(ref)
+                if tool is not None and tool.kind == "shell" and interesting(target):
                     for check in check_commands(target):
                         found.setdefault(clip(check, COMMAND_BYTES), []).append(key)
             self.check_errors = found
@@ -879,6 +952,8 @@ class _Cycle:
         Each item is ``kind: `value``` keyed by the (masked) value, tagged with who said it
         and, when more than once, how many times."""
         previous = self.previous.ledgers["identifiers"]
+        if not self.seen:
+            return previous
         known = {item.key for item in files.items}
         merged: dict[str, _Sighting] = {}
         for at, item in enumerate(previous.items):
@@ -893,8 +968,7 @@ class _Cycle:
                 continue
             earlier = merged.get(key)
             if earlier is None:
-                merged[key] = _Sighting(seen.kind, seen.first, seen.last, seen.source,
-                                        seen.count, seen.order)
+                merged[key] = seen  # (this cycle's own: nothing else reads it)
                 continue
             earlier.last, earlier.order = seen.last, seen.order
             earlier.count += seen.count
@@ -907,8 +981,8 @@ class _Cycle:
         room = CAPS["identifiers"].head
         for at, (key, seen) in enumerate(ranked):
             times = (f"seen {seen.count} times",) if seen.count > 1 else ()
-            item = Item(seen.first, seen.last, f"{seen.kind}: `{clip(key, ERROR_BYTES)}`", key,
-                        (seen.source, *times))
+            item = Item(seen.first, seen.last, f"{seen.kind}: `{bounded(key, ERROR_BYTES)}`",
+                        key, (seen.source, *times))
             if item.weight > room:
                 rest = ranked[at:]
                 return Ledger(tuple(kept), (), previous.dropped + len(rest),
@@ -974,3 +1048,15 @@ def compact_branch(
         adjusted_from=first_kept_entry_id if safe != cut else None,
     )
     return Compaction(rendered.summary, kept, tokens_before, details, first_kept_entry_id)
+
+
+def trail(span: Sequence[EntryView]) -> CumulativeState:
+    """What the work trail reads of ``span`` alone (entry views in order; no earlier state,
+    no cut, an agent's own compaction entries passed over): the same ledgers a summary
+    carries, for a report about that span (the handoff packet)."""
+    calls = index_tool_calls(span)
+    with masking_once():
+        cycle = _Cycle(CumulativeState(), calls)
+        for view in span:
+            cycle.add(view)
+        return cycle.state()

@@ -1,5 +1,5 @@
-"""Ledgers: the sampled lists a compaction carries (goal, constraints, facts, errors, exact
-identifiers, files, file changes, commits, commands, checks, activity, turns).
+"""Ledgers: the sampled lists a compaction carries (goal, constraints, facts, errors, open
+items, exact identifiers, files, file changes, commits, commands, checks, activity, turns).
 
 A :class:`Ledger` keeps the earliest items (``head``), a counted gap of items that no
 longer fit (``dropped``, with the addresses that bound it) and the latest items
@@ -19,14 +19,15 @@ from .._js import is_count
 from .text import utf8_size
 
 LedgerName = Literal[
-    "goal", "constraints", "facts", "errors", "identifiers", "files", "changes", "commits",
-    "commands", "checks", "activity", "turns",
+    "goal", "constraints", "facts", "errors", "plan", "identifiers", "files", "changes",
+    "commits", "commands", "checks", "activity", "turns",
 ]
 LEDGERS: Final[tuple[LedgerName, ...]] = (
     "goal",
     "constraints",
     "facts",
     "errors",
+    "plan",
     "identifiers",
     "files",
     "changes",
@@ -195,6 +196,7 @@ CAPS: Final[Mapping[LedgerName, Cap]] = {
     "constraints": Cap(2048, 3072),
     "facts": Cap(2048, 4096),
     "errors": Cap(3072, 9216),
+    "plan": Cap(1024, 3072),
     "identifiers": Cap(4096, 0),
     "files": Cap(2048, 9216),
     "changes": Cap(1024, 6144),
