@@ -839,6 +839,13 @@ class _Cycle:
             digest = content_digest(work.new or "")
             if digest:
                 change += f": {clip(digest, DIGEST_BYTES)}"
+            # A file's writes are kept apart from its edits: later edits never push out
+            # what an earlier version held.
+            self.ledgers["changes"].add_latest(
+                Item(address, address, f"{shown}: {change}", key=target_key(shown, "written")),
+                CHANGES_PER_FILE,
+            )
+            return
         self.ledgers["changes"].add_latest(
             Item(address, address, f"{shown}: {change}", key=shown), CHANGES_PER_FILE
         )
