@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
 from ..errors import clipped
+from ..redact import SIGNATURE_REACH
 from ..sources.registry import TOOLS
 from ..sources.tools import DONE, FileWork, Use
 from ..trace import (
@@ -100,6 +101,8 @@ TOOL_FACT_CHARS: Final = 1500
 """A result of another tool (not a file's, not a shell's) this short is read for exact facts
 (a status, a lookup); a longer one is content, not a report."""
 ERROR_TEXT_CHARS: Final = 4000
+OUTPUT_CHARS: Final = 65_536
+"""A command's output longer than this is digested by its start."""
 """How much of a failed tool result is read for exact facts."""
 USER_CHARS: Final = 600
 """A user's message up to this many characters is carried whole (longer: start and end)."""
@@ -432,6 +435,23 @@ class _Touched:
         self.tags = tags
 
 
+def _head(text: str, chars: int) -> str:
+    """At most the first ``chars`` characters of ``text``, without the run the cut falls in
+    (a secret cut short may no longer look like one)."""
+    if len(text) <= chars:
+        return text
+    head = text[:chars]
+    return head.rsplit(None, 1)[0] if not text[chars].isspace() else head
+
+
+def _tail(text: str, chars: int) -> str:
+    """At most the last ``chars`` characters of ``text``, without the run the cut falls in."""
+    if len(text) <= chars:
+        return text
+    tail = text[-chars:]
+    return tail.split(None, 1)[-1] if not text[-chars - 1].isspace() else tail
+
+
 def _main_program(command: str) -> tuple[str, ...]:
     """The simple command whose output matters most: the last well-known one (``git``,
     ``ls``, a test run), else the last one (``cd x && git status`` is ``git status``)."""
@@ -513,7 +533,7 @@ class _Cycle:
                 self.status["user"] = (address, text)
                 self.user_said = said
                 system = _SYSTEM_NOTICE.match(said) is not None
-                self._facts(address, said, "system" if system else "user")
+                self._facts(address, text, "system" if system else "user")
             return
         turn = self.turn
         if turn is None:
@@ -576,7 +596,9 @@ class _Cycle:
         if turn is None or turn.empty():
             return
         if turn.assistant:  # the turn's conclusion: the end of the assistant's latest reply
-            self._facts(turn.assistant_at, turn.assistant[-CONCLUSION_CHARS:], "assistant")
+            # (with the reach a secret's name may have before its value, masked as context)
+            self._facts(turn.assistant_at,
+                        _tail(turn.assistant, CONCLUSION_CHARS + SIGNATURE_REACH), "assistant")
         turns = self.ledgers["turns"]
         bounds = self.bounds
         if turn.continued:
@@ -590,9 +612,14 @@ class _Cycle:
         turns.add_pending(Pending(first, last, lambda: Item(first, last, turn.text(bounds))))
 
     def _facts(self, address: str, text: str, source: str) -> None:
-        """Note each exact value ``text`` holds as seen at ``address`` by ``source``."""
+        """Note each exact value ``text`` holds as seen at ``address`` by ``source``: read
+        from the text masked whole (a value is masked by its context: ``token: …``), which
+        is done only when the text holds a value at all (most hold none, and masking adds
+        none)."""
+        if not facts(text):
+            return
         seen = self.seen
-        for kind, value in facts(text):
+        for kind, value in facts(mask(text)):
             self._sighting(address, kind, value, source, seen)
 
     def _sighting(self, address: str, kind: Kind | str, value: str, source: str,
@@ -715,11 +742,13 @@ class _Cycle:
 
     def _error_facts(self, address: str, text: str) -> None:
         """A failed result's first error line and the exact values in it."""
-        text = text[:ERROR_TEXT_CHARS]
+        text = mask(_head(text, ERROR_TEXT_CHARS))
         line = first_error_line(text)
         if line:
             self._sighting(address, "error", line, "error", self.seen)
-        self._facts(address, text, "error")
+        seen = self.seen
+        for kind, value in facts(text):
+            self._sighting(address, kind, value, "error", seen)
 
     def _command(self, address: str, command: str, message: Mapping[str, Any],
                  run: ShellRun | None) -> None:
@@ -737,7 +766,10 @@ class _Cycle:
 
         def write() -> Item:
             done = run or shell_run(content_text(message.get("content")), False)
-            said = printed(_main_program(command), done.output, done.failed)
+            output = done.output
+            # Masked whole (a value is masked by its context); a huge output by its start.
+            output = mask(output if len(output) <= OUTPUT_CHARS else _head(output, OUTPUT_CHARS))
+            said = printed(_main_program(command), output, done.failed)
             status = f"exit {done.exit_code}" if done.failed else "ok"
             text = f"`{key}` -> {status}" + (f": {clip(said, PRINTED_BYTES)}" if said else "")
             return Item(address, address, text, key=key,

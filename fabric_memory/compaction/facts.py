@@ -67,7 +67,8 @@ _SCOPE_CONTEXT = re.compile(
 )
 """A ``word:word`` value is a permission scope only in a text that speaks of them."""
 _ERROR_LINE = re.compile(
-    r"error|fail|denied|forbidden|unauthori[sz]ed|not found|cannot|invalid|exception|panic"
+    r"error|fail|✗|×|✖|denied|forbidden|unauthori[sz]ed|not found|cannot|invalid|exception"
+    r"|panic|traceback"
     r"|错误|失败|异常|拒绝|无权|未授权|エラー|失敗|오류|실패",
     re.IGNORECASE,
 )
