@@ -485,7 +485,19 @@ def _run_pi(args: argparse.Namespace) -> Outcome:
     return Outcome(call_tool(args.name, arguments), "")
 
 
-# --- install ----------------------------------------------------------------------------
+# --- quickstart / install --------------------------------------------------------------
+
+
+def _quickstart_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser  # it decides for itself: the user's sessions, else the bundled samples
+
+
+def _run_quickstart(args: argparse.Namespace) -> Outcome:
+    from .quickstart import quickstart, render_quickstart
+
+    report = quickstart()
+    return Outcome(report, render_quickstart(report))
+
 
 
 def _install_arguments(parser: argparse.ArgumentParser) -> None:
@@ -631,6 +643,9 @@ COMMANDS: list[Command] = [
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
     Command("pi", "the Pi extension: its path, install into Pi's settings, the memory "
             "tools it calls", _pi_arguments, _run_pi, json_flag=False),
+    Command("quickstart", "index your sessions (else the bundled samples, into this clone's "
+            "own index) and show a recall and the sessions", _quickstart_arguments,
+            _run_quickstart),
     Command("install", "make a host use fabric-memory: claude and codex get the MCP server "
             "and the SessionStart(compact) handoff hook, pi the extension", _install_arguments,
             _run_install, json_flag=False),
