@@ -18,6 +18,7 @@ from fabric_memory.install.claude import install_claude
 from fabric_memory.install.codex import install_codex, trust_hash
 from fabric_memory.install.command import executable, is_hook_command
 
+from .agent_homes import fake_home
 from .host_clis import codex_hooks, host_env
 
 PROGRAM = Path("/opt/fm env/bin/fabric-memory")
@@ -28,18 +29,35 @@ HOOK = "'/opt/fm env/bin/fabric-memory' handoff"
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """HOME is a temporary folder; no host location variable is set."""
-    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "PI_CODING_AGENT_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
+    return fake_home(tmp_path, monkeypatch)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     status = main(list(argv))
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize(("host", "where", "content", "line", "reason"), [
+    ("claude", ".claude/settings.json", '{\n  "model": "opus",\n  "hooks": {\n}\n', 5,
+     "not valid JSON"),
+    ("claude", ".claude.json", '{\n  "limit": NaN\n}', 2, "NaN"),
+    ("codex", ".codex/config.toml", 'model = "o3"\n\n[mcp_servers.x]\ncommand = \n', 4,
+     "not valid TOML"),
+], ids=["claude-settings", "claude-json-nan", "codex-toml"])
+def test_a_file_it_cannot_read_back_is_refused_with_its_line(
+    home: Path, capsys: pytest.CaptureFixture[str], host: str, where: str, content: str,
+    line: int, reason: str,
+) -> None:
+    """A host file that is not valid JSON or TOML (or holds a number JSON cannot carry) is
+    refused with path:line in one line, and left byte for byte as it was."""
+    path = home / where
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(content)
+    status, _, err = run_cli(capsys, "install", host)
+    assert status == 2
+    assert err.startswith(f"fabric-memory install: {path}:{line}: ") and reason in err, err
+    assert err.count("\n") == 1 and path.read_text() == content
 
 
 def actions(report: dict[str, object]) -> list[str]:
@@ -208,19 +226,10 @@ def test_claude_writes_through_a_symlinked_settings_file(home: Path, tmp_path: P
     assert dotfiles.read_text() == SETTINGS_JSON
 
 
-def test_claude_refuses_a_broken_settings_file_with_its_line(
-    home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Settings that are not JSON are refused with path:line, in one line, untouched; a
-    hooks value that is not an object is refused with its JSON path."""
+def test_claude_refuses_settings_of_another_shape(home: Path) -> None:
+    """A hooks value that is not an object is refused with its JSON path, file untouched."""
     settings = home / ".claude" / "settings.json"
     settings.parent.mkdir()
-    broken = '{\n  "model": "opus",\n  "hooks": {\n}\n'
-    settings.write_text(broken)
-    status, _, err = run_cli(capsys, "install", "claude")
-    assert status == 2
-    assert err.startswith(f"fabric-memory install: {settings}:5: not valid JSON"), err
-    assert err.count("\n") == 1 and settings.read_text() == broken
     settings.write_text('{"hooks": []}')
     with pytest.raises(UsageError, match=r"settings\.json: \$\.hooks is not an object"):
         install_claude(program=PROGRAM)
@@ -321,20 +330,6 @@ def test_codex_follows_codex_home_through_symlinks(home: Path, tmp_path: Path,
     assert f'[hooks.state."{real / "config.toml"}:session_start:1:0"]' in dotfiles.read_text()
     install_codex(program=PROGRAM, uninstall=True)
     assert dotfiles.read_text() == CONFIG_TOML and (real / "config.toml").is_symlink()
-
-
-def test_codex_refuses_a_broken_config_with_its_line(
-    home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A config.toml that is not TOML is refused with path:line and left as it is."""
-    config = home / ".codex" / "config.toml"
-    config.parent.mkdir()
-    broken = 'model = "o3"\n\n[mcp_servers.x]\ncommand = \n'
-    config.write_text(broken)
-    status, _, err = run_cli(capsys, "install", "codex")
-    assert status == 2
-    assert err.startswith(f"fabric-memory install: {config}:4: not valid TOML"), err
-    assert err.count("\n") == 1 and config.read_text() == broken
 
 
 def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:

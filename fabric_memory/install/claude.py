@@ -18,15 +18,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .command import executable, hook_command
-from .files import (
-    JsonLayout,
-    dump_json,
-    locked,
-    make_folder,
-    read_json_object,
-    remove_or_empty,
-    write_through,
-)
+from .files import edit_json
 from .hooks import EVENT, MATCHER, add_hook, remove_hook
 from .report import Action, Change, HostReport
 
@@ -105,19 +97,16 @@ Edit = Callable[[dict[str, Any]], tuple[Action, str]]
 
 
 def _edit(path: Path, report: HostReport, change: Edit, item: str, uninstall: bool) -> None:
-    """Apply ``change`` to one JSON file under its lock; write only when it changed."""
+    """Apply ``change`` to one JSON file; write only when it changed."""
     if uninstall and not path.exists():
         report["changes"].append(Change(file=str(path), item=item, action="absent", detail=""))
         return
-    make_folder(path.parent, f"the folder of {path.name}")
-    with locked(path, "another writer (Claude Code?)"):
-        data, layout = read_json_object(path, WHAT)
+
+    def edit(data: dict[str, Any]) -> bool:
         action, detail = change(data)
         report["changes"].append(Change(file=str(path), item=item, action=action,
                                         detail=detail))
-        if action in ("unchanged", "absent"):
-            return
-        if data or not uninstall:
-            write_through(path, dump_json(data, layout or JsonLayout()), WHAT)
-        elif remove_or_empty(path, "{}", WHAT):
-            report["removedFiles"].append(str(path))
+        return action not in ("unchanged", "absent")
+
+    if edit_json(path, WHAT, "another writer (Claude Code?)", edit, remove_empty=uninstall):
+        report["removedFiles"].append(str(path))

@@ -14,7 +14,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,6 +210,23 @@ def write_through(path: Path, text: str, what: str) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def edit_json(path: Path, what: str, holder: str,
+              change: Callable[[dict[str, Any]], bool], *, remove_empty: bool) -> bool:
+    """Under the file's lock: read the JSON object (a missing file is ``{}``), let
+    ``change`` edit it in place (``True`` when it changed something), and write it back in
+    its own layout — or, when ``remove_empty`` and nothing is left, delete the file (a
+    symlink stays, leading to ``{}``). Whether the file was deleted."""
+    make_folder(path.parent, f"the folder of {path.name}")
+    with locked(path, holder):
+        data, layout = read_json_object(path, what)
+        if not change(data):
+            return False
+        if data or not remove_empty:
+            write_through(path, dump_json(data, layout or JsonLayout()), what)
+            return False
+        return remove_or_empty(path, "{}", what)
 
 
 def remove_or_empty(path: Path, empty: str, what: str) -> bool:

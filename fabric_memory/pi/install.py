@@ -16,15 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from ..errors import UsageError
-from ..install.files import (
-    JsonLayout,
-    dump_json,
-    locked,
-    make_folder,
-    read_json_object,
-    remove_or_empty,
-    write_through,
-)
+from ..install.files import edit_json, make_folder
 from ..sources.pi import pi_agent_dir
 from . import EXTENSION_DIR
 
@@ -60,37 +52,36 @@ def install(
         report["action"] = "absent"
         return report
     make_folder(path.parent, "Pi's agent folder")
-    with locked(path, "another writer (Pi?)"):
-        _edit(path, package, uninstall, report)
+    report["settingsRemoved"] = edit_json(
+        path, "Pi's settings", "another writer (Pi?)",
+        lambda settings: _edit(settings, path, package, uninstall, report),
+        remove_empty=uninstall)
     return report
 
 
-def _edit(path: Path, package: Path, uninstall: bool, report: InstallReport) -> None:
-    settings, layout = read_json_object(path, "Pi's settings")
-    layout = layout or JsonLayout()
+def _edit(settings: dict[str, Any], path: Path, package: Path, uninstall: bool,
+          report: InstallReport) -> bool:
+    """Add or remove the package in ``settings``; whether anything changed."""
     listed = settings.get("packages", [])
     if not isinstance(listed, list):
         raise UsageError(f"{path}: $.packages is not a list; fix it, then rerun")
     ours = [entry for entry in listed if _names(entry, path.parent, package)]
     if not uninstall:
-        if not ours:
-            settings["packages"] = [*listed, str(package)]
-            write_through(path, dump_json(settings, layout), "Pi's settings")
-            report["action"] = "added"
-        return
+        if ours:
+            return False
+        settings["packages"] = [*listed, str(package)]
+        report["action"] = "added"
+        return True
     if not ours:
         report["action"] = "absent"
-        return
+        return False
     kept = [entry for entry in listed if not _names(entry, path.parent, package)]
     if kept:
         settings["packages"] = kept
     else:
         del settings["packages"]
     report["action"] = "removed"
-    if settings:
-        write_through(path, dump_json(settings, layout), "Pi's settings")
-    else:  # a link (dotfiles) stays, leading to "{}"
-        report["settingsRemoved"] = remove_or_empty(path, "{}", "Pi's settings")
+    return True
 
 
 def render_install(report: InstallReport) -> str:
