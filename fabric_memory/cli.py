@@ -423,6 +423,31 @@ def _run_hook(args: argparse.Namespace) -> Outcome:
     return Outcome(result, orjson.dumps(result).decode(), status)
 
 
+def _handoff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
+                        help="the packet's bound in bytes (default 6144, or "
+                        "$FABRIC_MEMORY_HANDOFF_BYTES)")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="give up (print nothing) past this time (default 2, or "
+                        "$FABRIC_MEMORY_HANDOFF_BUDGET)")
+
+
+def _run_handoff(args: argparse.Namespace) -> Outcome:
+    from .handoff import run_handoff
+
+    try:
+        data = sys.stdin.buffer.read()
+    except OSError:
+        data = b""
+    run = run_handoff(data, max_bytes=args.max_bytes, budget_s=args.budget)
+    if run.running:  # the reader is past its budget: leave now, it must not hold the host
+        os._exit(0)
+    if run.output is None:
+        args.json = False  # nothing at all on stdout, even with --json
+        return Outcome(None, "")
+    return Outcome(orjson.loads(run.output), run.output)
+
+
 def _compact_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_file", metavar="SESSION_FILE", help="a session .jsonl file")
     parser.add_argument("--append", action="store_true", help="append the compaction entry")
@@ -623,6 +648,9 @@ COMMANDS: list[Command] = [
             _inspect_arguments, _run_inspect),
     Command("hook", "compaction hook over stdio: one session_before_compact event in, "
             "one JSON result out", _hook_arguments, _run_hook),
+    Command("handoff", "SessionStart(compact) hook for Claude Code and Codex: the host's "
+            "hook JSON in, an addressed recovery packet about the compacted span out "
+            "(nothing on any failure)", _handoff_arguments, _run_handoff),
     Command("compact", "compact a session file (print it, or --append the compaction entry)",
             _compact_arguments, _run_compact),
     Command("reindex", "index changed sessions into the memory index",
