@@ -158,6 +158,12 @@ class CompactionError(FabricMemoryError):
     code = "compaction_error"
 
 
+class HandoffError(FabricMemoryError):
+    """No handoff packet can be made (the hook then prints nothing and logs this)."""
+
+    code = "handoff_error"
+
+
 class HookInputError(CompactionError):
     """The stdio hook received input it cannot use."""
 
