@@ -186,6 +186,14 @@ class IndexLockedError(MemoryIndexError):
     code = "index_locked"
 
 
+class IndexBusyError(MemoryIndexError):
+    """Another process held Tantivy's meta lock (``.tantivy-meta.lock``) past the wait: a
+    query with no earlier commit to answer from, or a writer, gives up instead of waiting
+    forever."""
+
+    code = "index_busy"
+
+
 class WatchError(MemoryIndexError):
     """The live index cannot watch (part of) a sessions root for now: an unreadable folder,
     a root removed or replaced. The watcher logs it and goes on."""
