@@ -38,9 +38,9 @@ from ..session import Entry, Session, hash_file, open_regular
 from ..sources import read_source
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
-from .index import MemoryIndex
 from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import render_entry, render_record
+from .sharded import Memory
 
 MAX_SELECTORS = 100
 DEFAULT_MAX_ENTRIES = 10
@@ -281,7 +281,7 @@ class IndexedSource:
     """The file is byte-identical to what the index holds: resolve through the index and
     read lines from the descriptor that was hashed (see :func:`_open_source`)."""
 
-    def __init__(self, handle: MemoryIndex, record: SessionRecord, fd: int):
+    def __init__(self, handle: Memory, record: SessionRecord, fd: int):
         self.handle = handle
         self.record = record
         self._fd = fd
@@ -385,7 +385,7 @@ def _located(doc: Mapping[str, Any]) -> Located:
                    int(doc["length"]), int(sequence) if sequence is not None else None)
 
 
-def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
+def _open_source(handle: Memory, record: SessionRecord) -> Source:
     """The session as it is now, read through one descriptor that is hashed first.
 
     Lines are read from that descriptor, never by path (the path may since name another
