@@ -24,11 +24,10 @@ import heapq
 import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import orjson
 import xxhash
@@ -48,6 +47,9 @@ from .index import (
     Writer,
     open_index,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 MANIFEST = "manifest.json"
 SHARDS = "shards"
@@ -150,6 +152,8 @@ def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor  # a single index never needs it
+
             _POOL = ThreadPoolExecutor(max_workers=min(16, 2 * (os.cpu_count() or 1)),
                                        thread_name_prefix="fabric-memory-shard")
         return _POOL
