@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ExpandError,
         FabricMemoryError,
         HookInputError,
+        IndexBusyError,
         IndexLockedError,
         LineTooLongError,
         LocationRefusedError,
@@ -88,8 +89,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     # errors a caller catches (all under FabricMemoryError)
     ".errors": (
         "ClusterError", "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
-        "IndexLockedError", "LineTooLongError", "LocationRefusedError", "MemoryIndexError",
-        "MissingExtraError", "NotASessionError",
+        "IndexBusyError", "IndexLockedError", "LineTooLongError", "LocationRefusedError",
+        "MemoryIndexError", "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
         "WatchError",
     ),
@@ -127,6 +128,7 @@ __all__ = [
     "FabricMemoryError",
     "FabricResult",
     "HookInputError",
+    "IndexBusyError",
     "IndexLockedError",
     "LineTooLongError",
     "LocationRefusedError",
