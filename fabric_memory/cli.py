@@ -261,6 +261,8 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
                         "fabro")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
     parser.add_argument("--limit", type=int, default=10, metavar="N",
                         help="hits per page (at most 50; more is clamped)")
@@ -279,7 +281,7 @@ def _run_recall(args: argparse.Namespace) -> Outcome:
         since=args.since, until=args.until, session=args.session, agent=args.agent,
         branches=args.branches,
         limit=args.limit, offset=args.offset, hot_sessions=args.hot_sessions,
-        index=args.index_dir, sessions=args.sessions,
+        index=args.index_dir, sessions=args.sessions, project=args.project,
     )
     return Outcome(response, render_recall(response))
 

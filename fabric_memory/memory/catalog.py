@@ -225,6 +225,10 @@ class Catalog:
             return self._newest[hot_sessions]
         return self._all[: max(hot_sessions, 0)]
 
+    def of_project(self, project: str) -> tuple[str, ...]:
+        """Paths of the indexed sessions that worked in ``project`` or a folder inside it."""
+        return tuple(r.path for r in self.records if in_project(r.cwd, project))
+
     def outside(self, roots: tuple[Path, ...]) -> frozenset[str]:
         """Paths of the indexed sessions under none of ``roots`` (one index may hold the
         sessions of several roots); worked out once per index generation."""
@@ -397,7 +401,7 @@ def list_sessions(
     tiers = catalog.tiers(hot_sessions)
     outside = catalog.outside(sessions_roots(sessions)) if sessions is not None else frozenset()
     chosen = [r for r in catalog.records
-              if r.path not in outside and _in_project(r.cwd, project)
+              if r.path not in outside and in_project(r.cwd, project)
               and agent in (None, r.agent)
               and (low is None or r.mtime_ns >= low) and (high is None or r.mtime_ns <= high)]
     end = len(chosen) if limit is None else offset + limit
@@ -423,7 +427,9 @@ def list_sessions(
             "offset": offset, "sessions": listing, "next": following}
 
 
-def _in_project(cwd: str | None, project: str | None) -> bool:
+def in_project(cwd: str | None, project: str | None) -> bool:
+    """Whether a session that worked in ``cwd`` belongs to ``project`` (the folder itself
+    or one inside it; every session when ``project`` is None)."""
     if project is None:
         return True
     if cwd is None:
