@@ -33,7 +33,8 @@ from .catalog import (
     check_hot_sessions,
     default_roots,
 )
-from .index import Hit, HitPage, MemoryIndex, SearchSpec, TextMode
+from .index import Hit, HitPage, SearchSpec, TextMode
+from .sharded import Memory
 from .tiers import revalidate
 
 if TYPE_CHECKING:
@@ -231,7 +232,7 @@ def recall(
     return _bounded(request, page.total, offset, hits, notes)
 
 
-def _project_first(handle: MemoryIndex, spec: SearchSpec, paths: tuple[str, ...], limit: int,
+def _project_first(handle: Memory, spec: SearchSpec, paths: tuple[str, ...], limit: int,
                    offset: int) -> HitPage:
     """One ranking, two parts: the hits of the sessions at ``paths`` (a project's), then the
     others', each part ranked as usual and paged as one list."""
