@@ -1,7 +1,9 @@
 """``fabric-memory serve``: the memory index as a Model Context Protocol server over stdio.
 
-Three tools, ``recall``, ``expand`` and ``sessions``, answer with what the CLI's
-``--json`` prints, as structured content and as the same JSON in a text block. A
+Three tools, ``recall``, ``expand`` and ``sessions``: each answers with the text the CLI
+prints for a model to read (its next calls written as this server's tool calls) and with
+what the CLI's ``--json`` prints as structured content, declared by the tool's output
+schema (derived from the answer's TypedDict, :func:`json_schema`). A
 failure is a tool error (``is_error``) whose text starts with the error code
 (``stale_pointer: …``). The caller is a model: the server answers only from the
 sessions root and index it was started with, and refuses a ``follow``/``next`` whose
@@ -18,27 +20,41 @@ import os
 import signal
 import sys
 import threading
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    Union,
+    get_args,
+    get_origin,
+    is_typeddict,
+)
 
 import anyio
-import orjson
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
 
-from . import __version__
+from . import __version__, arguments
 from .arguments import check_name
 from .errors import FabricMemoryError, LocationRefusedError, clipped
-from .memory.catalog import DEFAULT_HOT_SESSIONS, default_roots, list_sessions
+from .memory import catalog
+from .memory import expand as expand_module
+from .memory import recall as recall_module
+from .memory.catalog import DEFAULT_HOT_SESSIONS, SessionsReport, default_roots, list_sessions
 from .memory.expand import REQUEST_KINDS as EXPAND_KINDS
-from .memory.expand import expand_request
+from .memory.expand import ExpandPage, expand_request
 from .memory.live import LiveReport, watch_sessions
 from .memory.locations import index_root
-from .memory.recall import DEFAULT_LIMIT, recall_request
+from .memory.recall import DEFAULT_LIMIT, RecallResponse, recall_request
 from .memory.recall import REQUEST_KINDS as RECALL_KINDS
+from .memory.render import Door, render_expand, render_recall, render_sessions
 
 INSTRUCTIONS = """\
 Memory of past coding-agent sessions (Pi, oh-my-pi, Claude Code, Codex, Catui and Fabro),
@@ -144,11 +160,47 @@ def _resolved(path: Path) -> Path:
     return path.expanduser().resolve()
 
 
-def answer(value: Mapping[str, Any]) -> CallToolResult:
-    """A tool's answer: the JSON value as structured content and as text."""
-    text = orjson.dumps(value).decode()
+def answer(value: Mapping[str, Any], text: str) -> CallToolResult:
+    """A tool's answer: ``text`` for the model, the JSON value as structured content."""
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=dict(value))
+
+
+def json_schema(hint: Any, names: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a type of the answers' TypedDicts (``names`` resolves the names
+    their annotations use): objects list their keys, those without ``NotRequired`` (in a
+    total TypedDict) required; other keys are allowed, so a field added later breaks no
+    client."""
+    origin, args = get_origin(hint), get_args(hint)
+    if is_typeddict(hint):
+        hints = {key: _evaluated(value, names) for key, value in hint.__annotations__.items()}
+        required = [key for key, value in hints.items()
+                    if hint.__total__ and get_origin(value) is not NotRequired]
+        return {"type": "object",
+                "properties": {key: json_schema(value, names) for key, value in hints.items()},
+                "required": required}
+    if origin is NotRequired:
+        return json_schema(args[0], names)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (UnionType, Union):
+        return {"anyOf": [json_schema(arg, names) for arg in args]}
+    if origin is list:
+        return {"type": "array", "items": json_schema(args[0], names)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": json_schema(args[1], names)}
+    return {"type": JSON_TYPES[hint]}
+
+
+def _evaluated(annotation: Any, names: Mapping[str, Any]) -> Any:
+    """An annotation written as a string (``from __future__ import annotations``), evaluated
+    with ``names`` (TypedDict keeps its module's, which lack names imported for types only)."""
+    text = getattr(annotation, "__forward_arg__", annotation)
+    return eval(text, dict(names)) if isinstance(text, str) else text
+
+
+JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                              type(None): "null"}
 
 
 def refusal(code: str, message: str) -> CallToolResult:
@@ -163,17 +215,39 @@ time cap, a large session hashed) never holds up the others or the protocol."""
 _CALLS = anyio.CapacityLimiter(CALLS_AT_ONCE)
 
 
-async def _run(call: Callable[[], Mapping[str, Any]]) -> CallToolResult:
-    """``call``'s answer, computed off the event loop, or its error as a refusal."""
+async def _run(call: Callable[[], Any], render: Callable[[Any, Door], str]) -> CallToolResult:
+    """``call``'s answer, computed off the event loop and rendered for the model by
+    ``render``, or its error as a refusal."""
     try:
-        return answer(await anyio.to_thread.run_sync(call, limiter=_CALLS))
+        value = await anyio.to_thread.run_sync(call, limiter=_CALLS)
     except FabricMemoryError as exc:
         return refusal(exc.code, exc.message)
+    return answer(value, render(value, "mcp"))
+
+
+def output_schemas() -> dict[str, dict[str, Any]]:
+    """Each tool's output schema: the JSON Schema of the TypedDict its answer is."""
+    names = {**vars(typing), **vars(arguments), **vars(catalog), **vars(expand_module),
+             **vars(recall_module)}
+    return {"recall": json_schema(RecallResponse, names),
+            "expand": json_schema(ExpandPage, names),
+            "sessions": json_schema(SessionsReport, names)}
 
 
 class MemoryServer(MCPServer):
     """The SDK's server, with argument errors (wrong types, unknown tool) reported as
-    ``usage:`` tool errors like every other refusal."""
+    ``usage:`` tool errors like every other refusal, and each tool's output schema declared
+    (the SDK derives none for a tool that builds its own result)."""
+
+    _schemas: dict[str, dict[str, Any]] | None = None
+
+    async def list_tools(self) -> list[MCPTool]:
+        if self._schemas is None:
+            self._schemas = output_schemas()
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.output_schema = self._schemas.get(tool.name, tool.output_schema)
+        return tools
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -222,7 +296,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         sessions: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in RECALL_KEYS}
-        return await _run(lambda: recall_request({**hot, **places.bind(given)}))
+        return await _run(lambda: recall_request({**hot, **places.bind(given)}), render_recall)
 
     @server.tool(name="expand", description=EXPAND_DESCRIPTION, annotations=READ_ONLY)
     async def expand(
@@ -247,7 +321,7 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         sessions: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in EXPAND_KEYS}
-        return await _run(lambda: expand_request(places.bind(given)))
+        return await _run(lambda: expand_request(places.bind(given)), render_expand)
 
     @server.tool(name="sessions", description=SESSIONS_DESCRIPTION, annotations=READ_ONLY)
     async def sessions(
@@ -262,7 +336,8 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         chosen = hot_sessions if hotSessions is None else hotSessions
         return await _run(lambda: list_sessions(
             index=places.index, hot_sessions=chosen, project=project, since=since,
-            until=until, limit=limit, offset=offset, agent=agent, sessions=places.sessions))
+            until=until, limit=limit, offset=offset, agent=agent, sessions=places.sessions),
+            render_sessions)
 
     return server
 

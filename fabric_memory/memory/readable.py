@@ -30,6 +30,32 @@ MESSAGE_KEYS: Final = ENTRY_KEYS | {"role", "toolName", "toolCallId", "isError",
 """The same for a message: the provider's bookkeeping of a turn included."""
 INDENT: Final = "    "
 DEEP: Final = "[nested too deep to show as text; expand with raw to read it]"
+KINDS: Final = ("user", "assistant", "tool", "edit", "error", "other")
+"""What an entry is, for picking some out of a range: a user's or the assistant's message, a
+tool result, an edit (a call of an editing tool, or its result), an error (a failed tool
+result), anything else (compactions, model changes, session headers)."""
+EDIT_TOOLS: Final = frozenset({"edit", "write", "multiedit", "notebookedit", "apply_patch"})
+"""Tool names (in lower case) that change files, across the agents."""
+
+
+def entry_kinds(view: EntryView) -> frozenset[str]:
+    """The :data:`KINDS` ``view`` is (an assistant's edit call is ``assistant`` and ``edit``)."""
+    kinds = set()
+    if view.role == "user":
+        kinds.add("user")
+    elif view.role == "assistant":
+        kinds.add("assistant")
+        if any(call.name.lower() in EDIT_TOOLS for call in view.tool_calls):
+            kinds.add("edit")
+    elif view.role == "toolResult":
+        kinds.add("tool")
+        if (view.tool_name or "").lower() in EDIT_TOOLS:
+            kinds.add("edit")
+    else:
+        kinds.add("other")
+    if view.is_error:
+        kinds.add("error")
+    return frozenset(kinds)
 
 
 def render_entry(view: EntryView, address: str) -> str:
