@@ -78,9 +78,12 @@ Exact filters combine with the words or stand alone: `role`
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
 (ISO-8601 times), `session` (id or path), `agent` (pi, omp, claude-code, codex, catui,
 fabro), `branches: "active"` (only the branch the session continues from). Give a query
-or at least one filter. Hits come by relevance (newest first without a query), each with
-`sessionId`, `agent`, `project`, `address`, a `snippet`, `tier`, `stale` and `follow`.
-To read a hit in full, call `expand` with its `follow` object exactly as given. `next`
+or at least one filter. Hits come by relevance (newest first without a query), grouped by
+session in the text (the session's agent, project, path and sourceHash once, then one line
+per hit and its snippet, then the `expand` call that reads the group's hits); the
+structured answer has each hit's `sessionId`, `agent`, `project`, `address`, `snippet`,
+`tier`, `stale` and `follow`. To read one hit in full, call `expand` with its `follow`
+object exactly as given. `next`
 is null on the last page; otherwise pass it unchanged to `recall` for more (`limit` at
 most 50 per page: more is clamped and noted under `clamped`; `offset` skips hits)."""
 
@@ -91,10 +94,14 @@ verbatim JSON lines instead). Pass a recall hit's `follow` object unchanged, or 
 addresses a compaction summary prints, as they are: `addresses` (["L12"], ["a1b2c3d4/3"])
 or `range` ("L12:L31" for the summary's [L12 ... L31]); `before`/`after` add that many
 neighbouring entries around each address. Also: `entries` (entry ids), `indices` (0-based
-entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). Pages
-hold at most `maxEntries` (20) entries and `maxChars` (24000) characters; larger values
-are clamped and noted under `clamped`. When `next` is not null, pass it unchanged to
-`expand` for the rest (a long entry continues at `textOffset`). Error `stale_pointer`:
+entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). In a range
+or neighbourhood each entry shows at most `entryChars` (1200) characters: a longer one
+shows its head and tail and the exact `expand` call that reads it on (its address and
+`textOffset`); `kinds` (user, assistant, tool, edit, error, other) keeps only those
+entries. Pages hold at most `maxChars` (20000; most 24000) characters; larger values are
+clamped and noted under `clamped`. The answer says how many entries the selection holds;
+when `next` is not null, pass it unchanged to `expand` for the rest (a long entry
+continues at `textOffset`). Error `stale_pointer`:
 the session changed since recall gave the pointer; call `recall` again and follow the new
 hit. Secrets (API keys, tokens,
 passwords, private keys) come back masked as `[REDACTED:<kind>]`; set `showSecrets` to
@@ -315,6 +322,8 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         maxChars: int | None = None,
         entryOffset: int | None = None,
         textOffset: int | None = None,
+        entryChars: int | None = None,
+        kinds: list[Literal["user", "assistant", "tool", "edit", "error", "other"]] | None = None,
         showSecrets: bool | None = None,
         raw: bool | None = None,
         index: str | None = None,
