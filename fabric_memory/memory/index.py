@@ -34,6 +34,7 @@ import tantivy
 
 from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
 from ..redact import RULES_FINGERPRINT
+from ..words import STOP_WORDS
 from .locations import make_private_dirs
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
@@ -70,25 +71,6 @@ ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
 
 TextMode = Literal["literal", "phrase", "regex"]
-STOP_WORDS = frozenset({
-    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",
-    "are", "as", "at", "be", "because", "been", "before", "being", "below", "between",
-    "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "down",
-    "during", "each", "else", "ever", "few", "for", "from", "further", "get", "got", "had",
-    "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if",
-    "in", "into", "is", "it", "its", "just", "let", "me", "more", "most", "my", "now", "of",
-    "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "same",
-    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
-    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
-    "until", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which",
-    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
-})
-"""Words a plain question is full of and that say nothing about which entry answers it
-("what did we do about the ..."): they do not score in a literal query whose words need
-not all match (as long as another word remains), though the documents holding every word
-of the query, these included, still come first. Many such words each add a little BM25
-score, and together they outscored the one rare word that mattered (measured on the
-pi-mono sessions, docs/memory-index.md#recall)."""
 _VERSION_DIR = re.compile(r"v(\d+(?:-[0-9a-f]+)?)")
 
 

@@ -13,7 +13,8 @@ without a ``uuid`` is a located note; bookkeeping lines are not read (docs/agent
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -34,6 +35,7 @@ from .reader import (
     tool_call_block,
     tool_result,
 )
+from .tools import FileWork, Tool, Use, argument, file_tool, plan_tool, search_tool, shell_tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
@@ -44,6 +46,46 @@ CONVERSATION: Final = frozenset({"user", "assistant", "system"})
 BOOKKEEPING: Final = frozenset({"file-history-snapshot", "queue-operation"})
 """Line types that hold no conversation (file backups, queued input): not read."""
 _FIRST_TYPES: Final = CONVERSATION | BOOKKEEPING | {"summary"}
+_EXIT_CODE: Final = re.compile(r"(?:Error: )?Exit code (-?\d+)\b")
+INTERRUPTED: Final = "[Request interrupted by user"
+"""How a tool result the user stopped begins."""
+
+
+def _multi_edit(arguments: Mapping[str, Any]) -> Use:
+    """``MultiEdit``: the first of its ``edits`` shows the change."""
+    path = argument(arguments, "file_path")
+    if not path:
+        return Use()
+    edits = arguments.get("edits")
+    first = edits[0] if isinstance(edits, list) and edits and type(edits[0]) is dict else {}
+    return Use(files=(FileWork(path, "modified", argument(first, "old_string"),
+                               argument(first, "new_string")),), target=path)
+
+
+def _notebook_edit(arguments: Mapping[str, Any]) -> Use:
+    """``NotebookEdit``: a cell replaced or inserted shows its new source; a deleted one
+    only touches the notebook."""
+    path = argument(arguments, "notebook_path")
+    if not path:
+        return Use()
+    deleted = arguments.get("edit_mode") == "delete"
+    source = None if deleted else argument(arguments, "new_source")
+    return Use(files=(FileWork(path, "modified", None if deleted else "", source),),
+               target=path)
+
+
+TOOLS: Final[Mapping[str, Tool]] = {
+    "Read": file_tool("read", "read", "file_path"),
+    "Edit": file_tool("edit", "modified", "file_path", ("old_string",), ("new_string",)),
+    "MultiEdit": Tool("edit", _multi_edit),
+    "NotebookEdit": Tool("edit", _notebook_edit),
+    "Write": file_tool("write", "written", "file_path", (), ("content",)),
+    "Bash": shell_tool("command"),
+    "Grep": search_tool("pattern"),
+    "Glob": search_tool("pattern"),
+    "TodoWrite": plan_tool("todos", "content"),
+}
+"""Claude Code's tools as the work trail reads them."""
 
 
 def claude_projects_dir() -> Path:
@@ -128,10 +170,14 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
     for block in results:
         call_id = string(block.get("tool_use_id")) or ""
         output = block_text(block.get("content"), "text")
-        extra = _structured(value.get("toolUseResult"), output) if len(results) == 1 else ""
+        structured = value.get("toolUseResult") if len(results) == 1 else None
+        extra = _structured(structured, output) if structured is not None else ""
+        failed = block.get("is_error") is True
+        exit_code, interrupted = _status(output, structured, failed)
         entries.add(line, tool_result(call_id, tools.get(call_id),
                                       f"{output}\n{extra}" if extra else output,
-                                      is_error=block.get("is_error") is True), **where)
+                                      is_error=failed, exit_code=exit_code,
+                                      interrupted=interrupted), **where)
 
 
 def _assistant(content: object, tools: dict[str, str], failed: bool) -> dict[str, Any]:
@@ -154,6 +200,15 @@ def _assistant(content: object, tools: dict[str, str], failed: bool) -> dict[str
             blocks.append(tool_call_block(call_id, name, arguments if type(arguments) is dict
                                           else {"input": arguments}))
     return message("assistant", blocks, **({"stopReason": "error"} if failed else {}))
+
+
+def _status(output: str, structured: object, failed: bool) -> tuple[int | None, bool]:
+    """A Bash result's exit code (a failed one's text starts ``Exit code N``) and whether
+    it was interrupted (``toolUseResult.interrupted``, or the user stopped the call)."""
+    code = _EXIT_CODE.match(output) if failed else None
+    interrupted = (type(structured) is dict and structured.get("interrupted") is True) or (
+        failed and output.startswith(INTERRUPTED))
+    return (int(code.group(1)) if code else None), interrupted
 
 
 def _structured(result: object, output: str) -> str:
@@ -186,4 +241,4 @@ def _homes(projects: Collection[str]) -> tuple[Path, ...]:
     return (claude_projects_dir(),)
 
 
-CLAUDE_CODE = SourceReader(AGENT, recognises, read, _homes)
+CLAUDE_CODE = SourceReader(AGENT, recognises, read, _homes, tools=TOOLS)
