@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import orjson
 
+from ..sources.registry import TOOLS
 from ..view import EntryView, ToolCall, content_text
 
 INLINE_CHARS: Final = 120
@@ -34,8 +35,8 @@ KINDS: Final = ("user", "assistant", "tool", "edit", "error", "other")
 """What an entry is, for picking some out of a range: a user's or the assistant's message, a
 tool result, an edit (a call of an editing tool, or its result), an error (a failed tool
 result), anything else (compactions, model changes, session headers)."""
-EDIT_TOOLS: Final = frozenset({"edit", "write", "multiedit", "notebookedit", "apply_patch"})
-"""Tool names (in lower case) that change files, across the agents."""
+EDITING: Final = frozenset({"edit", "write", "patch"})
+"""The kinds of tool (:data:`fabric_memory.sources.registry.TOOLS`) that change files."""
 
 
 def entry_kinds(view: EntryView) -> frozenset[str]:
@@ -45,11 +46,11 @@ def entry_kinds(view: EntryView) -> frozenset[str]:
         kinds.add("user")
     elif view.role == "assistant":
         kinds.add("assistant")
-        if any(call.name.lower() in EDIT_TOOLS for call in view.tool_calls):
+        if any(_edits(call.name) for call in view.tool_calls):
             kinds.add("edit")
     elif view.role == "toolResult":
         kinds.add("tool")
-        if (view.tool_name or "").lower() in EDIT_TOOLS:
+        if _edits(view.tool_name):
             kinds.add("edit")
     else:
         kinds.add("other")
@@ -73,6 +74,12 @@ def render_entry(view: EntryView, address: str) -> str:
     else:
         _other(view, lines)
     return "\n".join(lines)
+
+
+def _edits(tool: str | None) -> bool:
+    """Whether the tool named ``tool`` changes files, by its agent's tool table."""
+    known = TOOLS.get(tool) if tool else None
+    return known is not None and known.kind in EDITING
 
 
 def _message(view: EntryView, lines: list[str]) -> None:
