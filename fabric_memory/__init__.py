@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ExpandError,
         FabricMemoryError,
         HookInputError,
+        IndexBusyError,
         IndexLockedError,
         LineTooLongError,
         LocationRefusedError,
@@ -87,8 +88,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     # errors a caller catches (all under FabricMemoryError)
     ".errors": (
         "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
-        "IndexLockedError", "LineTooLongError", "LocationRefusedError", "MemoryIndexError",
-        "MissingExtraError", "NotASessionError",
+        "IndexBusyError", "IndexLockedError", "LineTooLongError", "LocationRefusedError",
+        "MemoryIndexError", "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
         "WatchError",
     ),
@@ -125,6 +126,7 @@ __all__ = [
     "FabricMemoryError",
     "FabricResult",
     "HookInputError",
+    "IndexBusyError",
     "IndexLockedError",
     "LineTooLongError",
     "LocationRefusedError",

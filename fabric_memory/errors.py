@@ -158,6 +158,12 @@ class CompactionError(FabricMemoryError):
     code = "compaction_error"
 
 
+class HandoffError(FabricMemoryError):
+    """No handoff packet can be made (the hook then prints nothing and logs this)."""
+
+    code = "handoff_error"
+
+
 class HookInputError(CompactionError):
     """The stdio hook received input it cannot use."""
 
@@ -178,6 +184,14 @@ class IndexLockedError(MemoryIndexError):
     """Another writer holds the index lock past the wait timeout."""
 
     code = "index_locked"
+
+
+class IndexBusyError(MemoryIndexError):
+    """Another process held Tantivy's meta lock (``.tantivy-meta.lock``) past the wait: a
+    query with no earlier commit to answer from, or a writer, gives up instead of waiting
+    forever."""
+
+    code = "index_busy"
 
 
 class WatchError(MemoryIndexError):

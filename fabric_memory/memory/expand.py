@@ -29,16 +29,18 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from ..arguments import Clamped, Kind, bounded, check_names, checked_request
-from ..errors import ExpandError, SessionError, UsageError, clipped
+from ..errors import ExpandError, MemoryIndexError, SessionError, UsageError, clipped
 from ..redact import redact_json, redact_json_text
 from ..session import Entry, Session, hash_file, open_regular
-from ..sources import read_source
+from ..sources import read_source, reader_for
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
 from .index import MemoryIndex
+from .locations import session_files
 from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import KINDS, entry_kinds, render_entry, render_record
 
@@ -231,7 +233,7 @@ def expand(
     if wanted:
         request["kinds"] = sorted(wanted)
     roots, handle = default_roots(sessions, index)
-    record = load_catalog(handle).resolve(session, roots)
+    record = _record(handle, session, roots)
     source = _open_source(handle, record)
     if expected_source_hash is not None and expected_source_hash != source.source_hash:
         raise ExpandError(
@@ -427,6 +429,27 @@ def _located(doc: Mapping[str, Any]) -> Located:
     return Located(str(doc["kind"]), str(doc["address"]), str(doc["entry_id"]),
                    int(doc["position"]), str(doc["type"]), int(doc["line"]), int(doc["offset"]),
                    int(doc["length"]), int(sequence) if sequence is not None else None)
+
+
+def _record(handle: MemoryIndex, session: str, roots: tuple[Path, ...]) -> SessionRecord:
+    """The index's record of ``session``; when the index does not hold it (or there is no
+    index yet), the one file under ``roots`` that holds it
+    (:func:`~.locations.session_files`), read as it is now: a session's addresses expand
+    before any reindex has seen it."""
+    try:
+        return load_catalog(handle).resolve(session, roots)
+    except (ExpandError, MemoryIndexError) as exc:
+        if isinstance(exc, ExpandError) and exc.code != "session_not_found":
+            raise
+        files = session_files(session, roots)
+        if len(files) != 1:
+            if len(files) > 1:
+                raise ExpandError("ambiguous_session", f"session {clipped(session)}: id "
+                                  f"shared by {len(files)} files "
+                                  f"({', '.join(map(str, files))}); pass the path") from None
+            raise
+    path = str(files[0])
+    return SessionRecord(path, session, 0, 0, "", "", 0, 0, "", agent=reader_for(path).name)
 
 
 def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:

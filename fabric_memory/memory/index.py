@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 import tantivy
 
-from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
+from ..errors import IndexBusyError, IndexLockedError, MemoryIndexError, QueryError, clipped
 from ..redact import RULES_FINGERPRINT
 from ..words import STOP_WORDS
 from .locations import make_private_dirs
@@ -51,6 +51,10 @@ MAX_REGEX_CHARS = 256
 MAX_REGEX_SECONDS = 2.0
 """Longest a regex may take to compile (Tantivy builds its automaton holding the GIL)."""
 LOCK_NAME = "writer.lock"
+BUSY_SECONDS = 2.0
+"""Longest a query waits for Tantivy's meta lock before it answers from the commit it
+already has open, or fails with ``index_busy`` when it has none (a fresh process). Each
+holder keeps it for milliseconds: to list a commit's segments or delete unused files."""
 
 # Exact-match fields: ids, refs, outcomes, addresses (raw tokenizer, fast for filters).
 RAW_FIELDS = (
@@ -307,24 +311,28 @@ class MemoryIndex:
     def exists(self) -> bool:
         return (self.directory / "meta.json").is_file()
 
-    def _open(self, *, writing: bool = False) -> tantivy.Index:
+    def _open(self) -> tantivy.Index:
         with self._reload:
-            return self._opened(writing)
+            return self._opened()
 
-    def _opened(self, writing: bool = False) -> tantivy.Index:
+    def _opened(self) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
                 raise MemoryIndexError(self._missing_reason())
             where = self.directory
-            if not writing and not _writable(self.directory):
+            if not _writable(self.directory):
                 where = self._read_only_view()
+            await_meta_lock(where, BUSY_SECONDS)
             with _translated(str(self.directory)):
-                if not tantivy.Index.is_compatible(str(where)):
-                    raise MemoryIndexError(
-                        f"{self.directory}: index written by another Tantivy format; "
-                        "run `fabric-memory reindex` to rebuild it"
-                    )
-                index = tantivy.Index.open(str(where))
+                try:
+                    index = tantivy.Index.open(str(where))
+                except ValueError:
+                    if not tantivy.Index.is_compatible(str(where)):
+                        raise MemoryIndexError(
+                            f"{self.directory}: index written by another Tantivy format; "
+                            "run `fabric-memory reindex` to rebuild it"
+                        ) from None
+                    raise
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
             self._index = index
             self._meta_key = self._stat_meta()
@@ -375,13 +383,18 @@ class MemoryIndex:
                 self._index = None
                 self._open()
                 return self.generation
+            try:
+                await_meta_lock(self.directory, BUSY_SECONDS)
+            except IndexBusyError:
+                return self.generation  # the commit already open answers; reload next call
             with _translated(str(self.directory)):
                 index.reload()
             self._meta_key = key
             self.generation += 1
         return self.generation
 
-    def prepare_for_writing(self, *, rebuild: bool = False) -> str | None:
+    def prepare_for_writing(self, *, rebuild: bool = False,
+                            wait: float = BUSY_SECONDS) -> str | None:
         """Create the index directory (mode 0700), or rebuild an incompatible one (and, with
         ``rebuild``, a damaged one: whatever state it is in).
 
@@ -396,14 +409,15 @@ class MemoryIndex:
                 f"v{SCHEMA_TAG}"
             )
         _clear_tantivy_locks(self.directory)
-        damage = self._damage() if self.directory.exists() else None
+        self._index = None
+        damage = self._damage(wait) if self.directory.exists() else None
         if damage is not None and (rebuild or damage in (INCOMPATIBLE, NO_META)):
             shutil.rmtree(self.directory)
             notice = f"memory index at {self.root} {damage}; rebuilt from the sessions"
         elif damage is not None:
             raise MemoryIndexError(f"{self.directory}: the index {damage}; {REBUILD}")
-        self._index = None
         if not self.exists():
+            self._index = None
             make_private_dirs(self.directory)
             with _translated(str(self.directory)):
                 index = tantivy.Index(SCHEMA, path=str(self.directory), reuse=False)
@@ -416,20 +430,28 @@ class MemoryIndex:
             self._index = None
         return notice
 
-    def _damage(self) -> str | None:
+    def _damage(self, wait: float) -> str | None:
         """Why the index directory cannot be used as it is, or None when it opens and every
-        segment loads (a deleted or truncated segment file fails here)."""
+        segment loads (a deleted or truncated segment file fails here); the index opened is
+        kept for the writer. Waits up to ``wait`` s for Tantivy's meta lock."""
         if not self.exists():
             return NO_META
+        await_meta_lock(self.directory, wait)
         try:
             with _translated(str(self.directory)):
-                if not tantivy.Index.is_compatible(str(self.directory)):
-                    return INCOMPATIBLE
-                index = tantivy.Index.open(str(self.directory))
+                try:
+                    index = tantivy.Index.open(str(self.directory))
+                except ValueError:
+                    if not tantivy.Index.is_compatible(str(self.directory)):
+                        return INCOMPATIBLE
+                    raise
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
                 index.searcher()
         except MemoryIndexError as exc:
             return f"is damaged ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})"
+        self._index = index
+        self._meta_key = self._stat_meta()
+        self.generation += 1
         return None
 
     def writer(self, *, timeout: float, threads: int = 0, rebuild: bool = False) -> Writer:
@@ -439,20 +461,21 @@ class MemoryIndex:
         lock.acquire(timeout)
         try:
             try:
-                notice = self.prepare_for_writing(rebuild=rebuild)
+                notice = self.prepare_for_writing(rebuild=rebuild,
+                                                  wait=max(timeout, BUSY_SECONDS))
             except OSError as exc:
                 raise MemoryIndexError(
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
                     "pass --index DIR on a writable disk"
                 ) from None
-            index = self._open(writing=True)
+            index = self._open()
             heap, threads = writer_options(threads)
             with _translated(str(self.directory)):
                 raw = index.writer(heap_size=heap, num_threads=threads)
         except BaseException:
             lock.release()
             raise
-        return Writer(self, raw, lock, notice)
+        return Writer(self, raw, lock, notice, max(timeout, BUSY_SECONDS))
 
     # reading ---------------------------------------------------------------------------
 
@@ -664,12 +687,14 @@ class Writer:
     """The single writer: replace a session's documents and its catalog record, commit."""
 
     def __init__(
-        self, index: MemoryIndex, raw: tantivy.IndexWriter, lock: IndexLock, notice: str | None
+        self, index: MemoryIndex, raw: tantivy.IndexWriter, lock: IndexLock, notice: str | None,
+        wait: float = BUSY_SECONDS,
     ) -> None:
         self.index = index
         self.notice = notice
         self._raw = raw
         self._lock = lock
+        self._wait = wait
         self.pending = 0
 
     def replace_session(self, path: str, documents: Iterable[str]) -> str | None:
@@ -710,6 +735,8 @@ class Writer:
         self.pending += 1
 
     def commit(self) -> None:
+        # The commit deletes unused files under Tantivy's meta lock, waiting without a bound.
+        await_meta_lock(self.index.directory, self._wait)
         with _translated(str(self.index.directory)):
             self._raw.commit()
         make_private(self.index.directory)
@@ -719,6 +746,7 @@ class Writer:
     def close(self) -> None:
         """Wait for merges, drop unused files and release the lock (uncommitted work is lost)."""
         try:
+            await_meta_lock(self.index.directory, self._wait)
             with _translated(str(self.index.directory)):
                 self._raw.garbage_collect_files()
                 self._raw.wait_merging_threads()
@@ -816,6 +844,7 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
     pid = os.fork()
     if pid == 0:  # the child: compile, report nothing, exit at once
         with contextlib.suppress(BaseException):
+            close_inherited_locks()
             tantivy.Query.regex_query(SCHEMA, "text", pattern)
         os._exit(0)
     deadline = time.monotonic() + seconds
@@ -835,6 +864,96 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
 INCOMPATIBLE = "was written by another Tantivy format"
 NO_META = "had no meta.json (an interrupted first run)"
 TANTIVY_LOCKS = (".tantivy-writer.lock", ".tantivy-meta.lock")
+
+
+LOCK_FILES = frozenset((LOCK_NAME, *TANTIVY_LOCKS))
+
+
+def await_meta_lock(directory: Path, timeout: float) -> None:
+    """Return once Tantivy's meta lock in ``directory`` is free (or absent); raise
+    :class:`IndexBusyError` naming its holder when it stays taken past ``timeout`` s.
+
+    Tantivy takes that lock to open or reload a reader and to delete unused files, and
+    waits for it without a bound: this bounds the wait. Only a lock taken in the instant
+    between this check and Tantivy's own can still hold it up, and every holder of ours
+    keeps it for milliseconds."""
+    path = directory / TANTIVY_LOCKS[1]
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return  # no lock file yet: nobody holds it (or Tantivy reports the real problem)
+    try:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    return  # flock not supported here: leave it to Tantivy
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            if time.monotonic() >= deadline:
+                holder = lock_holder(fd)
+                who = f" (pid {holder})" if holder else ""
+                raise IndexBusyError(
+                    f"{path}: another process{who} has held Tantivy's meta lock for "
+                    f"{timeout:g}s; retry in a moment (if it lasts, that process is stuck: "
+                    "stop it)"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    finally:
+        os.close(fd)
+
+
+def lock_holder(fd: int) -> str:
+    """The pid that took the ``flock`` on ``fd``'s file, from ``/proc/locks`` ("" when
+    unknown: no ``/proc``, or the lock was just released)."""
+    try:
+        inode = os.fstat(fd).st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2156618 0 EOF"
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(inode):
+            return parts[4]
+    return ""
+
+
+def close_inherited_locks() -> None:
+    """In a process just forked, close every descriptor it inherited of an index lock file.
+
+    A ``flock`` belongs to the open file, which a fork shares: a child forked while a
+    thread of its parent held a lock (a Tantivy reader's watcher reloads on its own thread,
+    under ``.tantivy-meta.lock``) would hold it for as long as it lives, and every process
+    that opens the index would wait for it, its parent too (docs/reliability.md#hangs)."""
+    for fd, path in _descriptors():
+        if os.path.basename(path) in LOCK_FILES:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _descriptors() -> Iterator[tuple[int, str]]:
+    """This process's open descriptors and the path each names (Linux and macOS)."""
+    folder = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        fd = int(name)
+        try:
+            if folder == "/proc/self/fd":
+                path = os.readlink(f"{folder}/{name}")
+            else:  # macOS: F_GETPATH
+                path = fcntl.fcntl(fd, 50, bytes(1024)).split(b"\0", 1)[0].decode()
+        except (OSError, UnicodeDecodeError):
+            continue
+        yield fd, path
 
 
 def _writable(directory: Path) -> bool:

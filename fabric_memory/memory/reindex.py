@@ -44,7 +44,7 @@ from .catalog import (
     now_iso,
     stat_key,
 )
-from .index import MemoryIndex, Writer, item_json
+from .index import MemoryIndex, Writer, close_inherited_locks, item_json
 from .locations import SESSIONS_ENV, chosen_agents, discovered_roots, holds, inside_any
 from .normalize import normalize_session
 
@@ -499,13 +499,14 @@ def _workers(count: int) -> Iterator[ProcessPoolExecutor | None]:
 
     fork, not spawn/forkserver: those re-import ``__main__`` in every worker, which breaks
     callers running from stdin or an unguarded script. A worker only runs the parser
-    (pure Python, orjson, xxhash), and exits when this process dies.
+    (pure Python, orjson, xxhash), exits when this process dies, and first closes the index
+    locks it inherited: a Tantivy thread of this process may hold one as it forks.
     """
     if count <= 1:
         yield None
         return
     pool = ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_exit_with_parent, initargs=(os.getpid(),))
+                               initializer=_start_worker, initargs=(os.getpid(),))
     try:
         pool.submit(int).result()  # fork every worker now (see reindex)
         yield pool
@@ -513,7 +514,9 @@ def _workers(count: int) -> Iterator[ProcessPoolExecutor | None]:
         pool.shutdown(cancel_futures=True)
 
 
-def _exit_with_parent(parent: int) -> None:
+def _start_worker(parent: int) -> None:
+    close_inherited_locks()
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(0.5)
