@@ -39,10 +39,10 @@ from ..session import Entry, Session, hash_file, open_regular
 from ..sources import read_source, reader_for
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
-from .index import MemoryIndex
 from .locations import session_files
 from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import KINDS, entry_kinds, render_entry, render_record
+from .sharded import Memory
 
 MAX_SELECTORS = 100
 DEFAULT_MAX_ENTRIES = MAX_ENTRIES = 200
@@ -327,7 +327,7 @@ class IndexedSource:
     """The file is byte-identical to what the index holds: resolve through the index and
     read lines from the descriptor that was hashed (see :func:`_open_source`)."""
 
-    def __init__(self, handle: MemoryIndex, record: SessionRecord, fd: int):
+    def __init__(self, handle: Memory, record: SessionRecord, fd: int):
         self.handle = handle
         self.record = record
         self._fd = fd
@@ -431,7 +431,7 @@ def _located(doc: Mapping[str, Any]) -> Located:
                    int(doc["length"]), int(sequence) if sequence is not None else None)
 
 
-def _record(handle: MemoryIndex, session: str, roots: tuple[Path, ...]) -> SessionRecord:
+def _record(handle: Memory, session: str, roots: tuple[Path, ...]) -> SessionRecord:
     """The index's record of ``session``; when the index does not hold it (or there is no
     index yet), the one file under ``roots`` that holds it
     (:func:`~.locations.session_files`), read as it is now: a session's addresses expand
@@ -452,7 +452,7 @@ def _record(handle: MemoryIndex, session: str, roots: tuple[Path, ...]) -> Sessi
     return SessionRecord(path, session, 0, 0, "", "", 0, 0, "", agent=reader_for(path).name)
 
 
-def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
+def _open_source(handle: Memory, record: SessionRecord) -> Source:
     """The session as it is now, read through one descriptor that is hashed first.
 
     Lines are read from that descriptor, never by path (the path may since name another

@@ -15,6 +15,7 @@ from typing import Any, Final, TypedDict
 
 from ..errors import LocationRefusedError, UsageError
 from ..memory.expand import expand_request
+from ..memory.locations import working_folder
 from ..memory.recall import recall_request
 from ..memory.render import Door, render_expand, render_recall
 
@@ -48,6 +49,10 @@ def call_tool(name: str, arguments: Any) -> ToolAnswer:
             "read the sessions and index the user configured (FABRIC_MEMORY_SESSIONS, "
             "FABRIC_MEMORY_HOME)"
         )
+    if name == "memory_recall" and not {"project", "preferProject"} & arguments.keys():
+        folder = working_folder()
+        if folder is not None:  # Pi runs its tools in the project: its sessions first
+            arguments = {**arguments, "preferProject": folder}
     run, render = tool
     value = run(arguments)
     return {"text": render(value, "pi"), "details": value}
