@@ -226,6 +226,24 @@ def test_claude_writes_through_a_symlinked_settings_file(home: Path, tmp_path: P
     assert dotfiles.read_text() == SETTINGS_JSON
 
 
+@pytest.mark.parametrize(("host", "where"), [
+    ("claude", ".claude/settings.json"), ("codex", ".codex/config.toml")])
+def test_a_read_only_file_is_refused_and_left_alone(
+    home: Path, capsys: pytest.CaptureFixture[str], host: str, where: str
+) -> None:
+    """A host file without write permission is refused in one line naming it (what to do
+    included) and left as it was."""
+    path = home / where
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("{}" if path.suffix == ".json" else "# mine\n")
+    before = path.read_bytes()
+    path.chmod(0o444)
+    status, _, err = run_cli(capsys, "install", host)
+    assert status == 2
+    assert f"{path}: read-only (mode 0444), so it was left as it is; make it writable" in err
+    assert err.count("\n") == 1 and path.read_bytes() == before
+
+
 def test_claude_refuses_settings_of_another_shape(home: Path) -> None:
     """A hooks value that is not an object is refused with its JSON path, file untouched."""
     settings = home / ".claude" / "settings.json"

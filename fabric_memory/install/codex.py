@@ -63,6 +63,17 @@ DEFAULT_TIMEOUT_SECONDS = 600
 """What Codex gives a hook with no ``timeout``."""
 
 
+SERVER_ITEM = f"MCP server {SERVER}"
+HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
+TRUST_ITEM = "hook trust"
+ITEMS = (SERVER_ITEM, HOOK_ITEM, TRUST_ITEM)
+"""The order the report lists them in."""
+HOOKS_JSON = "hooks.json"
+"""Codex's other place for a layer's hooks, beside config.toml."""
+
+Config = MutableMapping[str, Any]
+
+
 def codex_home() -> Path:
     configured = os.environ.get("CODEX_HOME")
     return (Path(configured).expanduser() if configured else Path.home() / ".codex").absolute()
@@ -107,17 +118,6 @@ def install_codex(*, uninstall: bool = False, program: Path | None = None) -> Ho
     with locked(path, "another writer (Codex?)"):
         _edit(path, program, uninstall, report)
     return report
-
-
-SERVER_ITEM = f"MCP server {SERVER}"
-HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
-TRUST_ITEM = "hook trust"
-ITEMS = (SERVER_ITEM, HOOK_ITEM, TRUST_ITEM)
-"""The order the report lists them in."""
-HOOKS_JSON = "hooks.json"
-"""Codex's other place for a layer's hooks, beside config.toml."""
-
-Config = MutableMapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
