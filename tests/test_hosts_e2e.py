@@ -150,6 +150,12 @@ enabled = false
 
 [feedback]
 enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+apps = false
 """
 
 
