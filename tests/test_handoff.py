@@ -23,6 +23,7 @@ from fabric_memory.handoff import (
     run_handoff,
 )
 
+from .agent_homes import mcp_answers
 from .transcripts import ClaudeTranscript, CodexRollout, exec_output
 
 ADDRESS = re.compile(r"^- \[([^\]]+)\] ", re.MULTILINE)
@@ -424,3 +425,23 @@ def test_a_real_second_compaction_speaks_of_the_work_after_the_first(tmp_path: P
         assert f"commit {hash_} " in packet
     for file in facts["files"]:
         assert f"] {file.removeprefix(project)}: edit" in packet
+
+
+def test_the_mcp_expand_tool_reads_a_packets_address_before_any_reindex(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MCP `expand` tool, with the arguments the packet names, finds the session in
+    Claude Code's folder although no index exists yet."""
+    t, marks = _claude_two_compactions()
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-ledger"
+    folder.mkdir(parents=True)
+    path = t.write(folder / f"{t.session_id}.jsonl")
+    packet = _packet(_run(_event(t.session_id, path), tmp_path)[0])
+    assert f'{{"session": "{t.session_id}", "addresses": ["<address>"]}}' in packet
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("FABRIC_MEMORY_SESSIONS", raising=False)
+    (page,) = mcp_answers([("expand", {"session": t.session_id, "addresses": [marks["commit"]],
+                                       "raw": True})])
+    assert [entry["address"] for entry in page["entries"]] == [marks["commit"]]
+    assert "7c1d2e3" in page["entries"][0]["text"]
