@@ -234,8 +234,9 @@ def test_the_hook_fails_open(case: str, tmp_path: Path) -> None:
     t = ClaudeTranscript()
     t.user("hello")
     data = FAILURES[case](tmp_path)
-    done, _ = _hook(data, tmp_path / "home")
+    done, took = _hook(data, tmp_path / "home")
     assert (done.returncode, done.stdout) == (0, b"")
+    assert took < 2.0 + 1.5  # the budget, and the interpreter's start
     log = (tmp_path / "home" / "handoff.log").read_text().splitlines()
     assert len(log) == 1 and " handoff " in log[0]
 
@@ -445,3 +446,17 @@ def test_the_mcp_expand_tool_reads_a_packets_address_before_any_reindex(
                                        "raw": True})])
     assert [entry["address"] for entry in page["entries"]] == [marks["commit"]]
     assert "7c1d2e3" in page["entries"][0]["text"]
+
+
+def test_the_command_leaves_at_once_past_its_budget(tmp_path: Path) -> None:
+    """Past --budget the process exits 0 at once with nothing on stdout (the read it gave
+    up on is not waited for), the reason in the log."""
+    t = ClaudeTranscript()
+    t.user("Read many files.")
+    for n in range(3000):
+        t.tool("Read", {"file_path": f"src/m{n}.py"}, "x" * 2000)
+    path = t.write(tmp_path / "s.jsonl")
+    done, took = _hook(_event(t.session_id, path), tmp_path / "home", "--budget", "0.05")
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert took < 0.05 + 1.5
+    assert "time budget of 0.05 s passed" in (tmp_path / "home" / "handoff.log").read_text()
