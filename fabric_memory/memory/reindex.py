@@ -182,9 +182,12 @@ def _reindex(
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
     if sharding.sharded or isinstance(handle, ShardedIndex):
-        if session is not None:
-            raise UsageError("--session: a sharded index is rebuilt by shard; drop --session "
-                             "(only the shards whose files changed are rebuilt)")
+        if session is not None and sharding.cluster is not None:
+            raise UsageError("--session: a cluster builds shards of many sessions; drop "
+                             "--cluster to index the one file into the index's delta")
+        if session is not None:  # the Pi extension's step after a compaction: the delta
+            return _update_paths(handle, roots, files, lock_timeout, max_line_bytes, narrowed,
+                                 fresh=False)
         with _engine(sharding.cluster, count) as engine:
             build_shards(root=handle.root, roots=roots, files=files, engine=engine,
                          function=build_shard, report=report, full=full,
