@@ -67,6 +67,10 @@ REQUEST_KINDS: dict[str, Kind] = {
     "offset": "integer", "hotSessions": "integer", "index": "name", "sessions": "name",
     "project": "name", "preferProject": "name"}
 """The recall request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
+REQUEST_DEFAULTS: dict[str, Any] = {
+    "query": "", "mode": "literal", "match": "any", "branches": "all", "limit": DEFAULT_LIMIT,
+    "offset": 0, "hotSessions": DEFAULT_HOT_SESSIONS}
+"""The value each optional request key has when left out."""
 
 
 class RecallRequest(TypedDict, total=False):
