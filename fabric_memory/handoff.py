@@ -26,11 +26,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from .errors import FabricMemoryError, HandoffError, clipped
+
+if TYPE_CHECKING:  # the view and the compaction load when a packet is made
+    from .view import EntryView
 
 DEFAULT_MAX_BYTES: Final = 6 * 1024
 """The packet's bound (the whole JSON line printed on stdout, in UTF-8 bytes)."""
@@ -101,20 +104,20 @@ def read_hook_input(data: bytes) -> HookInput:
 class Span:
     """The entries the host's latest compaction summarized, and what the host kept of it."""
 
-    views: tuple[Any, ...]
-    """Entry views (:class:`fabric_memory.view.EntryView`), in order."""
+    views: tuple[EntryView, ...]
+    """Entry views, in order."""
     host_summary: str
     """The host's own summary of the span when the transcript holds it already (Codex's
     ``compacted`` message), else ``""`` (Claude Code writes its summary after the hook;
     a Codex remote compaction's summary is encrypted)."""
 
 
-def _is_marker(view: Any) -> bool:
-    return bool(view.type == "compaction") or (
+def _is_marker(view: EntryView) -> bool:
+    return view.type == "compaction" or (
         view.type == "custom_message" and view.raw.get("customType") == BOUNDARY)
 
 
-def summarized_span(views: Sequence[Any]) -> Span:
+def summarized_span(views: Sequence[EntryView]) -> Span:
     """The span of ``views`` (the active branch) the host's latest compaction summarized.
 
     Compaction markers are the agents' own (Claude Code's ``compact_boundary`` line and
