@@ -86,6 +86,14 @@ class RecallRequest(TypedDict, total=False):
     sessions: str
 
 
+class WordsHeld(TypedDict):
+    held: int
+    """How many of the query's words the hit holds."""
+    of: int
+    """How many words the query ranks by: its words without the stop words (all of them
+    when every word must match), a run of CJK characters as its overlapping pairs."""
+
+
 class RecallHit(TypedDict):
     kind: str
     sessionId: str
@@ -102,6 +110,8 @@ class RecallHit(TypedDict):
     snippet: str
     follow: ExpandRequest
     score: NotRequired[float]
+    words: NotRequired[WordsHeld]
+    """With query text (not a regex): how many of its words the hit holds."""
     parentId: NotRequired[str]
     role: NotRequired[str]
     tool: NotRequired[str]
@@ -202,7 +212,8 @@ def recall(
         until_ms=_time(until, "--until"),
     )
     page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
-    hits = [_hit(hit, view.catalog, view.hot, view.unrefreshed, locations) for hit in page.hits]
+    hits = [_hit(hit, page.words, view.catalog, view.hot, view.unrefreshed, locations)
+            for hit in page.hits]
     notes: dict[str, Any] = {}
     if page.all_words is not None and page.all_words < page.total:
         notes.update(matched="any", allWords=page.all_words)
@@ -250,6 +261,7 @@ def _time(text: str | None, option: str) -> int | None:
 
 def _hit(
     hit: Hit,
+    words: int | None,
     catalog: Catalog,
     hot: frozenset[str],
     unrefreshed: frozenset[str],
@@ -283,6 +295,8 @@ def _hit(
     }
     if hit.score is not None:
         result["score"] = round(hit.score, 4)
+    if hit.words is not None and words is not None:
+        result["words"] = {"held": hit.words, "of": words}
     optional = cast(dict[str, Any], result)
     for name, key in (("parent_id", "parentId"), ("role", "role"), ("tool", "tool"),
                       ("ref", "ref"), ("provider", "provider"), ("action", "action"),
