@@ -24,10 +24,12 @@ if TYPE_CHECKING:
         prepare_compaction,
     )
     from .errors import (
+        ClusterError,
         CompactionError,
         ExpandError,
         FabricMemoryError,
         HookInputError,
+        IndexBusyError,
         IndexLockedError,
         LineTooLongError,
         LocationRefusedError,
@@ -86,9 +88,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".audit": ("audit_sessions",),
     # errors a caller catches (all under FabricMemoryError)
     ".errors": (
-        "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
-        "IndexLockedError", "LineTooLongError", "LocationRefusedError", "MemoryIndexError",
-        "MissingExtraError", "NotASessionError",
+        "ClusterError", "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
+        "IndexBusyError", "IndexLockedError", "LineTooLongError", "LocationRefusedError",
+        "MemoryIndexError", "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
         "WatchError",
     ),
@@ -116,6 +118,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Cancel",
+    "ClusterError",
     "Compaction",
     "CompactionError",
     "CompactionSettings",
@@ -125,6 +128,7 @@ __all__ = [
     "FabricMemoryError",
     "FabricResult",
     "HookInputError",
+    "IndexBusyError",
     "IndexLockedError",
     "LineTooLongError",
     "LocationRefusedError",

@@ -161,14 +161,21 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parser processes (default min(2, CPUs); capped at the CPU count)")
     parser.add_argument("--session", default=None, metavar="FILE",
                         help="only this session file (under a sessions root)")
+    parser.add_argument("--cluster", default=None, metavar="ADDRESS",
+                        help="build a sharded index on a Dask cluster: its scheduler "
+                        "(tcp://HOST:8786) or local:N (N local worker processes); needs the "
+                        "cluster extra, see docs/scale.md")
+    parser.add_argument("--shard-mb", type=int, default=256, metavar="MB",
+                        help="session megabytes per shard of a sharded index (default 256)")
     parser.add_argument("--watch", action="store_true",
                         help="then keep watching: re-index each session file as it changes "
                         "(until Ctrl-C or SIGTERM; needs the watch extra)")
 
 
 def _run_reindex(args: argparse.Namespace) -> Outcome:
-    from .memory.reindex import Progress, reindex
+    from .memory.reindex import reindex
     from .memory.render import render_progress, render_reindex
+    from .memory.report import Progress
 
     if args.watch:
         return _watch(args)
@@ -184,7 +191,8 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
 
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
                      workers=args.workers, progress=progress if sys.stderr.isatty() else None,
-                     session=args.session, agents=args.agents)
+                     session=args.session, agents=args.agents, cluster=args.cluster,
+                     shard_bytes=args.shard_mb * 1024 * 1024)
     if shown[0]:
         sys.stderr.write("\n")
     for notice in report["notices"]:
@@ -253,6 +261,8 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
                         "fabro")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
     parser.add_argument("--limit", type=int, default=10, metavar="N",
                         help="hits per page (at most 50; more is clamped)")
@@ -271,7 +281,7 @@ def _run_recall(args: argparse.Namespace) -> Outcome:
         since=args.since, until=args.until, session=args.session, agent=args.agent,
         branches=args.branches,
         limit=args.limit, offset=args.offset, hot_sessions=args.hot_sessions,
-        index=args.index_dir, sessions=args.sessions,
+        index=args.index_dir, sessions=args.sessions, project=args.project,
     )
     return Outcome(response, render_recall(response))
 
@@ -423,6 +433,31 @@ def _run_hook(args: argparse.Namespace) -> Outcome:
     return Outcome(result, orjson.dumps(result).decode(), status)
 
 
+def _handoff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
+                        help="the packet's bound in bytes (default 6144, or "
+                        "$FABRIC_MEMORY_HANDOFF_BYTES)")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="give up (print nothing) past this time (default 2, or "
+                        "$FABRIC_MEMORY_HANDOFF_BUDGET)")
+
+
+def _run_handoff(args: argparse.Namespace) -> Outcome:
+    from .handoff import run_handoff
+
+    try:
+        data = sys.stdin.buffer.read()
+    except OSError:
+        data = b""
+    run = run_handoff(data, max_bytes=args.max_bytes, budget_s=args.budget)
+    if run.running:  # the reader is past its budget: leave now, it must not hold the host
+        os._exit(0)
+    if run.output is None:
+        args.json = False  # nothing at all on stdout, even with --json
+        return Outcome(None, "")
+    return Outcome(orjson.loads(run.output), run.output)
+
+
 def _compact_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_file", metavar="SESSION_FILE", help="a session .jsonl file")
     parser.add_argument("--append", action="store_true", help="append the compaction entry")
@@ -453,7 +488,7 @@ def _pi_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pi_command", metavar="SUBCOMMAND", required=True)
     sub.add_parser("path", help="print the extension's entry file (what pi -e PATH loads)")
     install = sub.add_parser("install", help="make Pi load the extension (a package in Pi's "
-                             "settings, as pi install does)")
+                             "settings, as pi install does); the same as install pi")
     install.add_argument("--agent-dir", default=None, metavar="DIR",
                          help="Pi's agent directory (default $PI_CODING_AGENT_DIR or ~/.pi/agent)")
     install.add_argument("--local", action="store_true",
@@ -473,10 +508,8 @@ def _run_pi(args: argparse.Namespace) -> Outcome:
 
         return Outcome({"path": str(EXTENSION_ENTRY)}, str(EXTENSION_ENTRY))
     if args.pi_command == "install":
-        from .pi.install import install, render_install
-
-        report = install(args.agent_dir, local=args.local, uninstall=args.uninstall)
-        return Outcome(report, render_install(report))
+        args.host = "pi"
+        return _run_install(args)
     from .errors import UsageError
     from .pi.tools import call_tool
 
@@ -485,6 +518,59 @@ def _run_pi(args: argparse.Namespace) -> Outcome:
     except orjson.JSONDecodeError:
         raise UsageError(f"{args.name}: stdin is not a JSON object of arguments") from None
     return Outcome(call_tool(args.name, arguments), "")
+
+
+# --- quickstart / install --------------------------------------------------------------
+
+
+def _quickstart_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser  # it decides for itself: the user's sessions, else the bundled samples
+
+
+def _run_quickstart(args: argparse.Namespace) -> Outcome:
+    from .quickstart import quickstart, render_quickstart
+
+    report = quickstart()
+    return Outcome(report, render_quickstart(report))
+
+
+
+def _install_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="host", metavar="HOST", required=True)
+    claude = sub.add_parser("claude", help="Claude Code: the MCP server in ~/.claude.json, the "
+                            "SessionStart(compact) hook in ~/.claude/settings.json "
+                            "($CLAUDE_CONFIG_DIR when set)")
+    claude.add_argument("--project", default=None, metavar="DIR",
+                        help="the project's .mcp.json and .claude/settings.json instead")
+    sub.add_parser("codex", help="Codex: the MCP server, the SessionStart(compact) hook and "
+                   "its trust in $CODEX_HOME/config.toml (~/.codex/config.toml)")
+    pi = sub.add_parser("pi", help="Pi: the extension in packages of Pi's settings (what "
+                        "pi install does)")
+    pi.add_argument("--agent-dir", default=None, metavar="DIR",
+                    help="Pi's agent directory (default $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    pi.add_argument("--local", action="store_true", help="the project's .pi/settings.json")
+    for child in sub.choices.values():
+        child.add_argument("--uninstall", action="store_true", help="remove what install added")
+        child.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _run_install(args: argparse.Namespace) -> Outcome:
+    if args.host == "pi":
+        from .pi.install import install, render_install
+
+        pi = install(args.agent_dir, local=args.local, uninstall=args.uninstall)
+        return Outcome(pi, render_install(pi))
+    from .install.report import render_host_report
+
+    if args.host == "claude":
+        from .install.claude import install_claude
+
+        report = install_claude(args.project, uninstall=args.uninstall)
+    else:
+        from .install.codex import install_codex
+
+        report = install_codex(uninstall=args.uninstall)
+    return Outcome(report, render_host_report(report))
 
 
 # --- certify ----------------------------------------------------------------------------
@@ -572,6 +658,9 @@ COMMANDS: list[Command] = [
             _inspect_arguments, _run_inspect),
     Command("hook", "compaction hook over stdio: one session_before_compact event in, "
             "one JSON result out", _hook_arguments, _run_hook),
+    Command("handoff", "SessionStart(compact) hook for Claude Code and Codex: the host's "
+            "hook JSON in, an addressed recovery packet about the compacted span out "
+            "(nothing on any failure)", _handoff_arguments, _run_handoff),
     Command("compact", "compact a session file (print it, or --append the compaction entry)",
             _compact_arguments, _run_compact),
     Command("reindex", "index changed sessions into the memory index",
@@ -592,6 +681,12 @@ COMMANDS: list[Command] = [
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
     Command("pi", "the Pi extension: its path, install into Pi's settings, the memory "
             "tools it calls", _pi_arguments, _run_pi, json_flag=False),
+    Command("quickstart", "index your sessions (else the bundled samples, into this clone's "
+            "own index) and show a recall and the sessions", _quickstart_arguments,
+            _run_quickstart),
+    Command("install", "make a host use fabric-memory: claude and codex get the MCP server "
+            "and the SessionStart(compact) handoff hook, pi the extension", _install_arguments,
+            _run_install, json_flag=False),
     Command("certify", "run the certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,
             json_flag=False),

@@ -158,6 +158,12 @@ class CompactionError(FabricMemoryError):
     code = "compaction_error"
 
 
+class HandoffError(FabricMemoryError):
+    """No handoff packet can be made (the hook then prints nothing and logs this)."""
+
+    code = "handoff_error"
+
+
 class HookInputError(CompactionError):
     """The stdio hook received input it cannot use."""
 
@@ -180,11 +186,26 @@ class IndexLockedError(MemoryIndexError):
     code = "index_locked"
 
 
+class IndexBusyError(MemoryIndexError):
+    """Another process held Tantivy's meta lock (``.tantivy-meta.lock``) past the wait: a
+    query with no earlier commit to answer from, or a writer, gives up instead of waiting
+    forever."""
+
+    code = "index_busy"
+
+
 class WatchError(MemoryIndexError):
     """The live index cannot watch (part of) a sessions root for now: an unreadable folder,
     a root removed or replaced. The watcher logs it and goes on."""
 
     code = "watch_error"
+
+
+class ClusterError(FabricMemoryError):
+    """A sharded build could not run on its cluster: the scheduler cannot be reached, or a
+    shard's task failed past its retries. The index is left as the last build wrote it."""
+
+    code = "cluster_error"
 
 
 class QueryError(FabricMemoryError):

@@ -36,7 +36,7 @@ from .memory.catalog import DEFAULT_HOT_SESSIONS, default_roots, list_sessions
 from .memory.expand import REQUEST_KINDS as EXPAND_KINDS
 from .memory.expand import expand_request
 from .memory.live import LiveReport, watch_sessions
-from .memory.locations import index_root
+from .memory.locations import index_root, working_folder
 from .memory.recall import DEFAULT_LIMIT, recall_request
 from .memory.recall import REQUEST_KINDS as RECALL_KINDS
 
@@ -109,12 +109,16 @@ class Places:
     sessions_dirs: tuple[Path, ...]
     index_dir: Path
     agents: str | None = None
+    project: str | None = None
+    """The folder the server was started in (a host starts it in the project): its
+    sessions rank first in recall."""
 
     @classmethod
-    def of(cls, sessions: str | None, index: str | None, agents: str | None = None) -> Places:
+    def of(cls, sessions: str | None, index: str | None, agents: str | None = None,
+           project: str | None = None) -> Places:
         index_dir = _resolved(index_root(index))
         return cls(sessions, index, default_roots(sessions, index_dir, agents)[0], index_dir,
-                   agents)
+                   agents, project)
 
     def bind(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """``request`` without its location keys, plus this server's own, after checking
@@ -220,9 +224,13 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         hotSessions: int | None = None,
         index: str | None = None,
         sessions: str | None = None,
+        project: str | None = None,
+        preferProject: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in RECALL_KEYS}
-        return await _run(lambda: recall_request({**hot, **places.bind(given)}))
+        prefer = ({"preferProject": places.project}
+                  if places.project and project is None and preferProject is None else {})
+        return await _run(lambda: recall_request({**hot, **prefer, **places.bind(given)}))
 
     @server.tool(name="expand", description=EXPAND_DESCRIPTION, annotations=READ_ONLY)
     async def expand(
@@ -279,7 +287,7 @@ def serve(
     """Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives; the live
     index thread finishes its step (its commit) before this returns. ``agents`` narrows
     what the live index reads (as ``reindex --agents``)."""
-    places = Places.of(sessions, index, agents)
+    places = Places.of(sessions, index, agents, working_folder())
     server = build_server(places, hot_sessions)
     stop = threading.Event()
     watcher: threading.Thread | None = None

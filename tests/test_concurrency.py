@@ -5,20 +5,34 @@ Every subprocess runs under a hard time limit (``reliability.PROCESS_SECONDS``).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from bench import hang
 from fabric_memory.compaction import compact_session
-from fabric_memory.errors import FabricMemoryError
+from fabric_memory.errors import FabricMemoryError, IndexBusyError
+from fabric_memory.memory import reindex as reindex_module
 from fabric_memory.memory.catalog import load_catalog
 from fabric_memory.memory.expand import expand_request
-from fabric_memory.memory.index import LOCK_NAME, open_index
+from fabric_memory.memory.index import (
+    BUSY_SECONDS,
+    LOCK_NAME,
+    TANTIVY_LOCKS,
+    MemoryIndex,
+    SearchSpec,
+    open_index,
+)
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
 
@@ -241,6 +255,115 @@ def test_readers_during_a_reindex_see_whole_results(tmp_path: Path, corpus_dir: 
     assert checked > 0
     assert_consistent(roots["index"])
     SCENARIOS["readers during a full reindex"] = READER_THREADS + READER_PROCESSES + 1
+
+
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+@contextlib.contextmanager
+def _stuck_meta_lock(directory: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Another process holding Tantivy's meta lock of ``directory`` and never letting go."""
+    holder = python(HOLD, str(directory / TANTIVY_LOCKS[1]))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _flock_free(path: Path) -> bool:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_parser_workers_let_go_of_a_lock_held_as_they_were_forked(tmp_path: Path) -> None:
+    """A parser worker forked while a thread of the writer holds Tantivy's meta lock closes
+    its copy: the lock is free as soon as the thread lets go (the cause of the hang)."""
+    lock = tmp_path / TANTIVY_LOCKS[1]
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a Tantivy reader's watcher thread does to reload
+    with reindex_module._workers(2) as pool:
+        assert pool is not None
+        os.close(fd)  # the thread is done
+        assert _flock_free(lock), "a forked worker still holds the lock"
+
+
+def test_a_fresh_query_gives_up_on_a_stuck_meta_lock(tmp_path: Path, corpus_dir: Path) -> None:
+    """A query in a new process whose index's meta lock stays taken fails within the bound
+    with index_busy, naming the holder's pid, instead of waiting for ever."""
+    roots = _roots(tmp_path)
+    clone_sessions(corpus_dir, roots["sessions"], 4)
+    reindex(**roots, workers=1)
+    directory = open_index(roots["index"]).directory
+    with _stuck_meta_lock(directory) as holder:
+        started = time.monotonic()
+        with pytest.raises(IndexBusyError) as caught:
+            MemoryIndex(roots["index"]).count("entry")
+        waited = time.monotonic() - started
+    assert BUSY_SECONDS <= waited < BUSY_SECONDS + 5, waited
+    assert caught.value.code == "index_busy"
+    assert f"(pid {holder.pid}) has held Tantivy's meta lock" in caught.value.message
+    assert "retry in a moment" in caught.value.message
+
+
+def test_an_open_reader_answers_from_its_commit_while_the_meta_lock_is_stuck(
+        tmp_path: Path, corpus_dir: Path) -> None:
+    """A reader already open (a server) that finds a newer commit but cannot take the meta
+    lock to load it answers from the commit it has, then loads the new one once it is free."""
+    roots = _roots(tmp_path)
+    paths = clone_sessions(corpus_dir, roots["sessions"], 4)
+    reindex(**roots, workers=1)
+    reader = MemoryIndex(roots["index"])
+    spec = SearchSpec(text="written after the reader opened", mode="phrase")
+    assert reader.search(spec, limit=5, offset=0, snippet_chars=80).total == 0
+    append_user(paths[0], "written after the reader opened")
+    reindex(**roots, workers=1)
+    generation = reader.generation
+    with _stuck_meta_lock(reader.directory):
+        page = reader.search(spec, limit=5, offset=0, snippet_chars=80)
+        assert page.total == 0 and reader.generation == generation
+    assert reader.search(spec, limit=5, offset=0, snippet_chars=80).total == 1
+
+
+def test_a_writer_gives_up_on_a_stuck_meta_lock_naming_its_holder(
+        tmp_path: Path, corpus_dir: Path) -> None:
+    """A reindex whose index's meta lock stays taken past its wait fails with index_busy naming
+    the holder, releases the writer lock, and the index stays as it was."""
+    roots = _roots(tmp_path)
+    paths = clone_sessions(corpus_dir, roots["sessions"], 4)
+    reindex(**roots, workers=1)
+    append_user(paths[0], "a change to index")
+    directory = open_index(roots["index"]).directory
+    with _stuck_meta_lock(directory) as holder, \
+            pytest.raises(IndexBusyError, match=f"pid {holder.pid}"):
+        reindex(**roots, workers=1, lock_timeout=0.5)
+    assert _flock_free(roots["index"] / LOCK_NAME)
+    assert reindex(**roots, workers=1)["indexed"] == 1
+    assert_consistent(roots["index"])
+
+
+def test_full_reindex_beside_three_recall_loops_never_hangs() -> None:
+    """One `reindex --full` loop beside three `recall` loops over fixtures/pi-mono-real for a
+    minute: no command hangs (past 30 s its stacks are dumped) and none fails."""
+    found = hang.run(seconds=60, readers=3, hang=30.0)
+    stacks = "\n".join(f"{h['command']} (pid {h['pid']}):\n{h['locks']}\n{h['stacks']}"
+                       for h in found["hangs"])
+    assert found["hangs"] == [] and found["errors"] == {}, stacks or found["errors"]
+    assert min(found["byLoop"].values()) > 0, found
+    SCENARIOS["reindex --full beside three recall loops"] = 4
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -105,6 +105,28 @@ def test_a_line_without_uuid_is_a_located_note(tmp_path: Path) -> None:
         (3, 'unknown Claude Code line type "progress"; skipped')]
 
 
+def test_the_chain_goes_on_through_attachment_lines(tmp_path: Path) -> None:
+    """Claude Code 2.1 writes attachment lines between turns and names them as the next
+    turn's parent: the chain goes on through them, so every turn is on the active branch
+    (an attachment naming itself as parent ends the walk)."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_line("s", "u1", message={"role": "user", "content": "first"})
+                     + _line("s", "a1", "attachment", parentUuid="u1", attachment={})
+                     + _line("s", "a2", "attachment", parentUuid="a1", attachment={})
+                     + _line("s", None, "api-request")
+                     + _line("s", "u2", "assistant", parentUuid="a2",
+                             message={"role": "assistant", "content": [
+                                 {"type": "text", "text": "second"}]})
+                     + _line("s", "a3", "attachment", parentUuid="a3")
+                     + _line("s", "u3", "user", parentUuid="a3",
+                             message={"role": "user", "content": "third"}))
+    session = read_source(path)
+    assert [(e.id, e.parent_id) for e in session.entries] == [
+        ("u1", None), ("u2", "u1"), ("u3", "a3")]
+    assert [e.id for e in session.active_branch()] == ["u3"]
+    assert not session.malformed
+
+
 def test_a_transcript_naming_no_session_is_not_one(tmp_path: Path) -> None:
     """A file of summary lines alone names no session: not a session, with the reason."""
     path = tmp_path / "s.jsonl"

@@ -6,7 +6,6 @@ import pytest
 
 from fabric_memory.compaction.work import (
     checks,
-    edit_change,
     first_changed_line,
     moves,
     no_match,
@@ -73,9 +72,9 @@ def test_edits_writes_and_moves_name_their_change() -> None:
     assert first_changed_line("a\n  b: AppMessage[]\nc", "a\n  b: ToolResultMessage[]\nc") == (
         "b: AppMessage[]", "b: ToolResultMessage[]")
     assert first_changed_line("x\n}", "x\n\n  added();\n}") == ("", "added();")
-    assert edit_change({"oldText": "a", "newText": "b"}) == ("a", "b")
-    assert edit_change({"path": "p"}) is None
-    assert written_lines({"content": "1\n2\n3"}) == 3
+    assert written_lines("1\n2\n3") == 3
+    assert written_lines("1\n") == 1
+    assert written_lines(None) is None
     assert moves("cd src && mv a.ts b.ts c/ && git rm -r old && rm -f x.log") == [
         ("a.ts", "moved to c/"), ("b.ts", "moved to c/"), ("old", "deleted"),
         ("x.log", "deleted")]

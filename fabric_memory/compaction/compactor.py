@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
 from ..errors import clipped
+from ..sources.registry import TOOLS
+from ..sources.tools import DONE, FileWork
 from ..trace import (
     FabricExecutionTraceOperationV1,
     FabricResult,
@@ -53,7 +55,15 @@ from .text import (
 )
 from .work import Run as ShellRun
 from .work import checks as check_commands
-from .work import edit_change, interesting, moves, no_match, shell_run, vcs_events, written_lines
+from .work import (
+    first_changed_line,
+    interesting,
+    moves,
+    no_match,
+    shell_run,
+    vcs_events,
+    written_lines,
+)
 from .work import outcome as check_outcome
 
 FILE_ACTIONS: Final = {"read": "read", "write": "written", "edit": "modified"}
@@ -77,6 +87,8 @@ COMMAND_BYTES: Final = 80
 EVENT_BYTES: Final = 200
 CHANGES_PER_FILE: Final = 3
 """A file's latest changes kept in the state (older ones leave it as newer ones come)."""
+PLAN_KEY: Final = "plan"
+"""The key every open item shares: a new plan removes the one before."""
 GOAL_ITEMS: Final = 3
 """Bare links or paths the goal takes before the first request that says something."""
 
@@ -496,59 +508,95 @@ class _Cycle:
         turn.failures += failed
 
     def _tool(self, view: EntryView) -> None:
-        """A plain tool result: its outcome (for outstanding errors) and the file it touched,
-        both from the call's arguments; a shell command's result text is read for what it
-        reports (commits, checks, searches with no match), no other result text is."""
+        """A plain tool result: its outcome (for outstanding errors) and what the call did,
+        as its agent's tool table reads the call's arguments (:data:`TOOLS`); a shell
+        command's result text is read for what it reports (commits, checks, searches with
+        no match), no other result text is."""
         call = self.calls.get(view.call_id) if view.call_id is not None else None
         name = view.tool_name or (call.name if call is not None else "")
         arguments = call.arguments if call is not None else {}
         message = view.message or {}
         failed = message.get("isError") is True
-        command = arguments.get("command") if name == "bash" else None
-        if isinstance(command, str) and interesting(command):
-            run = shell_run(content_text(message.get("content")), failed)
+        tool = TOOLS.get(name)
+        use = tool.use(arguments) if tool is not None else None
+        command = use.command if use is not None else None
+        interrupted = message.get("interrupted") is True
+        if command is not None and interesting(command):
+            run = shell_run(content_text(message.get("content")), failed,
+                            message.get("exitCode"))
             if failed and no_match(command, run):
                 self.counts["searchesWithoutMatch"] += 1
                 return
-            self._shell(view.id, command, run)
-        if failed:
-            key = self._error(OperationEvent(view.id, name, target_of(arguments), "failed", None,
+            self._shell(view.id, command, run, interrupted)
+        target = use.target if use is not None and use.target is not None else None
+        if target is None:
+            target = target_of(arguments)
+        if failed or interrupted:
+            key = self._error(OperationEvent(view.id, name, target,
+                                             "interrupted" if interrupted else "failed", None,
                                              None, "tool"))
-            if isinstance(command, str) and interesting(command):
+            if command is not None and interesting(command):
                 failed_checks = self._failed_checks()
                 for check in check_commands(command):
                     failed_checks.setdefault(clip(check, COMMAND_BYTES), []).append(key)
             return
-        self._resolve(name, arguments)
-        path = arguments.get("path")
-        if name in FILE_ACTIONS and isinstance(path, str) and path:
-            shown = mask(path)
-            seen = shown in self.touched or shown in self.ledgers["files"].keys
-            self._touch(path, FILE_ACTIONS[name], view.id)
-            if name != "read":
-                self._change(shown, name, arguments, view.id, seen)
+        self._resolve_target(name, target)
+        if use is None:
+            return
+        for work in use.files:
+            self._file_work(work, view.id)
+        if use.plan is not None:
+            self._plan(use.plan, view.id)
 
-    def _shell(self, address: str, command: str, run: ShellRun) -> None:
+    def _file_work(self, work: FileWork, address: str) -> None:
+        """A file a call touched (its path masked where it enters the state) and, but for
+        a read, how it changed."""
+        shown = mask(work.path)
+        seen = shown in self.touched or shown in self.ledgers["files"].keys
+        if work.action == "deleted":
+            self._moved(shown, "deleted", address)
+            return
+        self._touch(work.path, work.action, address)
+        if work.action != "read":
+            self._change(shown, work, address, seen)
+        if work.moved_to:
+            self._moved(shown, f"moved to {work.moved_to}", address)
+
+    def _moved(self, shown: str, what: str, address: str) -> None:
+        self.ledgers["changes"].add_latest(
+            Item(address, address, f"{shown}: {clip(what, TARGET_BYTES)}", key=shown),
+            CHANGES_PER_FILE,
+        )
+
+    def _plan(self, steps: tuple[tuple[str, str], ...], address: str) -> None:
+        """The plan a call set: its steps not yet done are the open items (each plan
+        replaces the one before)."""
+        plan = self.ledgers["plan"]
+        plan.remove(PLAN_KEY)
+        for status, step in steps:
+            if status not in DONE:
+                shown = f"{mask(status)}: {clip_collapsed(step, STATEMENT_BYTES)}"
+                plan.add(Item(address, address, shown, key=PLAN_KEY))
+
+    def _shell(self, address: str, command: str, run: ShellRun,
+               interrupted: bool = False) -> None:
         """What a shell command did: check runs by command, the commits, tags, pushes,
         releases and branch switches it reports and (when it succeeded) the files it deleted
         or moved (``command``: one :func:`~.work.interesting` said may do any of it)."""
         checks = check_commands(command)
         if checks:
-            passed, failing = check_outcome(run)
+            passed, failing = (False, "interrupted") if interrupted else check_outcome(run)
+            code = None if interrupted else run.exit_code
             for check in checks:
-                self._check(address, check, passed, failing, run.exit_code)
+                self._check(address, check, passed, failing, code)
         events = vcs_events(command, run.output, run.failed)
         if events:  # one line per command: a commit and its push, a release and its tag
             self.ledgers["commits"].add(Item(address, address, clip("; ".join(events),
                                                                     EVENT_BYTES)))
-        if run.failed:
+        if run.failed or interrupted:
             return
         for path, what in moves(command):
-            shown = mask(path)
-            self.ledgers["changes"].add_latest(
-                Item(address, address, f"{shown}: {clip(what, TARGET_BYTES)}", key=shown),
-                CHANGES_PER_FILE,
-            )
+            self._moved(mask(path), what, address)
 
     def _check(self, address: str, command: str, passed: bool, failing: str,
                exit_code: int | None) -> None:
@@ -573,31 +621,35 @@ class _Cycle:
         checks.add(Item(address, address, text, key=key,
                         tags=(f"{runs} run{'s' if runs != 1 else ''}",)))
 
-    def _change(self, shown: str, tool: str, arguments: Mapping[str, Any], address: str,
-                seen: bool) -> None:
+    def _change(self, shown: str, work: FileWork, address: str, seen: bool) -> None:
         """An edit's first changed line or a write's line count, under its file (``shown``:
         its masked path; ``seen``: touched earlier in the session, so a write overwrites)."""
-        if tool == "edit":
-            lines = edit_change(arguments)
-            if lines is None:
+        if work.action == "modified":
+            if work.old is None or work.new is None:
                 return
-            old, new = (clip(line, CHANGE_LINE_BYTES) for line in lines)
+            old, new = (clip(line, CHANGE_LINE_BYTES)
+                        for line in first_changed_line(work.old, work.new))
             change = " -> ".join(
                 part for part in (old and f"`- {old}`", new and f"`+ {new}`") if part
             ) or "whitespace only"
             change = f"edit {change}"
         else:
-            count = written_lines(arguments)
+            count = written_lines(work.new)
             if count is None:
                 return
-            change = f"{'overwritten' if seen else 'created'} ({count} lines)"
+            created = work.action == "created" or not seen
+            change = f"{'created' if created else 'overwritten'} ({count} lines)"
         self.ledgers["changes"].add_latest(
             Item(address, address, f"{shown}: {change}", key=shown), CHANGES_PER_FILE
         )
 
     def _resolve(self, ref: str, args: Mapping[str, Any]) -> None:
         if ref in self.error_refs:
-            key = target_key(mask(ref), mask(target_of(args)))
+            self._resolve_target(ref, target_of(args))
+
+    def _resolve_target(self, ref: str, target: str) -> None:
+        if ref in self.error_refs:
+            key = target_key(mask(ref), mask(target))
             self.resolved += len(self.ledgers["errors"].remove(key))
 
     def _error(self, event: OperationEvent) -> str:
@@ -620,7 +672,8 @@ class _Cycle:
             found: dict[str, list[str]] = {}
             for key in self.ledgers["errors"].keys:
                 ref, _, target = key.partition("\x00")
-                if ref == "bash" and interesting(target):
+                tool = TOOLS.get(ref)
+                if tool is not None and tool.kind == "shell" and interesting(target):
                     for check in check_commands(target):
                         found.setdefault(clip(check, COMMAND_BYTES), []).append(key)
             self.check_errors = found
@@ -746,3 +799,15 @@ def compact_branch(
         adjusted_from=first_kept_entry_id if safe != cut else None,
     )
     return Compaction(rendered.summary, kept, tokens_before, details, first_kept_entry_id)
+
+
+def trail(span: Sequence[EntryView]) -> CumulativeState:
+    """What the work trail reads of ``span`` alone (entry views in order; no earlier state,
+    no cut, an agent's own compaction entries passed over): the same ledgers a summary
+    carries, for a report about that span (the handoff packet)."""
+    calls = index_tool_calls(span)
+    with masking_once():
+        cycle = _Cycle(CumulativeState(), calls)
+        for view in span:
+            cycle.add(view)
+        return cycle.state()

@@ -26,6 +26,10 @@ COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
 STATE_VERSION: Final = 2
 """2: the ``changes``, ``commits`` and ``checks`` ledgers (a version 1 state is rebuilt)."""
+OPTIONAL_LEDGERS: Final[frozenset[LedgerName]] = frozenset({"plan"})
+"""Ledgers added within version 2: written only when they hold something, read as empty
+when absent (a state written before them stays valid, and a session without them keeps
+the same details)."""
 
 
 # --- the cumulative state ------------------------------------------------------------
@@ -77,7 +81,10 @@ class CumulativeState:
             "coverage": self.coverage.to_json(),
             "counts": dict(sorted(self.counts.items())),
             "status": [item.to_json() for item in self.status],
-            "ledgers": {name: self.ledgers[name].to_json() for name in LEDGERS},
+            "ledgers": {
+                name: ledger.to_json() for name in LEDGERS
+                if (ledger := self.ledgers[name]).total or name not in OPTIONAL_LEDGERS
+            },
         }
 
     def sampled(self, shown: Mapping[str, tuple[int, int]]) -> CumulativeState:
@@ -120,7 +127,11 @@ def read_state(value: Any) -> CumulativeState | None:
     if not all(isinstance(k, str) and is_count(v) for k, v in counts.items()):
         return None
     status_items = [Item.from_json(item) for item in status]
-    parsed = {name: Ledger.from_json(ledgers.get(name)) for name in LEDGERS}
+    parsed = {
+        name: Ledger() if name in OPTIONAL_LEDGERS and name not in ledgers
+        else Ledger.from_json(ledgers.get(name))
+        for name in LEDGERS
+    }
     if any(item is None for item in status_items) or any(v is None for v in parsed.values()):
         return None
     return CumulativeState(

@@ -1,5 +1,5 @@
-"""Ledgers: the sampled lists a compaction carries (goal, constraints, facts, errors, files,
-file changes, commits, checks, activity, turns).
+"""Ledgers: the sampled lists a compaction carries (goal, constraints, facts, errors, open
+items, files, file changes, commits, checks, activity, turns).
 
 A :class:`Ledger` keeps the earliest items (``head``), a counted gap of items that no
 longer fit (``dropped``, with the addresses that bound it) and the latest items
@@ -19,7 +19,7 @@ from .._js import is_count
 from .text import utf8_size
 
 LedgerName = Literal[
-    "goal", "constraints", "facts", "errors", "files", "changes", "commits", "checks",
+    "goal", "constraints", "facts", "errors", "plan", "files", "changes", "commits", "checks",
     "activity", "turns",
 ]
 LEDGERS: Final[tuple[LedgerName, ...]] = (
@@ -27,6 +27,7 @@ LEDGERS: Final[tuple[LedgerName, ...]] = (
     "constraints",
     "facts",
     "errors",
+    "plan",
     "files",
     "changes",
     "commits",
@@ -193,6 +194,7 @@ CAPS: Final[Mapping[LedgerName, Cap]] = {
     "constraints": Cap(2048, 3072),
     "facts": Cap(2048, 4096),
     "errors": Cap(3072, 9216),
+    "plan": Cap(1024, 3072),
     "files": Cap(2048, 9216),
     "changes": Cap(1024, 6144),
     "commits": Cap(1024, 3072),

@@ -10,7 +10,7 @@ enters the state (and masks it there).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -214,20 +214,9 @@ def _first_text(lines: list[str]) -> str:
     return next((line.strip() for line in lines if line.strip()), "")
 
 
-def edit_change(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
-    """An edit's first changed line, old and new (Pi's ``oldText``/``newText``; also
-    ``old_string``/``new_string``), or None when the arguments carry no texts."""
-    old = arguments.get("oldText", arguments.get("old_string"))
-    new = arguments.get("newText", arguments.get("new_string"))
-    if not isinstance(old, str) or not isinstance(new, str):
-        return None
-    return first_changed_line(old, new)
-
-
-def written_lines(arguments: Mapping[str, Any]) -> int | None:
+def written_lines(content: str | None) -> int | None:
     """How many lines a write's ``content`` has (None without one)."""
-    content = arguments.get("content")
-    if not isinstance(content, str):
+    if content is None:
         return None
     return content.count("\n") + (1 if content and not content.endswith("\n") else 0)
 

@@ -29,18 +29,20 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from ..arguments import Clamped, Kind, bounded, check_names, checked_request
-from ..errors import ExpandError, SessionError, UsageError, clipped
+from ..errors import ExpandError, MemoryIndexError, SessionError, UsageError, clipped
 from ..redact import redact_json, redact_json_text
 from ..session import Entry, Session, hash_file, open_regular
-from ..sources import read_source
+from ..sources import read_source, reader_for
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
-from .index import MemoryIndex
+from .locations import session_files
 from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import render_entry, render_record
+from .sharded import Memory
 
 MAX_SELECTORS = 100
 DEFAULT_MAX_ENTRIES = 10
@@ -197,7 +199,7 @@ def expand(
                        after, expected_lineage_fingerprint, max_entries, max_chars,
                        show_secrets, raw, index, sessions)
     roots, handle = default_roots(sessions, index)
-    record = load_catalog(handle).resolve(session, roots)
+    record = _record(handle, session, roots)
     source = _open_source(handle, record)
     if expected_source_hash is not None and expected_source_hash != source.source_hash:
         raise ExpandError(
@@ -281,7 +283,7 @@ class IndexedSource:
     """The file is byte-identical to what the index holds: resolve through the index and
     read lines from the descriptor that was hashed (see :func:`_open_source`)."""
 
-    def __init__(self, handle: MemoryIndex, record: SessionRecord, fd: int):
+    def __init__(self, handle: Memory, record: SessionRecord, fd: int):
         self.handle = handle
         self.record = record
         self._fd = fd
@@ -385,7 +387,28 @@ def _located(doc: Mapping[str, Any]) -> Located:
                    int(doc["length"]), int(sequence) if sequence is not None else None)
 
 
-def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
+def _record(handle: Memory, session: str, roots: tuple[Path, ...]) -> SessionRecord:
+    """The index's record of ``session``; when the index does not hold it (or there is no
+    index yet), the one file under ``roots`` that holds it
+    (:func:`~.locations.session_files`), read as it is now: a session's addresses expand
+    before any reindex has seen it."""
+    try:
+        return load_catalog(handle).resolve(session, roots)
+    except (ExpandError, MemoryIndexError) as exc:
+        if isinstance(exc, ExpandError) and exc.code != "session_not_found":
+            raise
+        files = session_files(session, roots)
+        if len(files) != 1:
+            if len(files) > 1:
+                raise ExpandError("ambiguous_session", f"session {clipped(session)}: id "
+                                  f"shared by {len(files)} files "
+                                  f"({', '.join(map(str, files))}); pass the path") from None
+            raise
+    path = str(files[0])
+    return SessionRecord(path, session, 0, 0, "", "", 0, 0, "", agent=reader_for(path).name)
+
+
+def _open_source(handle: Memory, record: SessionRecord) -> Source:
     """The session as it is now, read through one descriptor that is hashed first.
 
     Lines are read from that descriptor, never by path (the path may since name another

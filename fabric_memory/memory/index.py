@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 import orjson
 import tantivy
 
-from ..errors import IndexLockedError, MemoryIndexError, QueryError, clipped
+from ..errors import IndexBusyError, IndexLockedError, MemoryIndexError, QueryError, clipped
 from ..redact import RULES_FINGERPRINT
 from ..words import CJK_CLASS, MAX_WORD_BYTES, STOP_WORDS, cjk_pairs, is_cjk
 from .locations import make_private_dirs
@@ -56,6 +56,10 @@ MAX_REGEX_CHARS = 256
 MAX_REGEX_SECONDS = 2.0
 """Longest a regex may take to compile (Tantivy builds its automaton holding the GIL)."""
 LOCK_NAME = "writer.lock"
+BUSY_SECONDS = 2.0
+"""Longest a query waits for Tantivy's meta lock before it answers from the commit it
+already has open, or fails with ``index_busy`` when it has none (a fresh process). Each
+holder keeps it for milliseconds: to list a commit's segments or delete unused files."""
 
 # Exact-match fields: ids, refs, outcomes, addresses (raw tokenizer, fast for filters).
 RAW_FIELDS = (
@@ -74,6 +78,9 @@ I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 """What Tantivy's integer fields hold; every number is brought inside before it is added."""
 ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
+MASK_KIND = "mask"
+"""In the delta shard of a sharded index: the documents of this path in the other shards are
+outdated (the delta holds the session's new ones, or the file is gone)."""
 
 TextMode = Literal["literal", "phrase", "regex"]
 _VERSION_DIR = re.compile(r"v(\d+(?:-[0-9a-f]+)?)")
@@ -246,6 +253,92 @@ class HitPage:
     its pairs); None without text, or for a regex."""
 
 
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One hit before its document is read."""
+
+    part: int
+    """0: the hit holds every word of a query whose words need not all match (or the query
+    has no such parts); 1: only some. Part 0 comes first."""
+    value: float
+    """Its BM25 score, or its time (ms) when the query has no text (newest first)."""
+    address: tantivy.DocAddress
+
+    def key(self) -> tuple[int, float]:
+        """Where the hit falls in an order merged from several rankings (smaller first)."""
+        return (self.part, -self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """The first hits of one search in order, and what reading them needs."""
+
+    total: int
+    found: list[Ranked]
+    searcher: tantivy.Searcher
+    where: str
+    plan: _Plan | None = None
+    """How the query's text was searched (None without text)."""
+    all_words: int | None = None
+    """See :attr:`HitPage.all_words`."""
+
+    @property
+    def words(self) -> int | None:
+        """See :attr:`HitPage.words`."""
+        return self.plan.words if self.plan is not None else None
+
+    def read(self, chosen: Sequence[Ranked], snippet_chars: int) -> list[Hit]:
+        """The documents of ``chosen`` (hits of this ranking), with their snippets and how
+        many of the query's words each holds."""
+        plan = self.plan
+        generator = None
+        with _translated(self.where):
+            if plan is not None and plan.snippet is not None:
+                generator = tantivy.SnippetGenerator.create(self.searcher, plan.snippet,
+                                                            SCHEMA, "text")
+                generator.set_max_num_chars(snippet_chars)
+            docs = [self.searcher.doc(ranked.address) for ranked in chosen]
+            held = self._words_held([doc for ranked, doc in zip(chosen, docs, strict=True)
+                                     if ranked.part == 1])
+            hits = []
+            for ranked, doc in zip(chosen, docs, strict=True):
+                fields = _first_values(doc)
+                snippet = generator.snippet_from_doc(doc).fragment() if generator else ""
+                text = fields.pop("text", "")
+                if not snippet:
+                    snippet = _head(text, snippet_chars)
+                score = ranked.value if plan is not None else None
+                words = held.get(_doc_key(ranked.address), self.words) if ranked.part else (
+                    self.words)
+                hits.append(Hit(score, fields, snippet, words))
+        return hits
+
+    def _words_held(self, some: list[tantivy.Document]) -> dict[tuple[int, int], int]:
+        """How many of the plan's words each document of the some-words part holds: one
+        search over those documents alone (by path and address), each word scoring 1."""
+        if not some or self.plan is None or not self.plan.counted:
+            return {}
+        within = [tantivy.Query.term_set_query(SCHEMA, name, list({
+            str(doc.get_first(name)) for doc in some})) for name in ("path", "address")]
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in within]
+            + [(tantivy.Occur.Should, tantivy.Query.const_score_query(word, 1.0))
+               for word in self.plan.counted])
+        result = self.searcher.search(query, limit=len(some), count=True)
+        if _count(result) > len(result.hits):
+            result = self.searcher.search(query, limit=_count(result))
+        return {_doc_key(address): round(score) for score, address in result.hits}
+
+
+def _doc_key(address: tantivy.DocAddress) -> tuple[int, int]:
+    return (address.segment_ord, address.doc)
+
+
+def _ranked(part: int, found: Sequence[tuple[Any, tantivy.DocAddress]]) -> list[Ranked]:
+    return [Ranked(part, float(value if value is not None else I64_MIN), address)
+            for value, address in found]
+
+
 LOCATION_FIELDS = ("kind", "address", "entry_id", "position", "type", "line", "offset", "length",
                    "sequence")
 """What :meth:`MemoryIndex.lookup` returns of each document: where its source is."""
@@ -319,24 +412,28 @@ class MemoryIndex:
     def exists(self) -> bool:
         return (self.directory / "meta.json").is_file()
 
-    def _open(self, *, writing: bool = False) -> tantivy.Index:
+    def _open(self) -> tantivy.Index:
         with self._reload:
-            return self._opened(writing)
+            return self._opened()
 
-    def _opened(self, writing: bool = False) -> tantivy.Index:
+    def _opened(self) -> tantivy.Index:
         if self._index is None:
             if not self.exists():
                 raise MemoryIndexError(self._missing_reason())
             where = self.directory
-            if not writing and not _writable(self.directory):
+            if not _writable(self.directory):
                 where = self._read_only_view()
+            await_meta_lock(where, BUSY_SECONDS)
             with _translated(str(self.directory)):
-                if not tantivy.Index.is_compatible(str(where)):
-                    raise MemoryIndexError(
-                        f"{self.directory}: index written by another Tantivy format; "
-                        "run `fabric-memory reindex` to rebuild it"
-                    )
-                index = tantivy.Index.open(str(where))
+                try:
+                    index = tantivy.Index.open(str(where))
+                except ValueError:
+                    if not tantivy.Index.is_compatible(str(where)):
+                        raise MemoryIndexError(
+                            f"{self.directory}: index written by another Tantivy format; "
+                            "run `fabric-memory reindex` to rebuild it"
+                        ) from None
+                    raise
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
             self._index = index
             self._meta_key = self._stat_meta()
@@ -387,13 +484,18 @@ class MemoryIndex:
                 self._index = None
                 self._open()
                 return self.generation
+            try:
+                await_meta_lock(self.directory, BUSY_SECONDS)
+            except IndexBusyError:
+                return self.generation  # the commit already open answers; reload next call
             with _translated(str(self.directory)):
                 index.reload()
             self._meta_key = key
             self.generation += 1
         return self.generation
 
-    def prepare_for_writing(self, *, rebuild: bool = False) -> str | None:
+    def prepare_for_writing(self, *, rebuild: bool = False,
+                            wait: float = BUSY_SECONDS) -> str | None:
         """Create the index directory (mode 0700), or rebuild an incompatible one (and, with
         ``rebuild``, a damaged one: whatever state it is in).
 
@@ -408,14 +510,15 @@ class MemoryIndex:
                 f"v{SCHEMA_TAG}"
             )
         _clear_tantivy_locks(self.directory)
-        damage = self._damage() if self.directory.exists() else None
+        self._index = None
+        damage = self._damage(wait) if self.directory.exists() else None
         if damage is not None and (rebuild or damage in (INCOMPATIBLE, NO_META)):
             shutil.rmtree(self.directory)
             notice = f"memory index at {self.root} {damage}; rebuilt from the sessions"
         elif damage is not None:
             raise MemoryIndexError(f"{self.directory}: the index {damage}; {REBUILD}")
-        self._index = None
         if not self.exists():
+            self._index = None
             make_private_dirs(self.directory)
             with _translated(str(self.directory)):
                 index = tantivy.Index(SCHEMA, path=str(self.directory), reuse=False)
@@ -428,20 +531,28 @@ class MemoryIndex:
             self._index = None
         return notice
 
-    def _damage(self) -> str | None:
+    def _damage(self, wait: float) -> str | None:
         """Why the index directory cannot be used as it is, or None when it opens and every
-        segment loads (a deleted or truncated segment file fails here)."""
+        segment loads (a deleted or truncated segment file fails here); the index opened is
+        kept for the writer. Waits up to ``wait`` s for Tantivy's meta lock."""
         if not self.exists():
             return NO_META
+        await_meta_lock(self.directory, wait)
         try:
             with _translated(str(self.directory)):
-                if not tantivy.Index.is_compatible(str(self.directory)):
-                    return INCOMPATIBLE
-                index = tantivy.Index.open(str(self.directory))
+                try:
+                    index = tantivy.Index.open(str(self.directory))
+                except ValueError:
+                    if not tantivy.Index.is_compatible(str(self.directory)):
+                        return INCOMPATIBLE
+                    raise
                 index.register_tokenizer(TEXT_TOKENIZER, ANALYZER)
                 index.searcher()
         except MemoryIndexError as exc:
             return f"is damaged ({exc.message.split(': ', 1)[-1].rsplit('; ', 1)[0]})"
+        self._index = index
+        self._meta_key = self._stat_meta()
+        self.generation += 1
         return None
 
     def writer(self, *, timeout: float, threads: int = 0, rebuild: bool = False) -> Writer:
@@ -451,20 +562,21 @@ class MemoryIndex:
         lock.acquire(timeout)
         try:
             try:
-                notice = self.prepare_for_writing(rebuild=rebuild)
+                notice = self.prepare_for_writing(rebuild=rebuild,
+                                                  wait=max(timeout, BUSY_SECONDS))
             except OSError as exc:
                 raise MemoryIndexError(
                     f"{self.root}: cannot create the index ({exc.strerror or exc}); "
                     "pass --index DIR on a writable disk"
                 ) from None
-            index = self._open(writing=True)
+            index = self._open()
             heap, threads = writer_options(threads)
             with _translated(str(self.directory)):
                 raw = index.writer(heap_size=heap, num_threads=threads)
         except BaseException:
             lock.release()
             raise
-        return Writer(self, raw, lock, notice)
+        return Writer(self, raw, lock, notice, max(timeout, BUSY_SECONDS))
 
     # reading ---------------------------------------------------------------------------
 
@@ -476,25 +588,26 @@ class MemoryIndex:
         """Hits of ``spec``: by relevance when it has text, else newest first. A literal query
         of several words that need not all match ranks the documents holding every word
         first, then those holding some, more and rarer words first (see :func:`_plan`)."""
+        ranking = self.rank(spec, limit=limit, offset=offset)
+        return HitPage(ranking.total, ranking.read(ranking.found, snippet_chars),
+                       ranking.all_words, ranking.words)
+
+    def rank(self, spec: SearchSpec, *, limit: int, offset: int) -> Ranking:
+        """The order of :meth:`search`, no document read yet: a sharded index ranks every
+        shard, merges the rankings, then reads only the hits it keeps."""
         searcher = self.searcher()
-        with _translated(str(self.directory)):
+        where = str(self.directory)
+        with _translated(where):
             plan = _plan(spec, searcher)
             if plan is None:
                 result = searcher.search(_combine(None, spec), limit=limit, offset=offset,
                                          count=True, order_by_field="time_ms",
                                          order=tantivy.Order.Desc)
-                return HitPage(_count(result), self._hits(searcher, result.hits, False, None,
-                                                          snippet_chars))
-            generator = None
-            if plan.snippet is not None:
-                generator = tantivy.SnippetGenerator.create(searcher, plan.snippet, SCHEMA, "text")
-                generator.set_max_num_chars(snippet_chars)
+                return Ranking(_count(result), _ranked(0, result.hits), searcher, where)
             if plan.rest is None or plan.every is None:
                 result = searcher.search(_combine(plan.first, spec), limit=limit, offset=offset,
                                          count=True)
-                hits = self._hits(searcher, result.hits, True, generator, snippet_chars,
-                                  plan.words)
-                return HitPage(_count(result), hits, words=plan.words)
+                return Ranking(_count(result), _ranked(0, result.hits), searcher, where, plan)
             # Two parts, one ranking: every word, then some words but not every one.
             first = searcher.search(_combine(plan.first, spec), limit=limit, offset=offset,
                                     count=True)
@@ -505,49 +618,9 @@ class MemoryIndex:
             rest_limit = limit - len(first.hits)
             rest = searcher.search(rest_query, limit=max(rest_limit, 1), offset=rest_offset,
                                    count=True)
-            some = rest.hits[:rest_limit] if rest_limit > 0 else []
-            hits = self._hits(searcher, first.hits, True, generator, snippet_chars, plan.words)
-            hits += self._hits(searcher, some, True, generator, snippet_chars,
-                               self._words_held(searcher, some, plan))
-            return HitPage(all_words + _count(rest), hits, all_words, plan.words)
-
-    def _hits(
-        self, searcher: tantivy.Searcher, found: Sequence[tuple[Any, tantivy.DocAddress]],
-        scored: bool, generator: tantivy.SnippetGenerator | None, snippet_chars: int,
-        words: int | list[int] | None = None,
-    ) -> list[Hit]:
-        """The hits of ``found``; ``words``: how many query words each holds (one count for
-        all, or one per hit), of how many :attr:`Hit.words` says."""
-        hits = []
-        for at, (value, address) in enumerate(found):
-            doc = searcher.doc(address)
-            fields = _first_values(doc)
-            snippet = generator.snippet_from_doc(doc).fragment() if generator else ""
-            text = fields.pop("text", "")
-            if not snippet:
-                snippet = _head(text, snippet_chars)
-            held = words[at] if isinstance(words, list) else words
-            hits.append(Hit(float(value) if scored else None, fields, snippet, held))
-        return hits
-
-    def _words_held(self, searcher: tantivy.Searcher,
-                    found: Sequence[tuple[Any, tantivy.DocAddress]], plan: _Plan) -> list[int]:
-        """How many of the plan's words each document of ``found`` holds: one search over
-        those documents alone (by path and address), each word scoring 1."""
-        if not found:
-            return []
-        docs = [searcher.doc(address) for _, address in found]
-        within = [tantivy.Query.term_set_query(SCHEMA, name, list({
-            str(doc.get_first(name)) for doc in docs})) for name in ("path", "address")]
-        query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in within]
-            + [(tantivy.Occur.Should, tantivy.Query.const_score_query(word, 1.0))
-               for word in plan.counted])
-        result = searcher.search(query, limit=len(found), count=True)
-        if _count(result) > len(result.hits):
-            result = searcher.search(query, limit=_count(result))
-        held = {(a.segment_ord, a.doc): round(score) for score, a in result.hits}
-        return [held.get((a.segment_ord, a.doc), 0) for _, a in found]
+            found = _ranked(0, first.hits) + (_ranked(1, rest.hits[:rest_limit])
+                                              if rest_limit > 0 else [])
+            return Ranking(all_words + _count(rest), found, searcher, where, plan, all_words)
 
     def lookup(
         self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
@@ -582,10 +655,19 @@ class MemoryIndex:
         """The catalog records of the current commit, fetched only as they are asked for."""
         return RecordSnapshot(self.searcher(), str(self.directory))
 
-    def count(self, kind: str, path: str | None = None) -> int:
+    def paths_of(self, kind: str) -> frozenset[str]:
+        """The paths of the documents of ``kind`` (a delta shard's records and masks)."""
+        query = tantivy.Query.term_query(SCHEMA, "kind", kind)
+        return frozenset(str(doc["path"]) for doc in self._all_docs(query, 64, ("path",)))
+
+    def count(self, kind: str, path: str | None = None, excluded: Sequence[str] = ()) -> int:
+        """Documents of ``kind`` (of one ``path``; not of the ``excluded`` paths)."""
         clauses = [(tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", kind))]
         if path is not None:
             clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "path", path)))
+        if excluded:
+            clauses.append((tantivy.Occur.MustNot,
+                            tantivy.Query.term_set_query(SCHEMA, "path", list(excluded))))
         searcher = self.searcher()
         with _translated(str(self.directory)):
             result = searcher.search(tantivy.Query.boolean_query(clauses), limit=1, count=True)
@@ -643,11 +725,16 @@ def _all_docs(
 class RecordSnapshot:
     """The catalog records (``session`` documents) of one commit, by query: a recall
     answers from the few records it names (the hot tier, its hits' sessions) instead of
-    decoding every record of the index."""
+    decoding every record of the index. A sharded index's snapshot reads every shard's."""
 
     def __init__(self, searcher: tantivy.Searcher, where: str) -> None:
-        self._searcher = searcher
         self.where = where
+        self._parts: list[tuple[tantivy.Searcher, list[str]]] = [(searcher, [])]
+
+    def add(self, searcher: tantivy.Searcher, excluded: Sequence[str] = ()) -> None:
+        """Read another shard's records too, but those of ``excluded`` paths (a newer shard
+        holds them)."""
+        self._parts.append((searcher, list(excluded)))
 
     def all(self) -> list[bytes]:
         return self._records([])
@@ -662,18 +749,20 @@ class RecordSnapshot:
         return self._records([tantivy.Query.term_query(SCHEMA, "session_id", session_id)], 2)
 
     def newest(self, count: int) -> list[bytes]:
-        """The records of the ``count`` newest files by mtime, and of every file that ties
-        with the last of them (the caller orders ties by path)."""
+        """The records of the ``count`` newest files by mtime (of each shard), and of every
+        file that ties with the last of them (the caller orders, cuts and breaks ties)."""
         if count <= 0:
             return []
-        query = self._query([])
+        return [record for searcher, excluded in self._parts
+                for record in self._newest(searcher, self._query([], excluded), count)]
+
+    def _newest(self, searcher: tantivy.Searcher, query: tantivy.Query, count: int) -> list[bytes]:
         limit = count + 16
         with _translated(self.where):
             while True:
-                result = self._searcher.search(query, limit=limit, count=True,
-                                               order_by_field="mtime_ns",
-                                               order=tantivy.Order.Desc)
-                docs = [self._searcher.doc(address) for _, address in result.hits]
+                result = searcher.search(query, limit=limit, count=True,
+                                         order_by_field="mtime_ns", order=tantivy.Order.Desc)
+                docs = [searcher.doc(address) for _, address in result.hits]
                 if len(docs) <= count or len(docs) >= _count(result):
                     break
                 last = docs[count - 1].get_first("mtime_ns")
@@ -687,26 +776,41 @@ class RecordSnapshot:
             records = (d.get_first("record") for d in docs)
             return [record for record in records if isinstance(record, bytes)]
 
-    def _query(self, clauses: list[tantivy.Query]) -> tantivy.Query:
+    def _query(self, clauses: list[tantivy.Query], excluded: list[str]) -> tantivy.Query:
         kind = tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)
-        return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in [kind, *clauses]])
+        parts = [(tantivy.Occur.Must, q) for q in [kind, *clauses]]
+        if excluded:
+            parts.append((tantivy.Occur.MustNot,
+                          tantivy.Query.term_set_query(SCHEMA, "path", excluded)))
+        return tantivy.Query.boolean_query(parts)
 
     def _records(self, clauses: list[tantivy.Query], expected: int = 64) -> list[bytes]:
-        docs = _all_docs(self._searcher, self.where, self._query(clauses), expected, ("record",))
-        return [doc["record"] for doc in docs if "record" in doc]
+        return [doc["record"] for searcher, excluded in self._parts
+                for doc in _all_docs(searcher, self.where, self._query(clauses, excluded),
+                                     expected, ("record",))
+                if "record" in doc]
 
 
 class Writer:
     """The single writer: replace a session's documents and its catalog record, commit."""
 
     def __init__(
-        self, index: MemoryIndex, raw: tantivy.IndexWriter, lock: IndexLock, notice: str | None
+        self, index: MemoryIndex, raw: tantivy.IndexWriter, lock: IndexLock, notice: str | None,
+        wait: float = BUSY_SECONDS,
     ) -> None:
         self.index = index
         self.notice = notice
         self._raw = raw
         self._lock = lock
+        self._wait = wait
         self.pending = 0
+        self.masks = False
+        """Set on a sharded index's delta shard: each session written or removed here masks
+        its documents in the other shards (:data:`MASK_KIND`)."""
+
+    def _mask(self, path: str) -> None:
+        if self.masks:
+            self._raw.add_document(tantivy.Document(kind=MASK_KIND, path=path))
 
     def replace_session(self, path: str, documents: Iterable[str]) -> str | None:
         """Delete every document of ``path`` and add ``documents`` (from :func:`item_json`).
@@ -723,12 +827,14 @@ class Writer:
                     self._raw.delete_documents_by_term("path", path)
                     return _first_line(exc)
                 self.pending += 1
+            self._mask(path)
         return None
 
     def remove_session(self, path: str) -> None:
         """Delete every document of ``path``: its entries, operations and catalog record."""
         with _translated(str(self.index.directory)):
             self._raw.delete_documents_by_term("path", path)
+            self._mask(path)
         self.pending += 1
 
     def put_record(self, path: str, session_id: str, mtime_ns: int, record: bytes) -> None:
@@ -746,6 +852,8 @@ class Writer:
         self.pending += 1
 
     def commit(self) -> None:
+        # The commit deletes unused files under Tantivy's meta lock, waiting without a bound.
+        await_meta_lock(self.index.directory, self._wait)
         with _translated(str(self.index.directory)):
             self._raw.commit()
         make_private(self.index.directory)
@@ -755,6 +863,7 @@ class Writer:
     def close(self) -> None:
         """Wait for merges, drop unused files and release the lock (uncommitted work is lost)."""
         try:
+            await_meta_lock(self.index.directory, self._wait)
             with _translated(str(self.index.directory)):
                 self._raw.garbage_collect_files()
                 self._raw.wait_merging_threads()
@@ -967,6 +1076,7 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
     pid = os.fork()
     if pid == 0:  # the child: compile, report nothing, exit at once
         with contextlib.suppress(BaseException):
+            close_inherited_locks()
             tantivy.Query.regex_query(SCHEMA, "text", pattern)
         os._exit(0)
     deadline = time.monotonic() + seconds
@@ -986,6 +1096,96 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
 INCOMPATIBLE = "was written by another Tantivy format"
 NO_META = "had no meta.json (an interrupted first run)"
 TANTIVY_LOCKS = (".tantivy-writer.lock", ".tantivy-meta.lock")
+
+
+LOCK_FILES = frozenset((LOCK_NAME, *TANTIVY_LOCKS))
+
+
+def await_meta_lock(directory: Path, timeout: float) -> None:
+    """Return once Tantivy's meta lock in ``directory`` is free (or absent); raise
+    :class:`IndexBusyError` naming its holder when it stays taken past ``timeout`` s.
+
+    Tantivy takes that lock to open or reload a reader and to delete unused files, and
+    waits for it without a bound: this bounds the wait. Only a lock taken in the instant
+    between this check and Tantivy's own can still hold it up, and every holder of ours
+    keeps it for milliseconds."""
+    path = directory / TANTIVY_LOCKS[1]
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return  # no lock file yet: nobody holds it (or Tantivy reports the real problem)
+    try:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    return  # flock not supported here: leave it to Tantivy
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            if time.monotonic() >= deadline:
+                holder = lock_holder(fd)
+                who = f" (pid {holder})" if holder else ""
+                raise IndexBusyError(
+                    f"{path}: another process{who} has held Tantivy's meta lock for "
+                    f"{timeout:g}s; retry in a moment (if it lasts, that process is stuck: "
+                    "stop it)"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    finally:
+        os.close(fd)
+
+
+def lock_holder(fd: int) -> str:
+    """The pid that took the ``flock`` on ``fd``'s file, from ``/proc/locks`` ("" when
+    unknown: no ``/proc``, or the lock was just released)."""
+    try:
+        inode = os.fstat(fd).st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2156618 0 EOF"
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(inode):
+            return parts[4]
+    return ""
+
+
+def close_inherited_locks() -> None:
+    """In a process just forked, close every descriptor it inherited of an index lock file.
+
+    A ``flock`` belongs to the open file, which a fork shares: a child forked while a
+    thread of its parent held a lock (a Tantivy reader's watcher reloads on its own thread,
+    under ``.tantivy-meta.lock``) would hold it for as long as it lives, and every process
+    that opens the index would wait for it, its parent too (docs/reliability.md#hangs)."""
+    for fd, path in _descriptors():
+        if os.path.basename(path) in LOCK_FILES:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _descriptors() -> Iterator[tuple[int, str]]:
+    """This process's open descriptors and the path each names (Linux and macOS)."""
+    folder = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        fd = int(name)
+        try:
+            if folder == "/proc/self/fd":
+                path = os.readlink(f"{folder}/{name}")
+            else:  # macOS: F_GETPATH
+                path = fcntl.fcntl(fd, 50, bytes(1024)).split(b"\0", 1)[0].decode()
+        except (OSError, UnicodeDecodeError):
+            continue
+        yield fd, path
 
 
 def _writable(directory: Path) -> bool:
@@ -1027,11 +1227,11 @@ def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Quer
     clauses.extend((tantivy.Occur.MustNot, _any_of(name, values))
                    for name, values in spec.excluded)
     if clauses and set(spec.kinds) == set(ITEM_KINDS):
-        # Every document is an entry, an operation or a session record, so "not a session
-        # record" is the same filter as "an item", and excluding the few records is far
-        # cheaper than intersecting every match with the posting list of all items.
-        clauses.append((tantivy.Occur.MustNot,
-                        tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)))
+        # Every document is an entry, an operation, a session record or (in a delta shard)
+        # a mask, so "neither a record nor a mask" is the same filter as "an item", and
+        # excluding those few is far cheaper than intersecting every match with the
+        # posting list of all items.
+        clauses.append((tantivy.Occur.MustNot, _any_of("kind", (SESSION_KIND, MASK_KIND))))
     else:
         kinds = tantivy.Query.const_score_query(_any_of("kind", spec.kinds), 0.0)
         clauses.insert(0, (tantivy.Occur.Must, kinds))

@@ -113,3 +113,35 @@ def holds(roots: Iterable[Path], path: str) -> bool:
     roots = tuple(roots)
     return path.startswith(tuple(os.path.join(root, "") for root in roots)) or inside_any(
         roots, path)
+
+
+def session_files(session: str, roots: Iterable[Path]) -> list[Path]:
+    """Files under ``roots`` that hold the session ``session`` names before any index
+    does: the path itself when it is a file inside a root, else every ``.jsonl`` file
+    whose name ends with the id as the agents name their files (Claude Code
+    ``<id>.jsonl``, Codex ``rollout-<time>-<id>.jsonl``, Pi ``<time>_<id>.jsonl``).
+    Found by walking the roots: what ``expand`` uses when the index does not hold the
+    session yet (no reindex since it began)."""
+    roots = tuple(roots)
+    given = Path(session).expanduser()
+    if given.is_absolute() or os.sep in session:
+        return [given] if given.is_file() and inside_any(roots, given) else []
+    if not session or session.startswith("."):
+        return []
+    names = (f"{session}.jsonl", f"-{session}.jsonl", f"_{session}.jsonl")
+    found: dict[Path, None] = {}
+    for root in roots:
+        for folder, _, files in os.walk(root):
+            for name in files:
+                if name.endswith(names):
+                    found.setdefault(Path(folder, name).resolve(), None)
+    return list(found)
+
+
+def working_folder() -> str | None:
+    """The folder this process was started in, None when it is gone: a door a host starts
+    inside a project (the MCP server, Pi's tools) ranks that project's sessions first."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None

@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # types only: rendering a recall must not load the writer or 
     from .catalog import SessionsReport, StatsReport, VerifyReport
     from .expand import ExpandPage
     from .recall import RecallResponse
-    from .reindex import Progress, ReindexReport
+    from .report import Progress, ReindexReport
 
 
 def render_progress(progress: Progress) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from ..errors import LocationRefusedError, UsageError
 from ..memory.expand import expand_request
+from ..memory.locations import working_folder
 from ..memory.recall import recall_request
 
 LOCATION_KEYS: Final = ("index", "sessions", "hotSessions")
@@ -38,4 +39,8 @@ def call_tool(name: str, arguments: Any) -> Any:
             "read the sessions and index the user configured (FABRIC_MEMORY_SESSIONS, "
             "FABRIC_MEMORY_HOME)"
         )
+    if name == "memory_recall" and not {"project", "preferProject"} & arguments.keys():
+        folder = working_folder()
+        if folder is not None:  # Pi runs its tools in the project: its sessions first
+            arguments = {**arguments, "preferProject": folder}
     return run(arguments)

@@ -60,6 +60,14 @@ The contract a reader keeps (read this before adding an agent)
     A file under a root that is no session of its own (Catui's ``latest.jsonl``): never
     read, never reported.
 
+``tools`` (optional)
+    The agent's tool names → a :class:`~fabric_memory.sources.tools.Tool`: what the work
+    trail (file changes, commits, checks, errors, open items) reads of each call's
+    arguments, in the trail's kinds (:mod:`fabric_memory.sources.tools`). A reader also
+    normalizes a command result's exit status onto the tool result (``exitCode``,
+    ``interrupted``: the builder :func:`~fabric_memory.sources.reader.tool_result` takes
+    both), so the trail never asks which agent ran it.
+
 ``homes(projects) -> tuple[Path, ...]``
     Where the agent writes by default (environment variables honoured), present or not;
     ``projects`` are the working folders of indexed sessions, for folders that live
@@ -86,21 +94,27 @@ from .reader import (
 from .registry import (
     AGENTS,
     READERS,
+    TOOLS,
     agent_homes,
     agent_names,
     read_source,
     reader_for,
     skipped,
 )
+from .tools import FileWork, Tool, Use
 
 __all__ = [
     "AGENTS",
     "NOT_JSON",
     "READERS",
+    "TOOLS",
     "Entries",
+    "FileWork",
     "JsonLines",
     "SourceLine",
     "SourceReader",
+    "Tool",
+    "Use",
     "agent_homes",
     "agent_names",
     "block_text",

@@ -13,7 +13,8 @@ without a ``uuid`` is a located note; bookkeeping lines are not read (docs/agent
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -34,6 +35,7 @@ from .reader import (
     tool_call_block,
     tool_result,
 )
+from .tools import FileWork, Tool, Use, argument, file_tool, plan_tool, search_tool, shell_tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
@@ -41,9 +43,55 @@ if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reade
 AGENT: Final = "claude-code"
 CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
 CONVERSATION: Final = frozenset({"user", "assistant", "system"})
-BOOKKEEPING: Final = frozenset({"file-history-snapshot", "queue-operation"})
-"""Line types that hold no conversation (file backups, queued input): not read."""
+BOOKKEEPING: Final = frozenset({
+    "file-history-snapshot", "queue-operation", "attachment", "last-prompt", "cost-state",
+    "api-request", "api-request-shape", "api-request-blob", "tools-used", "atis-latch", "mode",
+})
+"""Line types that hold no conversation (file backups, queued input, and what Claude Code
+2.1 records about its requests, costs and the context it attached): not read. An
+``attachment`` line still sits in the parent chain (the next turn names it as its parent),
+so its link is kept and the chain goes on through it."""
 _FIRST_TYPES: Final = CONVERSATION | BOOKKEEPING | {"summary"}
+_EXIT_CODE: Final = re.compile(r"(?:Error: )?Exit code (-?\d+)\b")
+INTERRUPTED: Final = "[Request interrupted by user"
+"""How a tool result the user stopped begins."""
+
+
+def _multi_edit(arguments: Mapping[str, Any]) -> Use:
+    """``MultiEdit``: the first of its ``edits`` shows the change."""
+    path = argument(arguments, "file_path")
+    if not path:
+        return Use()
+    edits = arguments.get("edits")
+    first = edits[0] if isinstance(edits, list) and edits and type(edits[0]) is dict else {}
+    return Use(files=(FileWork(path, "modified", argument(first, "old_string"),
+                               argument(first, "new_string")),), target=path)
+
+
+def _notebook_edit(arguments: Mapping[str, Any]) -> Use:
+    """``NotebookEdit``: a cell replaced or inserted shows its new source; a deleted one
+    only touches the notebook."""
+    path = argument(arguments, "notebook_path")
+    if not path:
+        return Use()
+    deleted = arguments.get("edit_mode") == "delete"
+    source = None if deleted else argument(arguments, "new_source")
+    return Use(files=(FileWork(path, "modified", None if deleted else "", source),),
+               target=path)
+
+
+TOOLS: Final[Mapping[str, Tool]] = {
+    "Read": file_tool("read", "read", "file_path"),
+    "Edit": file_tool("edit", "modified", "file_path", ("old_string",), ("new_string",)),
+    "MultiEdit": Tool("edit", _multi_edit),
+    "NotebookEdit": Tool("edit", _notebook_edit),
+    "Write": file_tool("write", "written", "file_path", (), ("content",)),
+    "Bash": shell_tool("command"),
+    "Grep": search_tool("pattern"),
+    "Glob": search_tool("pattern"),
+    "TodoWrite": plan_tool("todos", "content"),
+}
+"""Claude Code's tools as the work trail reads them."""
 
 
 def claude_projects_dir() -> Path:
@@ -65,6 +113,8 @@ def read(path: str, max_line_bytes: int) -> Session:
     entries = Entries()
     tools: dict[str, str] = {}
     """tool_use id -> tool name, to name the result that answers it."""
+    links: dict[str, str | None] = {}
+    """uuid -> parentUuid of the bookkeeping lines in the parent chain."""
     session_id = project = None
     for line in lines:
         value = line.value
@@ -73,7 +123,7 @@ def read(path: str, max_line_bytes: int) -> Session:
             continue
         session_id = session_id or string(value.get("sessionId"))
         project = project or string(value.get("cwd"))
-        _read_line(line, value, entries, tools)
+        _read_line(line, value, entries, tools, links)
     if session_id is None:
         raise NotASessionError(path, None, "no line names its sessionId (not a Claude Code "
                                "transcript, or one holding only summaries)")
@@ -82,10 +132,12 @@ def read(path: str, max_line_bytes: int) -> Session:
 
 
 def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
-               tools: dict[str, str]) -> None:
+               tools: dict[str, str], links: dict[str, str | None]) -> None:
     given = value.get("type")
     kind = string(given)  # a set lookup of a list or an object would raise
     if kind in BOOKKEEPING:
+        if (uuid := string(value.get("uuid"))) is not None:
+            links[uuid] = string(value.get("parentUuid"))
         return
     if kind == "summary":
         summary = string(value.get("summary"))
@@ -103,7 +155,8 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
         return
     # After Claude compacts, the boundary line starts a new chain (``parentUuid`` null) and
     # names the turn it follows in ``logicalParentUuid``: the branch goes on through it.
-    parent = string(value.get("parentUuid")) or string(value.get("logicalParentUuid"))
+    parent = _through(string(value.get("parentUuid")) or string(value.get("logicalParentUuid")),
+                      links)
     where = {"address": uuid, "parent": parent, "timestamp": string(value.get("timestamp"))}
     if kind == "system":
         entries.add(line, event(_system_kind(value), _system_text(value)), **where)
@@ -128,10 +181,24 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
     for block in results:
         call_id = string(block.get("tool_use_id")) or ""
         output = block_text(block.get("content"), "text")
-        extra = _structured(value.get("toolUseResult"), output) if len(results) == 1 else ""
+        structured = value.get("toolUseResult") if len(results) == 1 else None
+        extra = _structured(structured, output) if structured is not None else ""
+        failed = block.get("is_error") is True
+        exit_code, interrupted = _status(output, structured, failed)
         entries.add(line, tool_result(call_id, tools.get(call_id),
                                       f"{output}\n{extra}" if extra else output,
-                                      is_error=block.get("is_error") is True), **where)
+                                      is_error=failed, exit_code=exit_code,
+                                      interrupted=interrupted), **where)
+
+
+def _through(parent: str | None, links: dict[str, str | None]) -> str | None:
+    """The nearest conversation line up the chain from ``parent``, past bookkeeping lines
+    (each link followed once, so a loop ends)."""
+    seen: set[str] = set()
+    while parent is not None and parent in links and parent not in seen:
+        seen.add(parent)
+        parent = links[parent]
+    return parent
 
 
 def _assistant(content: object, tools: dict[str, str], failed: bool) -> dict[str, Any]:
@@ -154,6 +221,15 @@ def _assistant(content: object, tools: dict[str, str], failed: bool) -> dict[str
             blocks.append(tool_call_block(call_id, name, arguments if type(arguments) is dict
                                           else {"input": arguments}))
     return message("assistant", blocks, **({"stopReason": "error"} if failed else {}))
+
+
+def _status(output: str, structured: object, failed: bool) -> tuple[int | None, bool]:
+    """A Bash result's exit code (a failed one's text starts ``Exit code N``) and whether
+    it was interrupted (``toolUseResult.interrupted``, or the user stopped the call)."""
+    code = _EXIT_CODE.match(output) if failed else None
+    interrupted = (type(structured) is dict and structured.get("interrupted") is True) or (
+        failed and output.startswith(INTERRUPTED))
+    return (int(code.group(1)) if code else None), interrupted
 
 
 def _structured(result: object, output: str) -> str:
@@ -186,4 +262,4 @@ def _homes(projects: Collection[str]) -> tuple[Path, ...]:
     return (claude_projects_dir(),)
 
 
-CLAUDE_CODE = SourceReader(AGENT, recognises, read, _homes)
+CLAUDE_CODE = SourceReader(AGENT, recognises, read, _homes, tools=TOOLS)

@@ -18,7 +18,9 @@ each entry's address is its line, ``L<line>``, its parent the entry before it.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+import re
+import shlex
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -42,6 +44,7 @@ from .reader import (
     tool_call_block,
     tool_result,
 )
+from .tools import Action, FileWork, Tool, Use, argument, plan_tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
@@ -54,6 +57,14 @@ READ_EVENTS: Final = frozenset({"error", "stream_error"})
 _CALLS: Final = {"function_call": "arguments", "custom_tool_call": "input",
                  "local_shell_call": "action", "web_search_call": "action"}
 _OUTPUTS: Final = frozenset({"function_call_output", "custom_tool_call_output"})
+_EXIT_HEADER: Final = re.compile(r"^(?:Exit code: |Process exited with code )(-?\d+)$",
+                                 re.MULTILINE)
+HEADER_CHARS: Final = 512
+"""Where a command's output reports its exit code (the header before ``Output:``)."""
+_SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash"})
+_PATCH_HEADER: Final = re.compile(r"^\*\*\* (Add|Delete|Update) File: (.+)$")
+_PATCH_ACTIONS: Final[Mapping[str, Action]] = {"Add": "created", "Delete": "deleted",
+                                               "Update": "modified"}
 
 
 def codex_sessions_dir() -> Path:
@@ -179,9 +190,9 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
              stamp)
     elif kind in _OUTPUTS:
         call_id = string(item.get("call_id")) or ""
-        text, failed = _output(item.get("output"))
-        _add(entries, line, tool_result(call_id, tools.get(call_id), text, is_error=failed),
-             stamp)
+        text, failed, code = _output(item.get("output"))
+        _add(entries, line, tool_result(call_id, tools.get(call_id), text, is_error=failed,
+                                        exit_code=code), stamp)
     elif kind == "ghost_snapshot":
         _add(entries, line, event("ghost_snapshot", _ghost_text(item.get("ghost_commit"))), stamp)
     else:
@@ -214,9 +225,10 @@ def _arguments(value: object) -> dict[str, Any]:
     return value if type(value) is dict else {"input": value}
 
 
-def _output(output: object) -> tuple[str, bool]:
-    """A call's output text and whether it failed: the shell's ``{output, metadata:
-    {exit_code}}`` JSON string, a ``{content, success}`` object, or plain text."""
+def _output(output: object) -> tuple[str, bool, int | None]:
+    """A call's output text, whether it failed and its exit code: the shell's ``{output,
+    metadata: {exit_code}}`` JSON string, text that reports ``Exit code: N`` or ``Process
+    exited with code N`` in its header, a ``{content, success}`` object, or plain text."""
     if isinstance(output, str):
         try:
             parsed = orjson.loads(output) if output.startswith("{") else None
@@ -225,15 +237,94 @@ def _output(output: object) -> tuple[str, bool]:
         if type(parsed) is dict and isinstance(parsed.get("output"), str):
             metadata = parsed.get("metadata")
             code = metadata.get("exit_code") if type(metadata) is dict else None
-            return parsed["output"], type(code) is int and code != 0
-        return output, False
+            code = code if type(code) is int else None
+            return parsed["output"], bool(code), code
+        found = _EXIT_HEADER.search(output, 0, HEADER_CHARS)
+        code = int(found.group(1)) if found else None
+        return output, bool(code), code
     if type(output) is dict:
-        return block_text(output.get("content")), output.get("success") is False
-    return block_text(output), False
+        return block_text(output.get("content")), output.get("success") is False, None
+    return block_text(output), False, None
+
+
+def _command(value: object) -> str | None:
+    """A command line from a shell call's ``command`` (a list of words: ``bash -lc
+    "<line>"`` gives the line) or ``cmd`` (a string)."""
+    if isinstance(value, str):
+        return value
+    if type(value) is not list or not all(isinstance(word, str) for word in value):
+        return None
+    if len(value) == 3 and value[0].rsplit("/", 1)[-1] in _SHELLS and value[1] in ("-c", "-lc"):
+        return str(value[2])
+    return shlex.join(value)
+
+
+def _shell(arguments: Mapping[str, Any]) -> Use:
+    """``shell`` / ``local_shell`` (``command``: words) and ``exec_command`` (``cmd``); an
+    ``apply_patch`` run through the shell is a patch."""
+    words = arguments.get("command")
+    if type(words) is list and len(words) == 2 and words[0] == "apply_patch":
+        return _patch({"input": words[1]})
+    command = _command(words if words is not None else arguments.get("cmd"))
+    return Use(command=command, target=command)
+
+
+def _patch(arguments: Mapping[str, Any]) -> Use:
+    """``apply_patch``: every file its patch adds, deletes, updates or moves."""
+    patch = argument(arguments, "input", "patch")
+    files = patch_files(patch) if patch else ()
+    return Use(files=files, target=files[0].path if files else "")
+
+
+def patch_files(patch: str) -> tuple[FileWork, ...]:
+    """The files of an ``apply_patch`` patch (``*** Add File:`` / ``*** Delete File:`` /
+    ``*** Update File:`` with ``*** Move to:``): an added file with its content, an
+    update with its hunks' lines before and after (``-``/``+``/`` ``)."""
+    found: list[FileWork] = []
+    old: list[str] = []
+    new: list[str] = []
+
+    def close() -> None:
+        if found and found[-1].action != "deleted":
+            last = found[-1]
+            last.new = "\n".join(new) + ("\n" if new and last.action == "created" else "")
+            last.old = None if last.action == "created" else "\n".join(old)
+        old.clear()
+        new.clear()
+
+    for line in patch.splitlines():
+        header = _PATCH_HEADER.match(line)
+        if header:
+            close()
+            action: Action = _PATCH_ACTIONS[header.group(1)]
+            found.append(FileWork(header.group(2).strip(), action))
+        elif line.startswith("*** Move to: ") and found:
+            found[-1].moved_to = line.removeprefix("*** Move to: ").strip()
+        elif not found or line.startswith(("***", "@@")):
+            continue
+        elif line.startswith("+"):
+            new.append(line[1:])
+        elif line.startswith("-"):
+            old.append(line[1:])
+        elif line.startswith(" "):
+            old.append(line[1:])
+            new.append(line[1:])
+    close()
+    return tuple(found)
+
+
+TOOLS: Final[Mapping[str, Tool]] = {
+    "shell": Tool("shell", _shell),
+    "local_shell": Tool("shell", _shell),
+    "exec_command": Tool("shell", _shell),
+    "apply_patch": Tool("patch", _patch),
+    "update_plan": plan_tool("plan", "step"),
+}
+"""Codex's tools as the work trail reads them."""
 
 
 def _homes(projects: Collection[str]) -> tuple[Path, ...]:
     return (codex_sessions_dir(),)
 
 
-CODEX = SourceReader(AGENT, recognises, read, _homes)
+CODEX = SourceReader(AGENT, recognises, read, _homes, tools=TOOLS)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .reader import SourceReader, under
+from .tools import Tool, file_tool, shell_tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
@@ -72,7 +73,16 @@ def _omp_homes(projects: Collection[str]) -> tuple[Path, ...]:
     return (omp_sessions_dir(),)
 
 
-PI = SourceReader("pi", is_pi_session, _read_pi, _pi_homes)
+TOOLS: dict[str, Tool] = {
+    "read": file_tool("read", "read", "path"),
+    "edit": file_tool("edit", "modified", "path", ("oldText", "old_string"),
+                      ("newText", "new_string")),
+    "write": file_tool("write", "written", "path", (), ("content",)),
+    "bash": shell_tool("command"),
+}
+"""Pi's (and oh-my-pi's) tools as the work trail reads them."""
+
+PI = SourceReader("pi", is_pi_session, _read_pi, _pi_homes, tools=TOOLS)
 """Pi's sessions; also every Pi-format file no other reader claims by its location."""
 def _is_omp_session(first: Any, path: str) -> bool:
     """A Pi-format file under oh-my-pi's folder, when that is not Pi's too
@@ -82,4 +92,4 @@ def _is_omp_session(first: Any, path: str) -> bool:
             and os.path.realpath(home) != os.path.realpath(pi_sessions_dir()))
 
 
-OMP = SourceReader("omp", _is_omp_session, _read_omp, _omp_homes)
+OMP = SourceReader("omp", _is_omp_session, _read_omp, _omp_homes, tools=TOOLS)

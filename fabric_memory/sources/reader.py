@@ -18,6 +18,7 @@ import orjson
 
 from .._gc import no_cyclic_gc
 from ..errors import SessionError
+from .tools import Tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see the module docstring)
     from ..session import Entry, LineProblem, Session
@@ -46,6 +47,9 @@ class SourceReader:
     skips: Callable[[str], bool] = lambda path: False
     """Whether a file under a sessions root is no session of its own, by its real path
     (Catui's ``latest.jsonl`` copies the newest run): never read, never reported."""
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    """The agent's tool names → what the work trail reads of their calls
+    (:mod:`fabric_memory.sources.tools`)."""
 
 
 # --- reading lines ----------------------------------------------------------------------
@@ -181,13 +185,19 @@ def message(role: str, content: list[dict[str, Any]], **fields: Any) -> dict[str
     return {"type": "message", "message": {"role": role, "content": content, **fields}}
 
 
-def tool_result(call_id: str, tool: str | None, text: str, *, is_error: bool) -> dict[str, Any]:
+def tool_result(call_id: str, tool: str | None, text: str, *, is_error: bool,
+                exit_code: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call;
-    ``None`` when the call is not in the file)."""
+    ``None`` when the call is not in the file); a command's ``exitCode`` when the agent
+    reports one, ``interrupted`` when it was stopped before it finished."""
     result: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id}
     if tool:
         result["toolName"] = tool
     result.update(content=[text_block(text)], isError=is_error)
+    if exit_code is not None:
+        result["exitCode"] = exit_code
+    if interrupted:
+        result["interrupted"] = True
     return {"type": "message", "message": result}
 
 

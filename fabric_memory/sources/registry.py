@@ -7,7 +7,7 @@ Adding an agent: one module under :mod:`fabric_memory.sources` with a
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -19,6 +19,7 @@ from .codex import CODEX
 from .fabro import FABRO
 from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
+from .tools import Tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
@@ -37,6 +38,12 @@ READERS: Final[tuple[SourceReader, ...]] = (
 )
 """Tried in this order on a file's first line; the first that recognises it reads it.
 Pi-format flavours told apart by location (``omp``) come before ``pi``, which is last."""
+
+TOOLS: Final[Mapping[str, Tool]] = {
+    name: tool for reader in READERS for name, tool in reader.tools.items()
+}
+"""Every agent's tool names → what the work trail reads of their calls (the readers'
+tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""

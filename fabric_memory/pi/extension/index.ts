@@ -242,6 +242,10 @@ const recallParameters = Type.Object(
 				description: "Only sessions this agent wrote (every hit names its agent)",
 			}),
 		),
+		project: optionalText(
+			"Only sessions that worked in this folder or inside it (without it, this project's sessions rank first)",
+		),
+		preferProject: optionalText("The folder whose sessions rank first (as a `next` carries it)"),
 		branches: Type.Optional(StringEnum(["all", "active"] as const)),
 		limit: optionalCount("Hits per page, 1 to 50 (default 10; more is clamped)", 1),
 		offset: optionalCount("Hits to skip (use the answer's `next`)"),

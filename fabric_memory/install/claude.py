@@ -1,0 +1,112 @@
+"""``fabric-memory install claude``: Claude Code starts ``fabric-memory serve`` as a
+user-scope MCP server and runs ``fabric-memory handoff`` after each of its compactions
+(a SessionStart hook with matcher ``compact``).
+
+Where Claude Code 2.1 keeps them (docs: code.claude.com/docs/en/settings, .../mcp,
+.../hooks; checked with the real ``claude mcp add --scope user``): user-scope MCP
+servers under ``mcpServers`` of ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json``
+when that is set), hooks in ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/settings.json``).
+``--project DIR``: the project's ``.mcp.json`` and ``.claude/settings.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .command import executable, hook_command
+from .files import edit_json
+from .hooks import EVENT, MATCHER, add_hook, remove_hook
+from .report import Action, Change, HostReport
+
+SERVER = "fabric-memory"
+WHAT = "Claude Code's settings"
+HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
+SERVER_ITEM = f"MCP server {SERVER}"
+
+
+def claude_files(project: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
+    """(the file holding the MCP server, the settings file holding the hook)."""
+    if project is not None:
+        root = Path(project).absolute()
+        return root / ".mcp.json", root / ".claude" / "settings.json"
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        folder = Path(configured).expanduser().absolute()
+        return folder / ".claude.json", folder / "settings.json"
+    home = Path.home()
+    return home / ".claude.json", home / ".claude" / "settings.json"
+
+
+def server_entry(program: Path) -> dict[str, Any]:
+    """What ``claude mcp add --scope user fabric-memory -- PROGRAM serve`` writes."""
+    return {"type": "stdio", "command": str(program), "args": ["serve"], "env": {}}
+
+
+def install_claude(project: str | os.PathLike[str] | None = None, *,
+                   uninstall: bool = False, program: Path | None = None) -> HostReport:
+    """Register (``uninstall``: remove) the MCP server and the SessionStart(compact) hook."""
+    program = program or executable()
+    servers, settings = claude_files(project)
+    report: HostReport = {"host": "claude", "executable": str(program), "changes": [],
+                          "removedFiles": [], "notes": []}
+    _edit(servers, report, lambda data: _server(data, program, servers, uninstall),
+          SERVER_ITEM, uninstall)
+    _edit(settings, report, lambda data: _hook(data, hook_command(program), settings,
+                                               uninstall), HOOK_ITEM, uninstall)
+    if project is not None and not uninstall:
+        report["notes"].append(
+            f"Claude Code asks once before it starts a project's MCP server: approve "
+            f"{SERVER} at the next start in {servers.parent} (or run `claude mcp list` there)")
+    return report
+
+
+def _server(data: dict[str, Any], program: Path, where: Path,
+            uninstall: bool) -> tuple[Action, str]:
+    servers = data.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        raise UsageError(f"{where}: $.mcpServers is not an object; fix it, then rerun")
+    servers = servers or {}
+    wanted = server_entry(program)
+    detail = f"{program} serve"
+    if uninstall:
+        if SERVER not in servers:
+            return "absent", detail
+        del servers[SERVER]
+        if not servers:
+            del data["mcpServers"]
+        return "removed", detail
+    current = servers.get(SERVER)
+    if current == wanted:
+        return "unchanged", detail
+    servers[SERVER] = wanted
+    data["mcpServers"] = servers
+    return ("added" if current is None else "updated"), detail
+
+
+def _hook(data: dict[str, Any], command: str, where: Path,
+          uninstall: bool) -> tuple[Action, str]:
+    placed = remove_hook(data, str(where)) if uninstall else add_hook(data, command, str(where))
+    return placed.action, command
+
+
+Edit = Callable[[dict[str, Any]], tuple[Action, str]]
+
+
+def _edit(path: Path, report: HostReport, change: Edit, item: str, uninstall: bool) -> None:
+    """Apply ``change`` to one JSON file; write only when it changed."""
+    if uninstall and not path.exists():
+        report["changes"].append(Change(file=str(path), item=item, action="absent", detail=""))
+        return
+
+    def edit(data: dict[str, Any]) -> bool:
+        action, detail = change(data)
+        report["changes"].append(Change(file=str(path), item=item, action=action,
+                                        detail=detail))
+        return action not in ("unchanged", "absent")
+
+    if edit_json(path, WHAT, "another writer (Claude Code?)", edit, remove_empty=uninstall):
+        report["removedFiles"].append(str(path))

@@ -1,0 +1,329 @@
+"""``fabric-memory install codex``: Codex starts ``fabric-memory serve`` as an MCP server
+and runs ``fabric-memory handoff`` after each of its compactions, both in
+``$CODEX_HOME/config.toml`` (``~/.codex/config.toml``)::
+
+    [mcp_servers.fabric-memory]
+    command = "/abs/.venv/bin/fabric-memory"
+    args = ["serve"]
+
+    [[hooks.SessionStart]]
+    matcher = "compact"
+
+    [[hooks.SessionStart.hooks]]
+    type = "command"
+    command = "/abs/.venv/bin/fabric-memory handoff"
+    timeout = 10
+
+    [hooks.state."<realpath of CODEX_HOME>/config.toml:session_start:0:0"]
+    trusted_hash = "sha256:..."
+
+Codex runs a user's hook only once it is trusted, and skips an untrusted one without a
+word. The trust is the hash Codex computes of the hook (``currentHash`` in its app-server's
+``hooks/list``): SHA-256 of the compact, key-sorted JSON of the hook's normalized identity
+(codex-rs/hooks/src/engine/discovery.rs ``command_hook_hash`` and
+codex-rs/config/src/fingerprint.rs ``version_for_toml``, Codex 0.169), recorded under the
+hook's positional key. The file is edited as TOML that keeps every comment and key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import ParseError
+from tomlkit.toml_document import TOMLDocument
+
+from ..errors import UsageError
+from .command import executable, hook_command
+from .files import left_alone, locked, make_folder, read_text, remove_or_empty, write_through
+from .hooks import EVENT, MATCHER, Placed, add_hook, remove_hook
+from .report import Action, Change, HostReport
+
+SERVER = "fabric-memory"
+WHAT = "Codex's config"
+EVENT_KEY = "session_start"
+"""How Codex names SessionStart in a hook's trust key and hash."""
+DEFAULT_TIMEOUT_SECONDS = 600
+"""What Codex gives a hook with no ``timeout``."""
+
+
+def codex_home() -> Path:
+    configured = os.environ.get("CODEX_HOME")
+    return (Path(configured).expanduser() if configured else Path.home() / ".codex").absolute()
+
+
+def trust_key(config: Path, group: int, handler: int) -> str:
+    """Codex's key for a hook of ``config``: the file under the real CODEX_HOME (Codex
+    resolves the folder, not a symlinked config.toml), the event, the positions."""
+    return f"{Path(os.path.realpath(config.parent)) / config.name}:{EVENT_KEY}:{group}:{handler}"
+
+
+def trust_hash(matcher: str | None, handler: Mapping[str, Any]) -> str:
+    """The ``currentHash`` Codex reports for this hook: only what Codex reads of it, with
+    its defaults filled and absent values left out (it hashes through TOML, which has no
+    null)."""
+    normalized: dict[str, Any] = {
+        "type": "command", "command": handler.get("command"),
+        "timeout": max(1, int(handler.get("timeout", DEFAULT_TIMEOUT_SECONDS))),
+        "async": bool(handler.get("async", False)),
+    }
+    if handler.get("statusMessage") is not None:
+        normalized["statusMessage"] = handler["statusMessage"]
+    identity: dict[str, Any] = {"event_name": EVENT_KEY, "hooks": [normalized]}
+    if matcher is not None:
+        identity["matcher"] = matcher
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def install_codex(*, uninstall: bool = False, program: Path | None = None) -> HostReport:
+    """Register (``uninstall``: remove) the MCP server and the trusted
+    SessionStart(compact) hook in Codex's config.toml."""
+    program = program or executable()
+    path = codex_home() / "config.toml"
+    report: HostReport = {"host": "codex", "executable": str(program), "changes": [],
+                          "removedFiles": [], "notes": []}
+    if uninstall and not path.exists():
+        report["changes"] = [Change(file=str(path), item=item, action="absent", detail="")
+                             for item in _ITEMS]
+        return report
+    make_folder(path.parent, "Codex's home folder")
+    with locked(path, "another writer (Codex?)"):
+        _edit(path, program, uninstall, report)
+    return report
+
+
+_ITEMS = (f"MCP server {SERVER}", f"{EVENT}({MATCHER}) hook", "hook trust")
+
+
+def _edit(path: Path, program: Path, uninstall: bool, report: HostReport) -> None:
+    text = read_text(path, WHAT) or ""
+    doc = _parse(path, text)
+    expected = doc.unwrap()
+    # The edit on plain values says what the file must mean afterwards; the same edit on
+    # tomlkit's document is one way to write it (see _layout_kept for the other).
+    actions, placed = _apply(expected, program, path, uninstall)
+    _apply(doc, program, path, uninstall)
+    report["changes"] = [Change(file=str(path), item=item, action=action, detail=detail)
+                         for item, (action, detail) in zip(_ITEMS, actions, strict=True)]
+    if all(action in ("unchanged", "absent") for action, _ in actions):
+        return
+    result = _layout_kept(text, doc, expected, path, placed, [a for a, _ in actions])
+    if result.strip() or not uninstall:
+        write_through(path, result, WHAT)
+    elif remove_or_empty(path, "", WHAT):
+        report["removedFiles"].append(str(path))
+
+
+Config = MutableMapping[str, Any]
+
+
+def _apply(config: Config, program: Path, path: Path,
+           uninstall: bool) -> tuple[list[tuple[Action, str]], Placed]:
+    where = str(path)
+    server = _server(config, program, where, uninstall)
+    if uninstall:
+        placed = remove_hook(config, where)
+        trust = _untrust(config, path, placed)
+    else:
+        placed = add_hook(config, hook_command(program), where)
+        trust = _trust(config, path, placed)
+    return [server, (placed.action, hook_command(program)), trust], placed
+
+
+def _parse(path: Path, text: str) -> TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except ParseError as exc:
+        reason = re.sub(r" at line \d+ col \d+$", "", str(exc))
+        raise left_alone(path, exc.line, f"not valid TOML ({reason})") from None
+
+
+def _server(doc: Config, program: Path, where: str,
+            uninstall: bool) -> tuple[Action, str]:
+    detail = f"{program} serve"
+    servers = doc.get("mcp_servers")
+    if servers is not None and not isinstance(servers, MutableMapping):
+        raise UsageError(f"{where}: mcp_servers is not a table; fix it, then rerun")
+    current = None if servers is None else servers.get(SERVER)
+    if uninstall:
+        if current is None:
+            return "absent", detail
+        assert servers is not None
+        del servers[SERVER]
+        if not servers:
+            del doc["mcp_servers"]
+        return "removed", detail
+    wanted = {"command": str(program), "args": ["serve"]}
+    if isinstance(current, Mapping) and all(current.get(k) == v for k, v in wanted.items()):
+        return "unchanged", detail
+    if isinstance(current, MutableMapping):
+        current.update(wanted)
+        return "updated", detail
+    if servers is None:
+        doc["mcp_servers"] = {SERVER: wanted}
+    else:
+        servers[SERVER] = wanted
+    return ("added" if current is None else "updated"), detail
+
+
+def _states(doc: Config, create: bool) -> MutableMapping[str, Any] | None:
+    hooks = doc.get("hooks")
+    if not isinstance(hooks, MutableMapping):
+        return None
+    if "state" not in hooks:
+        if not create:
+            return None
+        hooks["state"] = {}
+    states = hooks["state"]
+    return states if isinstance(states, MutableMapping) else None
+
+
+def _trust(doc: Config, path: Path, placed: Placed) -> tuple[Action, str]:
+    group = doc["hooks"][EVENT][placed.group]
+    digest = trust_hash(group.get("matcher"), group["hooks"][placed.handler])
+    states = _states(doc, create=True)
+    if states is None:
+        raise UsageError(f"{path}: hooks.state is not a table; fix it, then rerun")
+    _shift(states, path, placed.removed_groups)
+    key = trust_key(path, placed.group, placed.handler)
+    current = states.get(key)
+    if isinstance(current, MutableMapping):
+        if current.get("trusted_hash") == digest and current.get("enabled", True) is not False:
+            return "unchanged", digest
+        current["trusted_hash"] = digest
+        current.pop("enabled", None)
+        return "updated", digest
+    states[key] = {"trusted_hash": digest}
+    return "added", digest
+
+
+def _untrust(doc: Config, path: Path, placed: Placed) -> tuple[Action, str]:
+    states = _states(doc, create=False)
+    if placed.action == "absent" or states is None:
+        return "absent", ""
+    key = trust_key(path, placed.group, placed.handler)
+    action: Action = "absent"
+    if key in states:
+        del states[key]
+        action = "removed"
+    _shift(states, path, placed.removed_groups)
+    if not states:
+        del doc["hooks"]["state"]
+        if not doc["hooks"]:
+            del doc["hooks"]
+    return action, key
+
+
+def _shift(states: MutableMapping[str, Any], path: Path, removed: tuple[int, ...]) -> None:
+    """Keep the trust of the user's own SessionStart hooks of this file whose position moved
+    because a group of ours before them was removed (Codex keys trust by position)."""
+    if not removed:
+        return
+    prefix = trust_key(path, 0, 0).rsplit(":", 2)[0] + ":"
+    moves = {}
+    for key in list(states):
+        if not key.startswith(prefix):
+            continue
+        group, _, handler = key[len(prefix):].partition(":")
+        if not group.isdigit():
+            continue
+        below = sum(1 for number in removed if number < int(group))
+        if below:
+            moves[key] = f"{prefix}{int(group) - below}:{handler}"
+    for old in sorted(moves, key=lambda k: int(k[len(prefix):].partition(":")[0])):
+        states[moves[old]] = states.pop(old)
+
+
+# --- layout ----------------------------------------------------------------------------
+
+
+def _layout_kept(text: str, doc: TOMLDocument, expected: Config, path: Path, placed: Placed,
+                 actions: list[Action]) -> str:
+    """The edited file as text. What was added whole is appended, what was removed whole is
+    cut out, so every other byte stays as it was (and an uninstall gives back the file as
+    it was before the install); anything else is tomlkit's rendering of the edited
+    document. Only a text that reads back as ``expected`` is written."""
+    candidates = []
+    if set(actions) <= {"removed", "absent"}:
+        candidates.append(_cut(text, path, placed))
+    elif set(actions) <= {"added", "unchanged"}:
+        candidates.append(_append(text, expected, path, placed, actions))
+    candidates.append(tomlkit.dumps(doc))
+    for candidate in candidates:
+        try:
+            if tomlkit.parse(candidate).unwrap() == expected:
+                return candidate
+        except ParseError:
+            continue
+    raise UsageError(f"{path}: cannot write this edit without changing other parts of the "
+                     "file, so it was left as it is; see docs/codex.md#by-hand for the lines "
+                     "to add or remove yourself")
+
+
+def _table_text(header: str, values: Mapping[str, Any]) -> str:
+    body = "".join(f"{key} = {tomlkit.item(value).as_string()}\n" for key, value in values.items())
+    return f"{header}\n{body}"
+
+
+def _quoted(key: str) -> str:
+    return tomlkit.key(key).as_string()
+
+
+def _append(text: str, doc: Config, path: Path, placed: Placed,
+            actions: list[Action]) -> str:
+    server, hook, trust = actions
+    blocks = []
+    if server == "added":
+        blocks.append(_table_text(f"[mcp_servers.{SERVER}]", doc["mcp_servers"][SERVER]))
+    if hook == "added":
+        group = doc["hooks"][EVENT][placed.group]
+        blocks.append(_table_text(f"[[hooks.{EVENT}]]", {"matcher": group["matcher"]}) + "\n"
+                      + _table_text(f"[[hooks.{EVENT}.hooks]]", group["hooks"][0]))
+    if trust == "added":
+        key = trust_key(path, placed.group, placed.handler)
+        blocks.append(_table_text(f"[hooks.state.{_quoted(key)}]",
+                                  doc["hooks"]["state"][key]))
+    if not text:
+        return "\n".join(blocks)
+    return text + ("" if text.endswith("\n") else "\n") + "".join("\n" + b for b in blocks)
+
+
+_HEADER = re.compile(r"^\s*\[")
+
+
+def _cut(text: str, path: Path, placed: Placed) -> str:
+    """``text`` without our whole tables (the server, the hook's group, its trust), each
+    with the blank line that set it apart (one not found as we wrote it is left)."""
+    lines = text.splitlines(keepends=True)
+    spans = []
+    for header, occurrence, children in (
+        (f"[mcp_servers.{SERVER}]", 0, None),
+        (f"[[hooks.{EVENT}]]", placed.group, f"[[hooks.{EVENT}.hooks]]"),
+        (f"[hooks.state.{_quoted(trust_key(path, placed.group, placed.handler))}]", 0, None),
+    ):
+        starts = [n for n, line in enumerate(lines) if line.strip() == header]
+        if len(starts) <= occurrence:
+            continue
+        start = starts[occurrence]
+        end = start + 1
+        while end < len(lines) and (not _HEADER.match(lines[end])
+                                    or (children and lines[end].strip() == children)):
+            end += 1
+        while end > start + 1 and (not lines[end - 1].strip()
+                                   or lines[end - 1].lstrip().startswith("#")):
+            end -= 1
+        if start > 0 and not lines[start - 1].strip():
+            start -= 1
+        elif end < len(lines) and not lines[end].strip():
+            end += 1
+        spans.append((start, end))
+    kept = [line for number, line in enumerate(lines)
+            if not any(start <= number < end for start, end in spans)]
+    return "".join(kept)

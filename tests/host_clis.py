@@ -1,0 +1,75 @@
+"""The real Claude Code and Codex CLIs of ``tests/hosts`` (README's test command runs
+``npm ci`` there), and an environment in which they never reach the network."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .conftest import REPO
+
+HOSTS = REPO / "tests" / "hosts"
+CLAUDE = HOSTS / "node_modules" / ".bin" / "claude"
+CODEX = HOSTS / "node_modules" / ".bin" / "codex"
+
+
+def host_cli(path: Path) -> str:
+    """The CLI's path, with the one step that brings it when it is missing."""
+    assert path.exists(), (f"{path} is missing: run `npm ci --no-audit --no-fund` in {HOSTS} "
+                           "(README's test command does)")
+    return str(path)
+
+
+QUIET = {
+    # Claude Code: no auto-update, telemetry, error reports or other non-essential traffic.
+    "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
+    "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
+    # Codex: no update check (config also turns analytics and feedback off).
+    "CODEX_DISABLE_UPDATE_CHECK": "1",
+    # Neither may leave this machine: any proxy-honouring request goes nowhere.
+    "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+
+
+def host_env(home: Path, **extra: str) -> dict[str, str]:
+    """An environment with ``home`` as HOME, nothing of the caller's agent settings, and
+    the hosts kept off the network."""
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env.update(QUIET, HOME=str(home), **extra)
+    return env
+
+
+def codex_hooks(env: dict[str, str], cwd: Path, timeout: float = 30.0) -> list[dict[str, object]]:
+    """The hooks the real ``codex app-server`` lists for ``cwd`` (``hooks/list``): each with
+    its ``key``, ``currentHash`` and ``trustStatus``."""
+    import json
+    import queue
+    import subprocess
+    import threading
+
+    process = subprocess.Popen([host_cli(CODEX), "app-server"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                               cwd=cwd, text=True)
+    assert process.stdin is not None and process.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout],  # type: ignore[union-attr]
+                     daemon=True).start()
+    try:
+        for message in ({"id": 1, "method": "initialize",
+                         "params": {"clientInfo": {"name": "fabric-memory-tests",
+                                                   "version": "0"}}},
+                        {"method": "initialized"},
+                        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}}):
+            process.stdin.write(json.dumps(message) + "\n")
+        process.stdin.flush()
+        while True:
+            answer = json.loads(lines.get(timeout=timeout))
+            if answer.get("id") == 2:
+                assert "result" in answer, answer
+                return [hook for entry in answer["result"]["data"] for hook in entry["hooks"]]
+    finally:
+        process.kill()
+        process.wait(timeout=10)

@@ -1,0 +1,359 @@
+"""``fabric-memory install claude|codex|pi``: each host's own files gain the MCP server and
+the SessionStart(compact) handoff hook (Codex: trusted as Codex computes it), a second
+install changes nothing, ``--uninstall`` gives the files back byte for byte, and files
+the installer cannot read are refused with ``path:line`` and left alone."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from fabric_memory.cli import main
+from fabric_memory.errors import UsageError
+from fabric_memory.install.claude import install_claude
+from fabric_memory.install.codex import install_codex, trust_hash
+from fabric_memory.install.command import executable, is_hook_command
+
+from .agent_homes import fake_home
+from .host_clis import codex_hooks, host_env
+
+PROGRAM = Path("/opt/fm env/bin/fabric-memory")
+"""A program path with a space: the hook command must quote it."""
+HOOK = "'/opt/fm env/bin/fabric-memory' handoff"
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """HOME is a temporary folder; no host location variable is set."""
+    return fake_home(tmp_path, monkeypatch)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize(("host", "where", "content", "line", "reason"), [
+    ("claude", ".claude/settings.json", '{\n  "model": "opus",\n  "hooks": {\n}\n', 5,
+     "not valid JSON"),
+    ("claude", ".claude.json", '{\n  "limit": NaN\n}', 2, "NaN"),
+    ("codex", ".codex/config.toml", 'model = "o3"\n\n[mcp_servers.x]\ncommand = \n', 4,
+     "not valid TOML"),
+], ids=["claude-settings", "claude-json-nan", "codex-toml"])
+def test_a_file_it_cannot_read_back_is_refused_with_its_line(
+    home: Path, capsys: pytest.CaptureFixture[str], host: str, where: str, content: str,
+    line: int, reason: str,
+) -> None:
+    """A host file that is not valid JSON or TOML (or holds a number JSON cannot carry) is
+    refused with path:line in one line, and left byte for byte as it was."""
+    path = home / where
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(content)
+    status, _, err = run_cli(capsys, "install", host)
+    assert status == 2
+    assert err.startswith(f"fabric-memory install: {path}:{line}: ") and reason in err, err
+    assert err.count("\n") == 1 and path.read_text() == content
+
+
+def actions(report: dict[str, object]) -> list[str]:
+    return [change["action"] for change in report["changes"]]  # type: ignore[attr-defined]
+
+
+# --- the command -----------------------------------------------------------------------
+
+
+def test_the_executable_is_the_installed_script_by_absolute_path() -> None:
+    """The program a host runs is this environment's fabric-memory script, absolute."""
+    program = executable()
+    assert program.is_absolute() and program.name == "fabric-memory"
+    assert os.access(program, os.X_OK)
+
+
+@pytest.mark.parametrize(("command", "ours"), [
+    ("/a/b/fabric-memory handoff", True), ("'/a b/fabric-memory' handoff", True),
+    ("fabric-memory handoff", True), ("/a/fabric-memory serve", False),
+    ("/a/fabric-memory handoff --x", False), ("echo fabric-memory handoff", False),
+    ("'unclosed handoff", False), (None, False),
+])
+def test_our_hook_is_recognised_by_its_command(command: str | None, ours: bool) -> None:
+    """Any install's hook (any path) is ours; other commands are not."""
+    assert is_hook_command(command) is ours
+
+
+# --- Claude Code -----------------------------------------------------------------------
+
+
+def test_claude_fresh_install_writes_both_files(home: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh install adds the user-scope MCP server to ~/.claude.json and the hook to
+    ~/.claude/settings.json, and prints each change."""
+    status, out, _ = run_cli(capsys, "install", "claude")
+    assert status == 0
+    program = executable()
+    servers = json.loads((home / ".claude.json").read_text())
+    assert servers == {"mcpServers": {"fabric-memory": {
+        "type": "stdio", "command": str(program), "args": ["serve"], "env": {}}}}
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings == {"hooks": {"SessionStart": [{"matcher": "compact", "hooks": [
+        {"type": "command", "command": f"{program} handoff", "timeout": 10}]}]}}
+    assert out.splitlines() == [
+        f"added MCP server fabric-memory to {home / '.claude.json'}: {program} serve",
+        f"added SessionStart(compact) hook to {home / '.claude' / 'settings.json'}: "
+        f"{program} handoff"]
+
+
+CLAUDE_JSON = """{
+  "numStartups": 3,
+  "mcpServers": {
+    "github": {
+      "type": "stdio",
+      "command": "npx",
+      "args": [
+        "-y",
+        "@modelcontextprotocol/server-github"
+      ],
+      "env": {}
+    }
+  },
+  "projects": {
+    "/home/me/app": {
+      "allowedTools": []
+    }
+  }
+}"""
+SETTINGS_JSON = """{
+    "model": "opus",
+    "hooks": {
+        "SessionStart": [
+            {
+                "matcher": "startup",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "echo hello"
+                    }
+                ]
+            }
+        ],
+        "PreToolUse": [
+            {
+                "matcher": "Bash",
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "/usr/local/bin/guard"
+                    }
+                ]
+            }
+        ]
+    },
+    "permissions": {
+        "allow": [
+            "Bash(npm test:*)"
+        ]
+    }
+}
+"""
+
+
+def test_claude_keeps_other_tools_and_uninstall_gives_the_files_back(home: Path) -> None:
+    """Beside other tools' MCP servers and hooks (and another indent), install adds ours,
+    a second install writes nothing, and --uninstall leaves both files byte-identical."""
+    servers, settings = home / ".claude.json", home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    servers.write_text(CLAUDE_JSON)
+    settings.write_text(SETTINGS_JSON)
+    assert actions(install_claude(program=PROGRAM)) == ["added", "added"]
+    data = json.loads(settings.read_text())
+    assert data["hooks"]["SessionStart"][0]["matcher"] == "startup"
+    assert data["hooks"]["SessionStart"][1]["hooks"][0]["command"] == HOOK
+    assert data["hooks"]["PreToolUse"] == json.loads(SETTINGS_JSON)["hooks"]["PreToolUse"]
+    assert set(json.loads(servers.read_text())["mcpServers"]) == {"github", "fabric-memory"}
+    written = servers.read_bytes(), settings.read_bytes()
+    assert actions(install_claude(program=PROGRAM)) == ["unchanged", "unchanged"]
+    assert (servers.read_bytes(), settings.read_bytes()) == written
+    assert actions(install_claude(program=PROGRAM, uninstall=True)) == ["removed", "removed"]
+    assert servers.read_text() == CLAUDE_JSON and settings.read_text() == SETTINGS_JSON
+    assert actions(install_claude(program=PROGRAM, uninstall=True)) == ["absent", "absent"]
+
+
+def test_claude_reinstall_from_another_environment_replaces_the_path(home: Path) -> None:
+    """An install from another virtual environment updates the hook and the server in place
+    instead of adding a second hook."""
+    install_claude(program=Path("/old/venv/bin/fabric-memory"))
+    assert actions(install_claude(program=PROGRAM)) == ["updated", "updated"]
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert [h["command"] for g in settings["hooks"]["SessionStart"] for h in g["hooks"]] == [HOOK]
+    assert json.loads((home / ".claude.json").read_text())["mcpServers"]["fabric-memory"][
+        "command"] == str(PROGRAM)
+
+
+def test_claude_follows_claude_config_dir_and_project(home: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLAUDE_CONFIG_DIR holds both files; --project writes .mcp.json and
+    .claude/settings.json of that folder and says the server needs approval."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
+    report = install_claude(program=PROGRAM)
+    assert [c["file"] for c in report["changes"]] == [
+        str(tmp_path / "cfg" / ".claude.json"), str(tmp_path / "cfg" / "settings.json")]
+    project = tmp_path / "app"
+    report = install_claude(project, program=PROGRAM)
+    assert [c["file"] for c in report["changes"]] == [
+        str(project / ".mcp.json"), str(project / ".claude" / "settings.json")]
+    assert "fabric-memory" in json.loads((project / ".mcp.json").read_text())["mcpServers"]
+    assert "approve" in report["notes"][0]
+    assert not (home / ".claude.json").exists()
+
+
+def test_claude_writes_through_a_symlinked_settings_file(home: Path, tmp_path: Path) -> None:
+    """A settings.json that is a symlink (dotfiles) stays a link to the rewritten file;
+    uninstall gives the linked file back byte for byte."""
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(SETTINGS_JSON)
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").symlink_to(dotfiles)
+    install_claude(program=PROGRAM)
+    assert (home / ".claude" / "settings.json").is_symlink()
+    assert HOOK in dotfiles.read_text()
+    install_claude(program=PROGRAM, uninstall=True)
+    assert (home / ".claude" / "settings.json").is_symlink()
+    assert dotfiles.read_text() == SETTINGS_JSON
+
+
+def test_claude_refuses_settings_of_another_shape(home: Path) -> None:
+    """A hooks value that is not an object is refused with its JSON path, file untouched."""
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"hooks": []}')
+    with pytest.raises(UsageError, match=r"settings\.json: \$\.hooks is not an object"):
+        install_claude(program=PROGRAM)
+    assert settings.read_text() == '{"hooks": []}'
+
+
+# --- Codex -----------------------------------------------------------------------------
+
+
+CONFIG_TOML = """# my Codex settings
+model = "gpt-5.5"  # the default model
+approval_policy = "on-request"
+
+[mcp_servers.github]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-github"]  # keep this
+
+[[hooks.SessionStart]]
+matcher = "startup"
+
+[[hooks.SessionStart.hooks]]
+type = "command"
+command = "echo hello"
+
+[profiles.fast]
+model = "gpt-5.5-mini"
+# a comment at the end
+"""
+
+
+def test_codex_fresh_install_trusts_its_hook(home: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh install writes the MCP server, the hook and its trust to
+    ~/.codex/config.toml, and prints the three changes."""
+    status, out, _ = run_cli(capsys, "install", "codex")
+    assert status == 0
+    program = executable()
+    config = home / ".codex" / "config.toml"
+    data = tomlkit.parse(config.read_text()).unwrap()
+    handler = {"type": "command", "command": f"{program} handoff", "timeout": 10}
+    key = f"{config}:session_start:0:0"
+    assert data == {
+        "mcp_servers": {"fabric-memory": {"command": str(program), "args": ["serve"]}},
+        "hooks": {"SessionStart": [{"matcher": "compact", "hooks": [handler]}],
+                  "state": {key: {"trusted_hash": trust_hash("compact", handler)}}}}
+    assert len(out.splitlines()) == 3 and out.startswith("added MCP server fabric-memory")
+
+
+def test_codex_keeps_comments_and_others_and_uninstall_gives_the_file_back(home: Path) -> None:
+    """Comments, other MCP servers, other hooks and profiles stay as written; the hook
+    goes after the user's SessionStart group (trust key :1:0); a second install writes
+    nothing; --uninstall leaves the file byte-identical."""
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CONFIG_TOML)
+    assert actions(install_codex(program=PROGRAM)) == ["added", "added", "added"]
+    text = config.read_text()
+    assert text.startswith(CONFIG_TOML)
+    assert f'[hooks.state."{config}:session_start:1:0"]' in text
+    assert actions(install_codex(program=PROGRAM)) == ["unchanged"] * 3
+    assert config.read_text() == text
+    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["removed"] * 3
+    assert config.read_text() == CONFIG_TOML
+    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["absent"] * 3
+
+
+def test_codex_uninstall_keeps_the_trust_of_hooks_that_move_up(home: Path) -> None:
+    """A user's SessionStart group written after ours moves up one place when ours goes;
+    its trust entry moves with it (Codex keys trust by position)."""
+    config = home / ".codex" / "config.toml"
+    install_codex(program=PROGRAM)
+    later = {"type": "command", "command": "echo later"}
+    with config.open("a") as out:
+        out.write('\n[[hooks.SessionStart]]\nmatcher = "resume"\n\n'
+                  '[[hooks.SessionStart.hooks]]\ntype = "command"\ncommand = "echo later"\n\n'
+                  f'[hooks.state."{config}:session_start:1:0"]\n'
+                  f'trusted_hash = "{trust_hash("resume", later)}"\n')
+    install_codex(program=PROGRAM, uninstall=True)
+    data = tomlkit.parse(config.read_text()).unwrap()
+    assert data["hooks"]["SessionStart"] == [{"matcher": "resume", "hooks": [later]}]
+    assert data["hooks"]["state"] == {
+        f"{config}:session_start:0:0": {"trusted_hash": trust_hash("resume", later)}}
+
+
+def test_codex_follows_codex_home_through_symlinks(home: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """CODEX_HOME names the folder; a symlinked config.toml stays a link; the trust key
+    names the real CODEX_HOME folder (as Codex resolves it) and the link's file name."""
+    real = tmp_path / "real-codex"
+    real.mkdir()
+    (tmp_path / "linked-codex").symlink_to(real)
+    dotfiles = tmp_path / "dotfiles.toml"
+    dotfiles.write_text(CONFIG_TOML)
+    (real / "config.toml").symlink_to(dotfiles)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "linked-codex"))
+    install_codex(program=PROGRAM)
+    assert (real / "config.toml").is_symlink()
+    assert f'[hooks.state."{real / "config.toml"}:session_start:1:0"]' in dotfiles.read_text()
+    install_codex(program=PROGRAM, uninstall=True)
+    assert dotfiles.read_text() == CONFIG_TOML and (real / "config.toml").is_symlink()
+
+
+def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:
+    """The real Codex (app-server hooks/list) finds the installed hook under the key we
+    wrote, with the hash we computed, and trusts it — beside a user's hook it does not."""
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CONFIG_TOML)
+    install_codex(program=PROGRAM)
+    listed = {hook["command"]: hook for hook in codex_hooks(host_env(home), tmp_path)}
+    ours = listed[HOOK]
+    assert ours["key"] == f"{config}:session_start:1:0"
+    assert ours["trustStatus"] == "trusted", ours
+    assert listed["echo hello"]["trustStatus"] == "untrusted"
+
+
+# --- Pi (the alias) --------------------------------------------------------------------
+
+
+def test_install_pi_is_pi_install(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """install pi and pi install are one command: the same change, the same report."""
+    status, out, _ = run_cli(capsys, "install", "pi", "--json")
+    assert status == 0 and json.loads(out)["action"] == "added"
+    status, out, _ = run_cli(capsys, "pi", "install", "--json")
+    assert status == 0 and json.loads(out)["action"] == "unchanged"
+    status, out, _ = run_cli(capsys, "install", "pi", "--uninstall")
+    assert status == 0 and out.startswith("removed ")
