@@ -318,10 +318,13 @@ class Ranking:
         search over those documents alone (by path and address), each word scoring 1."""
         if not some or self.plan is None or not self.plan.counted:
             return {}
-        within = [tantivy.Query.term_set_query(SCHEMA, name, list({
-            str(doc.get_first(name)) for doc in some})) for name in ("path", "address")]
+        # Each document by its path and address: two term postings intersected, read lazily
+        # (a term set would collect every document of those sessions first).
+        each = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, name, str(doc.get_first(name))))
+            for name in ("path", "address")])) for doc in some])
         query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in within]
+            [(tantivy.Occur.Must, tantivy.Query.const_score_query(each, 0.0))]
             + [(tantivy.Occur.Should, tantivy.Query.const_score_query(word, 1.0))
                for word in self.plan.counted])
         result = self.searcher.search(query, limit=len(some), count=True)
@@ -1039,14 +1042,14 @@ def _proximity(content: list[tuple[int, QueryWord]],
     clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
     total = max(searcher.num_docs, 1)
     for (at, word), (next_at, following) in itertools.pairwise(content):
+        if len(clauses) == MAX_PAIRS:
+            break
         gap = next_at - at - 1
         if len(word) > 1 or len(following) > 1 or word == following or not 0 <= gap <= MAX_GAP:
             continue
         weight = PROXIMITY * sum(_idf(_frequency(searcher, w), total) for w in (word, following))
         phrase = tantivy.Query.phrase_query(SCHEMA, "text", [word[0], following[0]], slop=gap)
         clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(phrase, weight)))
-        if len(clauses) == MAX_PAIRS:
-            break
     return clauses
 
 
