@@ -307,12 +307,22 @@ def _expand_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also the N entries after each selected address or entry")
     parser.add_argument("--expected-source-hash", default=None, metavar="H")
     parser.add_argument("--expected-lineage", default=None, metavar="L")
-    parser.add_argument("--max-entries", type=int, default=10, metavar="N",
-                        help="entries per page (at most 20; more is clamped)")
-    parser.add_argument("--max-chars", type=int, default=20_000, metavar="N",
-                        help="characters per page (at most 24,000; more is clamped)")
-    parser.add_argument("--entry-offset", type=int, default=0, metavar="K")
-    parser.add_argument("--text-offset", type=int, default=0, metavar="K")
+    parser.add_argument("--kinds", action="append", default=[], metavar="K,K",
+                        help="only entries of these kinds: user, assistant, tool, edit, error, "
+                        "other")
+    parser.add_argument("--max-entries", type=int, default=None, metavar="N",
+                        help="entries per page (default and most 200; more is clamped)")
+    parser.add_argument("--max-chars", type=int, default=None, metavar="N",
+                        help="characters per page (default 20,000, at most 24,000; more is "
+                        "clamped)")
+    parser.add_argument("--entry-chars", type=int, default=None, metavar="N",
+                        help="characters of one entry of a range or neighbourhood (default "
+                        "1,200): a longer one shows its head and tail")
+    parser.add_argument("--entry-offset", type=int, default=0, metavar="K",
+                        help="start at this entry of the selection (from a `more:` line)")
+    parser.add_argument("--text-offset", type=int, default=0, metavar="K",
+                        help="start at this character of the first entry (from a `more:` "
+                        "line or a cut entry)")
     parser.add_argument("--show-secrets", action="store_true",
                         help="return the raw bytes: do not mask secrets (docs/secrets.md)")
     parser.add_argument("--raw", action="store_true",
@@ -326,15 +336,17 @@ def _run_expand(args: argparse.Namespace) -> Outcome:
     from .memory.expand import expand
     from .memory.render import render_expand
 
+    limits = {name: value for name, value in (
+        ("max_entries", args.max_entries), ("max_chars", args.max_chars),
+        ("entry_chars", args.entry_chars)) if value is not None}
     page = expand(
         args.session, entries=args.entry, addresses=args.address, indices=args.positions,
         range=args.range, positions=args.position_range, anchor=args.anchor,
         before=args.before, after=args.after,
         expected_source_hash=args.expected_source_hash,
-        expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
-        max_chars=args.max_chars, entry_offset=args.entry_offset, text_offset=args.text_offset,
-        show_secrets=args.show_secrets, raw=args.raw, index=args.index_dir,
-        sessions=args.sessions,
+        expected_lineage_fingerprint=args.expected_lineage, entry_offset=args.entry_offset,
+        text_offset=args.text_offset, kinds=args.kinds, show_secrets=args.show_secrets,
+        raw=args.raw, index=args.index_dir, sessions=args.sessions, **limits,
     )
     return Outcome(page, render_expand(page))
 

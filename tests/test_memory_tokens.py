@@ -12,6 +12,7 @@ import pytest
 from fabric_memory.memory.expand import expand
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
+from fabric_memory.memory.render import render_recall
 
 from .memory_builder import SessionBuilder
 
@@ -69,7 +70,7 @@ def test_a_chinese_word_inside_a_sentence_finds_its_entry(
     hits = response["hits"]
     assert address in [hit["address"] for hit in hits]
     top = next(hit for hit in hits if hit["address"] == address)
-    assert top["words"]["held"] == top["words"]["of"]
+    assert top["wordsHeld"] == top["queryWords"]
     assert response.get("allWords", response["total"]) >= 1
     assert word in expand(CHINESE.stem, addresses=[address], **chinese)["entries"][0]["text"]
 
@@ -80,8 +81,8 @@ def test_a_chinese_question_finds_its_answers(chinese: dict[str, Path]) -> None:
     character pairs are the query's words, and they hold most of them."""
     hits = recall("为什么模板字符串里的反引号要转义", limit=5, **chinese)["hits"]
     assert {hit["address"] for hit in hits[:3]} == {"6247c482", "94c645a2", "b56e5d40"}
-    assert all(hit["words"]["held"] >= 9 and "反引号" in hit["snippet"] for hit in hits[:3])
-    assert all(hit["words"]["held"] <= 3 for hit in hits[3:])
+    assert all(hit["wordsHeld"] >= 9 and "反引号" in hit["snippet"] for hit in hits[:3])
+    assert all(hit["wordsHeld"] <= 3 for hit in hits[3:])
 
 
 def test_a_coloured_claude_code_output_is_found_by_its_plain_words(tmp_path: Path) -> None:
@@ -181,14 +182,18 @@ def test_more_and_rarer_words_rank_first(ranked: dict[str, Any]) -> None:
 
 
 def test_words_held_are_reported_per_hit(ranked: dict[str, Any]) -> None:
-    """Each hit says how many of the query's words it holds (stop words not counted)."""
+    """Each hit says how many of the query's words it holds (stop words not counted), in
+    the JSON and in the text answer."""
     ids = ranked["ids"]
-    hits = recall("the kestrel harbor migration", limit=50, **ranked["roots"])["hits"]
-    held = {hit["address"]: hit["words"] for hit in hits}
-    assert held[ids["two_rare"]] == {"held": 2, "of": 3}
-    assert held[ids["rare_and_common"]] == {"held": 2, "of": 3}
-    assert held[ids["one_rare_often"]] == {"held": 1, "of": 3}
-    assert sorted({h["held"] for h in held.values()}) == [1, 2]
+    response = recall("the kestrel harbor migration", limit=50, **ranked["roots"])
+    hits = response["hits"]
+    text = render_recall(response)
+    assert f"{ids['two_rare']} user" in text and "(2/3 words)" in text and "(1/3 words)" in text
+    held = {hit["address"]: (hit["wordsHeld"], hit["queryWords"]) for hit in hits}
+    assert held[ids["two_rare"]] == (2, 3)
+    assert held[ids["rare_and_common"]] == (2, 3)
+    assert held[ids["one_rare_often"]] == (1, 3)
+    assert sorted({h for h, _ in held.values()}) == [1, 2]
 
 
 def test_words_standing_together_rank_above_the_same_words_apart(ranked: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
@@ -353,6 +353,10 @@ class SessionsRequest(TypedDict, total=False):
     limit: int
     offset: int
     hotSessions: int
+
+
+REQUEST_DEFAULTS: dict[str, Any] = {"offset": 0, "hotSessions": DEFAULT_HOT_SESSIONS}
+"""The value each optional listing key has when left out."""
 
 
 class SessionsReport(TypedDict):

@@ -900,6 +900,12 @@ PROXIMITY = 1.0
 the sum of their IDFs (about half a BM25 saturation of both)."""
 MAX_PAIRS = 8
 """Pairs of neighbouring query words given the proximity bonus (the first ones)."""
+PAIR_SHARE = 0.02
+MIN_PAIR_DOCS = 5000
+"""A pair gets the bonus only when one of its words is in at most this share of the
+documents (or this many): finding two common words together reads the positions of both
+through all their documents (at 1M documents, eight such pairs doubled a question's
+search), and says little."""
 MAX_GAP = 3
 """Words between two query words in the question beyond which they are not a pair."""
 
@@ -1047,7 +1053,10 @@ def _proximity(content: list[tuple[int, QueryWord]],
         gap = next_at - at - 1
         if len(word) > 1 or len(following) > 1 or word == following or not 0 <= gap <= MAX_GAP:
             continue
-        weight = PROXIMITY * sum(_idf(_frequency(searcher, w), total) for w in (word, following))
+        frequencies = [_frequency(searcher, w) for w in (word, following)]
+        if min(frequencies) > max(PAIR_SHARE * total, MIN_PAIR_DOCS):
+            continue  # both common: their positions cost more than the bonus tells
+        weight = PROXIMITY * sum(_idf(frequency, total) for frequency in frequencies)
         phrase = tantivy.Query.phrase_query(SCHEMA, "text", [word[0], following[0]], slop=gap)
         clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(phrase, weight)))
     return clauses

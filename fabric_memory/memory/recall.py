@@ -67,6 +67,10 @@ REQUEST_KINDS: dict[str, Kind] = {
     "offset": "integer", "hotSessions": "integer", "index": "name", "sessions": "name",
     "project": "name", "preferProject": "name"}
 """The recall request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
+REQUEST_DEFAULTS: dict[str, Any] = {
+    "query": "", "mode": "literal", "match": "any", "branches": "all", "limit": DEFAULT_LIMIT,
+    "offset": 0, "hotSessions": DEFAULT_HOT_SESSIONS}
+"""The value each optional request key has when left out."""
 
 
 class RecallRequest(TypedDict, total=False):
@@ -93,14 +97,6 @@ class RecallRequest(TypedDict, total=False):
     preferProject: str
 
 
-class WordsHeld(TypedDict):
-    held: int
-    """How many of the query's words the hit holds."""
-    of: int
-    """How many words the query ranks by: its words without the stop words (all of them
-    when every word must match), a run of CJK characters as its overlapping pairs."""
-
-
 class RecallHit(TypedDict):
     kind: str
     sessionId: str
@@ -117,8 +113,11 @@ class RecallHit(TypedDict):
     snippet: str
     follow: ExpandRequest
     score: NotRequired[float]
-    words: NotRequired[WordsHeld]
-    """With query text (not a regex): how many of its words the hit holds."""
+    wordsHeld: NotRequired[int]
+    """With query text (not a regex): how many of the query's words the hit holds."""
+    queryWords: NotRequired[int]
+    """... of how many: the words the query ranks by (without the stop words, all of them
+    when every word must match; a run of CJK characters counts as its overlapping pairs)."""
     parentId: NotRequired[str]
     role: NotRequired[str]
     tool: NotRequired[str]
@@ -335,7 +334,8 @@ def _hit(
     if hit.score is not None:
         result["score"] = round(hit.score, 4)
     if hit.words is not None and words is not None:
-        result["words"] = {"held": hit.words, "of": words}
+        result["wordsHeld"] = hit.words
+        result["queryWords"] = words
     optional = cast(dict[str, Any], result)
     for name, key in (("parent_id", "parentId"), ("role", "role"), ("tool", "tool"),
                       ("ref", "ref"), ("provider", "provider"), ("action", "action"),
