@@ -400,7 +400,7 @@ def _run_serve(args: argparse.Namespace) -> Outcome:
 
         raise MissingExtraError(
             f"serve needs the MCP SDK ({exc.name or exc} is missing); install it with "
-            "pip install 'fabric-memory[mcp]'"
+            "pip install -e '.[mcp]' in the fabric-memory clone"
         ) from None
     serve(sessions=args.sessions, index=args.index_dir, hot_sessions=args.hot_sessions,
           live=args.live, agents=args.agents, log=stderr_log("serve"))

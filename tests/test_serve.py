@@ -524,7 +524,7 @@ def test_serve_without_the_extra_says_how_to_install(tmp_path: Path) -> None:
     lines = done.stderr.decode().strip().splitlines()
     assert done.returncode == 1
     assert lines == ["fabric-memory serve: serve needs the MCP SDK (mcp is missing); "
-                     "install it with pip install 'fabric-memory[mcp]'"]
+                     "install it with pip install -e '.[mcp]' in the fabric-memory clone"]
 
 
 def test_expand_masks_secrets_unless_asked(places: dict[str, Path]) -> None:
