@@ -104,7 +104,11 @@ def test_claude_fresh_install_writes_both_files(home: Path,
     assert out.splitlines() == [
         f"added MCP server fabric-memory to {home / '.claude.json'}: {program} serve",
         f"added SessionStart(compact) hook to {home / '.claude' / 'settings.json'}: "
-        f"{program} handoff"]
+        f"{program} handoff",
+        "Claude Code reads these when a session starts: start a new session (or restart "
+        "it) for the change to take effect"]
+    status, out, _ = run_cli(capsys, "install", "claude")
+    assert status == 0 and out.startswith("already in ") and "restart" not in out
 
 
 CLAUDE_JSON = """{
@@ -293,7 +297,8 @@ def test_codex_fresh_install_trusts_its_hook(home: Path,
         "mcp_servers": {"fabric-memory": {"command": str(program), "args": ["serve"]}},
         "hooks": {"SessionStart": [{"matcher": "compact", "hooks": [handler]}],
                   "state": {key: {"trusted_hash": trust_hash("compact", handler)}}}}
-    assert len(out.splitlines()) == 3 and out.startswith("added MCP server fabric-memory")
+    assert len(out.splitlines()) == 4 and out.startswith("added MCP server fabric-memory")
+    assert out.splitlines()[-1].startswith("Codex reads these when a session starts")
 
 
 def test_codex_keeps_comments_and_others_and_uninstall_gives_the_file_back(home: Path) -> None:

@@ -20,7 +20,7 @@ from ..errors import UsageError
 from .command import executable, hook_command
 from .files import edit_json
 from .hooks import EVENT, MATCHER, add_hook, remove_hook
-from .report import Action, Change, HostReport
+from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
 WHAT = "Claude Code's settings"
@@ -61,6 +61,7 @@ def install_claude(project: str | os.PathLike[str] | None = None, *,
         report["notes"].append(
             f"Claude Code asks once before it starts a project's MCP server: approve "
             f"{SERVER} when it asks, at its next start in {servers.parent}")
+    note_new_sessions(report, "Claude Code")
     return report
 
 

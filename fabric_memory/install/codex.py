@@ -53,7 +53,7 @@ from .files import (
     write_through,
 )
 from .hooks import EVENT, MATCHER, Placed, add_hook, holds_hook, remove_hook
-from .report import Action, Change, HostReport
+from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
 WHAT = "Codex's config"
@@ -117,6 +117,7 @@ def install_codex(*, uninstall: bool = False, program: Path | None = None) -> Ho
     make_folder(path.parent, "Codex's home folder")
     with locked(path, "another writer (Codex?)"):
         _edit(path, program, uninstall, report)
+    note_new_sessions(report, "Codex")
     return report
 
 
