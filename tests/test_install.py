@@ -188,9 +188,17 @@ def test_claude_keeps_other_tools_and_uninstall_gives_the_files_back(home: Path)
 
 def test_claude_reinstall_from_another_environment_replaces_the_path(home: Path) -> None:
     """An install from another virtual environment updates the hook and the server in place
-    instead of adding a second hook."""
+    instead of adding a second hook, keeping the user's env and extra arguments."""
     install_claude(program=Path("/old/venv/bin/fabric-memory"))
+    servers = home / ".claude.json"
+    data = json.loads(servers.read_text())
+    data["mcpServers"]["fabric-memory"].update(env={"FABRIC_MEMORY_HOME": "/x"},
+                                               args=["serve", "--agents", "claude-code"])
+    servers.write_text(json.dumps(data))
     assert actions(install_claude(program=PROGRAM)) == ["updated", "updated"]
+    assert json.loads(servers.read_text())["mcpServers"]["fabric-memory"] == {
+        "type": "stdio", "command": str(PROGRAM), "args": ["serve", "--agents", "claude-code"],
+        "env": {"FABRIC_MEMORY_HOME": "/x"}}
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert [h["command"] for g in settings["hooks"]["SessionStart"] for h in g["hooks"]] == [HOOK]
     assert json.loads((home / ".claude.json").read_text())["mcpServers"]["fabric-memory"][

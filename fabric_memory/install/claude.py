@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import UsageError
 from .command import executable, hook_command
 from .files import edit_json
-from .hooks import EVENT, MATCHER, add_hook, remove_hook
+from .hooks import EVENT, MATCHER, add_hook, remove_hook, server_action
 from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
@@ -80,12 +80,8 @@ def _server(data: dict[str, Any], program: Path, where: Path,
         if not servers:
             del data["mcpServers"]
         return "removed", detail
-    current = servers.get(SERVER)
-    if current == wanted:
-        return "unchanged", detail
-    servers[SERVER] = wanted
     data["mcpServers"] = servers
-    return ("added" if current is None else "updated"), detail
+    return server_action(servers, SERVER, wanted), detail
 
 
 def _hook(data: dict[str, Any], command: str, where: Path,

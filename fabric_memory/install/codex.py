@@ -52,7 +52,15 @@ from .files import (
     remove_or_empty,
     write_through,
 )
-from .hooks import EVENT, MATCHER, Placed, add_hook, holds_hook, remove_hook
+from .hooks import (
+    EVENT,
+    MATCHER,
+    Placed,
+    add_hook,
+    holds_hook,
+    remove_hook,
+    server_action,
+)
 from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
@@ -243,16 +251,10 @@ def _server(doc: Config, program: Path, where: str,
             del doc["mcp_servers"]
         return "removed", detail
     wanted = {"command": str(program), "args": ["serve"]}
-    if isinstance(current, Mapping) and all(current.get(k) == v for k, v in wanted.items()):
-        return "unchanged", detail
-    if isinstance(current, MutableMapping):
-        current.update(wanted)
-        return "updated", detail
     if servers is None:
         doc["mcp_servers"] = {SERVER: wanted}
-    else:
-        servers[SERVER] = wanted
-    return ("added" if current is None else "updated"), detail
+        return "added", detail
+    return server_action(servers, SERVER, wanted), detail
 
 
 def _states(doc: Config, create: bool) -> MutableMapping[str, Any] | None:
