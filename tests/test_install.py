@@ -377,22 +377,9 @@ def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:
     assert listed["echo hello"]["trustStatus"] == "untrusted"
 
 
-HOOKS_JSON = """{
-  "hooks": {
-    "SessionStart": [
-      {
-        "matcher": "startup",
-        "hooks": [
-          {
-            "type": "command",
-            "command": "echo hello"
-          }
-        ]
-      }
-    ]
-  }
-}
-"""
+HOOKS_JSON = json.dumps({"hooks": {"SessionStart": json.loads(SETTINGS_JSON)["hooks"][
+    "SessionStart"]}}, indent=2) + "\n"
+"""The user's startup hook, in Codex's hooks.json (two-space, as written by hand)."""
 
 
 def test_codex_uses_hooks_json_when_the_user_keeps_hooks_there(home: Path,
