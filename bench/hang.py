@@ -128,8 +128,13 @@ def _code(out: bytes, err: bytes) -> str:
             continue
         if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
             return str(answer["error"].get("code", "error"))
-    first = err.decode(errors="replace").strip().splitlines()
-    return first[0][:120] if first else "exit status without output"
+    lines = err.decode(errors="replace").strip().splitlines()
+    if not lines:
+        return "exit status without output"
+    if lines[0].startswith("Traceback"):  # a crash: where it happened and what it was
+        frames = [line.strip() for line in lines if line.strip().startswith("File ")]
+        return f"crash: {lines[-1][:160]} ({frames[-1][:160] if frames else '?'})"
+    return lines[0][:160]
 
 
 def run(seconds: float, readers: int = 3, stall: float = 5.0,
