@@ -527,6 +527,38 @@ def handoff_rows(ctx: Context) -> list[Row]:
                 ours / pi, "ours/Pi share", ">= 1", ours >= pi, detail)]
 
 
+def packet_rows(ctx: Context) -> list[Row]:
+    """The handoff hook on the largest fixture transcript at hook time (:mod:`bench.packet`):
+    in-process beside the agent's reader alone, and as a process, each against the hook's
+    time budget."""
+    from fabric_memory.handoff import DEFAULT_BUDGET_S
+
+    from . import packet
+
+    source = packet.largest_fixture()
+    path, event = packet.at_hook_time(source, ctx.scratch)
+    log = ctx.scratch / "handoff.log"
+    repeats = 5 if ctx.scale is QUICK else 20
+    ours, floor = interleaved(Pair(lambda: packet.in_process(event, log),
+                                   lambda: packet.reader_alone(path)), repeats)
+    o50, f50 = statistics.median(ours) * 1e3, statistics.median(floor) * 1e3
+    budget_ms = DEFAULT_BUDGET_S * 1e3
+    size = f"{path.stat().st_size / 1024:.0f} KiB"
+    processes = timed(lambda: packet.as_process(event, ctx.scratch), 3 if ctx.scale is QUICK
+                      else 10)
+    p50 = statistics.median(processes) * 1e3
+    return [
+        Row("packet.inproc", f"handoff hook in-process on {source.name} at hook time ({size}; "
+            "ms) vs its reader alone", o50, f50, "ms", o50 / f50, "ours/floor p50",
+            f"<= {budget_ms:.0f} ms (the budget)", o50 <= budget_ms,
+            {"p90": percentile(ours, 0.9) * 1e3, "budgetShare": o50 / budget_ms}),
+        Row("packet.process", f"`fabric-memory handoff` process on the same file ({size}; ms)",
+            p50, None, "ms", p50 / budget_ms, "ours/budget", f"<= {budget_ms:.0f} ms",
+            p50 <= budget_ms, {"p90": percentile(processes, 0.9) * 1e3,
+                               "runs": len(processes)}),
+    ]
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
@@ -538,6 +570,7 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("compaction plateau", plateau_rows),
     ("hook", hook_rows),
     ("handoff", handoff_rows),
+    ("handoff hook", packet_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         prepare_compaction,
     )
     from .errors import (
+        ClusterError,
         CompactionError,
         ExpandError,
         FabricMemoryError,
@@ -87,7 +88,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".audit": ("audit_sessions",),
     # errors a caller catches (all under FabricMemoryError)
     ".errors": (
-        "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
+        "ClusterError", "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
         "IndexBusyError", "IndexLockedError", "LineTooLongError", "LocationRefusedError",
         "MemoryIndexError", "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
@@ -117,6 +118,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Cancel",
+    "ClusterError",
     "Compaction",
     "CompactionError",
     "CompactionSettings",

@@ -161,14 +161,21 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parser processes (default min(2, CPUs); capped at the CPU count)")
     parser.add_argument("--session", default=None, metavar="FILE",
                         help="only this session file (under a sessions root)")
+    parser.add_argument("--cluster", default=None, metavar="ADDRESS",
+                        help="build a sharded index on a Dask cluster: its scheduler "
+                        "(tcp://HOST:8786) or local:N (N local worker processes); needs the "
+                        "cluster extra, see docs/scale.md")
+    parser.add_argument("--shard-mb", type=int, default=256, metavar="MB",
+                        help="session megabytes per shard of a sharded index (default 256)")
     parser.add_argument("--watch", action="store_true",
                         help="then keep watching: re-index each session file as it changes "
                         "(until Ctrl-C or SIGTERM; needs the watch extra)")
 
 
 def _run_reindex(args: argparse.Namespace) -> Outcome:
-    from .memory.reindex import Progress, reindex
+    from .memory.reindex import reindex
     from .memory.render import render_progress, render_reindex
+    from .memory.report import Progress
 
     if args.watch:
         return _watch(args)
@@ -184,7 +191,8 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
 
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
                      workers=args.workers, progress=progress if sys.stderr.isatty() else None,
-                     session=args.session, agents=args.agents)
+                     session=args.session, agents=args.agents, cluster=args.cluster,
+                     shard_bytes=args.shard_mb * 1024 * 1024)
     if shown[0]:
         sys.stderr.write("\n")
     for notice in report["notices"]:
@@ -253,6 +261,8 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
                         "fabro")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
     parser.add_argument("--limit", type=int, default=10, metavar="N",
                         help="hits per page (at most 50; more is clamped)")
@@ -271,7 +281,7 @@ def _run_recall(args: argparse.Namespace) -> Outcome:
         since=args.since, until=args.until, session=args.session, agent=args.agent,
         branches=args.branches,
         limit=args.limit, offset=args.offset, hot_sessions=args.hot_sessions,
-        index=args.index_dir, sessions=args.sessions,
+        index=args.index_dir, sessions=args.sessions, project=args.project,
     )
     return Outcome(response, render_recall(response))
 
@@ -297,12 +307,22 @@ def _expand_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also the N entries after each selected address or entry")
     parser.add_argument("--expected-source-hash", default=None, metavar="H")
     parser.add_argument("--expected-lineage", default=None, metavar="L")
-    parser.add_argument("--max-entries", type=int, default=10, metavar="N",
-                        help="entries per page (at most 20; more is clamped)")
-    parser.add_argument("--max-chars", type=int, default=20_000, metavar="N",
-                        help="characters per page (at most 24,000; more is clamped)")
-    parser.add_argument("--entry-offset", type=int, default=0, metavar="K")
-    parser.add_argument("--text-offset", type=int, default=0, metavar="K")
+    parser.add_argument("--kinds", action="append", default=[], metavar="K,K",
+                        help="only entries of these kinds: user, assistant, tool, edit, error, "
+                        "other")
+    parser.add_argument("--max-entries", type=int, default=None, metavar="N",
+                        help="entries per page (default and most 200; more is clamped)")
+    parser.add_argument("--max-chars", type=int, default=None, metavar="N",
+                        help="characters per page (default 20,000, at most 24,000; more is "
+                        "clamped)")
+    parser.add_argument("--entry-chars", type=int, default=None, metavar="N",
+                        help="characters of one entry of a range or neighbourhood (default "
+                        "1,200): a longer one shows its head and tail")
+    parser.add_argument("--entry-offset", type=int, default=0, metavar="K",
+                        help="start at this entry of the selection (from a `more:` line)")
+    parser.add_argument("--text-offset", type=int, default=0, metavar="K",
+                        help="start at this character of the first entry (from a `more:` "
+                        "line or a cut entry)")
     parser.add_argument("--show-secrets", action="store_true",
                         help="return the raw bytes: do not mask secrets (docs/secrets.md)")
     parser.add_argument("--raw", action="store_true",
@@ -316,15 +336,17 @@ def _run_expand(args: argparse.Namespace) -> Outcome:
     from .memory.expand import expand
     from .memory.render import render_expand
 
+    limits = {name: value for name, value in (
+        ("max_entries", args.max_entries), ("max_chars", args.max_chars),
+        ("entry_chars", args.entry_chars)) if value is not None}
     page = expand(
         args.session, entries=args.entry, addresses=args.address, indices=args.positions,
         range=args.range, positions=args.position_range, anchor=args.anchor,
         before=args.before, after=args.after,
         expected_source_hash=args.expected_source_hash,
-        expected_lineage_fingerprint=args.expected_lineage, max_entries=args.max_entries,
-        max_chars=args.max_chars, entry_offset=args.entry_offset, text_offset=args.text_offset,
-        show_secrets=args.show_secrets, raw=args.raw, index=args.index_dir,
-        sessions=args.sessions,
+        expected_lineage_fingerprint=args.expected_lineage, entry_offset=args.entry_offset,
+        text_offset=args.text_offset, kinds=args.kinds, show_secrets=args.show_secrets,
+        raw=args.raw, index=args.index_dir, sessions=args.sessions, **limits,
     )
     return Outcome(page, render_expand(page))
 

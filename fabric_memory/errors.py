@@ -201,6 +201,13 @@ class WatchError(MemoryIndexError):
     code = "watch_error"
 
 
+class ClusterError(FabricMemoryError):
+    """A sharded build could not run on its cluster: the scheduler cannot be reached, or a
+    shard's task failed past its retries. The index is left as the last build wrote it."""
+
+    code = "cluster_error"
+
+
 class QueryError(FabricMemoryError):
     """A recall query is malformed or exceeds its bounds (regex length/time)."""
 

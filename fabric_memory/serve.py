@@ -1,7 +1,9 @@
 """``fabric-memory serve``: the memory index as a Model Context Protocol server over stdio.
 
-Three tools, ``recall``, ``expand`` and ``sessions``, answer with what the CLI's
-``--json`` prints, as structured content and as the same JSON in a text block. A
+Three tools, ``recall``, ``expand`` and ``sessions``: each answers with the text the CLI
+prints for a model to read (its next calls written as this server's tool calls) and with
+what the CLI's ``--json`` prints as structured content, declared by the tool's output
+schema (derived from the answer's TypedDict, :func:`json_schema`). A
 failure is a tool error (``is_error``) whose text starts with the error code
 (``stale_pointer: …``). The caller is a model: the server answers only from the
 sessions root and index it was started with, and refuses a ``follow``/``next`` whose
@@ -19,33 +21,49 @@ import os
 import signal
 import sys
 import threading
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from types import UnionType
+from typing import (
+    IO,
+    Any,
+    Literal,
+    NotRequired,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    is_typeddict,
+)
 
 import anyio
 import mcp_types
-import orjson
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
-from . import __version__
+from . import __version__, arguments
 from .arguments import check_name
 from .errors import FabricMemoryError, LocationRefusedError, clipped
 from .jsonrpc import Refusal, Refused, read_line, refusal_for, screen
-from .memory.catalog import DEFAULT_HOT_SESSIONS, default_roots, list_sessions
+from .memory import catalog
+from .memory import expand as expand_module
+from .memory import recall as recall_module
+from .memory.catalog import DEFAULT_HOT_SESSIONS, SessionsReport, default_roots, list_sessions
 from .memory.expand import REQUEST_KINDS as EXPAND_KINDS
-from .memory.expand import expand_request
+from .memory.expand import ExpandPage, expand_request
 from .memory.live import LiveReport, watch_sessions
-from .memory.locations import index_root
-from .memory.recall import DEFAULT_LIMIT, recall_request
+from .memory.locations import index_root, working_folder
+from .memory.recall import DEFAULT_LIMIT, RecallResponse, recall_request
 from .memory.recall import REQUEST_KINDS as RECALL_KINDS
+from .memory.render import Door, render_expand, render_recall, render_sessions
 
 INSTRUCTIONS = """\
 Memory of past coding-agent sessions (Pi, oh-my-pi, Claude Code, Codex, Catui and Fabro),
@@ -69,9 +87,12 @@ Exact filters combine with the words or stand alone: `role`
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
 (ISO-8601 times), `session` (id or path), `agent` (pi, omp, claude-code, codex, catui,
 fabro), `branches: "active"` (only the branch the session continues from). Give a query
-or at least one filter. Hits come by relevance (newest first without a query), each with
-`sessionId`, `agent`, `project`, `address`, a `snippet`, `tier`, `stale` and `follow`.
-To read a hit in full, call `expand` with its `follow` object exactly as given. `next`
+or at least one filter. Hits come by relevance (newest first without a query), grouped by
+session in the text (the session's agent, project, path and sourceHash once, then one line
+per hit and its snippet, then the `expand` call that reads the group's hits); the
+structured answer has each hit's `sessionId`, `agent`, `project`, `address`, `snippet`,
+`tier`, `stale` and `follow`. To read one hit in full, call `expand` with its `follow`
+object exactly as given. `next`
 is null on the last page; otherwise pass it unchanged to `recall` for more (`limit` at
 most 50 per page: more is clamped and noted under `clamped`; `offset` skips hits)."""
 
@@ -82,10 +103,14 @@ verbatim JSON lines instead). Pass a recall hit's `follow` object unchanged, or 
 addresses a compaction summary prints, as they are: `addresses` (["L12"], ["a1b2c3d4/3"])
 or `range` ("L12:L31" for the summary's [L12 ... L31]); `before`/`after` add that many
 neighbouring entries around each address. Also: `entries` (entry ids), `indices` (0-based
-entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). Pages
-hold at most `maxEntries` (20) entries and `maxChars` (24000) characters; larger values
-are clamped and noted under `clamped`. When `next` is not null, pass it unchanged to
-`expand` for the rest (a long entry continues at `textOffset`). Error `stale_pointer`:
+entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). In a range
+or neighbourhood each entry shows at most `entryChars` (1200) characters: a longer one
+shows its head and tail and the exact `expand` call that reads it on (its address and
+`textOffset`); `kinds` (user, assistant, tool, edit, error, other) keeps only those
+entries. Pages hold at most `maxChars` (20000; most 24000) characters; larger values are
+clamped and noted under `clamped`. The answer says how many entries the selection holds;
+when `next` is not null, pass it unchanged to `expand` for the rest (a long entry
+continues at `textOffset`). Error `stale_pointer`:
 the session changed since recall gave the pointer; call `recall` again and follow the new
 hit. Secrets (API keys, tokens,
 passwords, private keys) come back masked as `[REDACTED:<kind>]`; set `showSecrets` to
@@ -116,12 +141,16 @@ class Places:
     sessions_dirs: tuple[Path, ...]
     index_dir: Path
     agents: str | None = None
+    project: str | None = None
+    """The folder the server was started in (a host starts it in the project): its
+    sessions rank first in recall."""
 
     @classmethod
-    def of(cls, sessions: str | None, index: str | None, agents: str | None = None) -> Places:
+    def of(cls, sessions: str | None, index: str | None, agents: str | None = None,
+           project: str | None = None) -> Places:
         index_dir = _resolved(index_root(index))
         return cls(sessions, index, default_roots(sessions, index_dir, agents)[0], index_dir,
-                   agents)
+                   agents, project)
 
     def bind(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """``request`` without its location keys, plus this server's own, after checking
@@ -151,11 +180,47 @@ def _resolved(path: Path) -> Path:
     return path.expanduser().resolve()
 
 
-def answer(value: Mapping[str, Any]) -> CallToolResult:
-    """A tool's answer: the JSON value as structured content and as text."""
-    text = orjson.dumps(value).decode()
+def answer(value: Mapping[str, Any], text: str) -> CallToolResult:
+    """A tool's answer: ``text`` for the model, the JSON value as structured content."""
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=dict(value))
+
+
+def json_schema(hint: Any, names: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a type of the answers' TypedDicts (``names`` resolves the names
+    their annotations use): objects list their keys, those without ``NotRequired`` (in a
+    total TypedDict) required; other keys are allowed, so a field added later breaks no
+    client."""
+    origin, args = get_origin(hint), get_args(hint)
+    if is_typeddict(hint):
+        hints = {key: _evaluated(value, names) for key, value in hint.__annotations__.items()}
+        required = [key for key, value in hints.items()
+                    if hint.__total__ and get_origin(value) is not NotRequired]
+        return {"type": "object",
+                "properties": {key: json_schema(value, names) for key, value in hints.items()},
+                "required": required}
+    if origin is NotRequired:
+        return json_schema(args[0], names)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (UnionType, Union):
+        return {"anyOf": [json_schema(arg, names) for arg in args]}
+    if origin is list:
+        return {"type": "array", "items": json_schema(args[0], names)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": json_schema(args[1], names)}
+    return {"type": JSON_TYPES[hint]}
+
+
+def _evaluated(annotation: Any, names: Mapping[str, Any]) -> Any:
+    """An annotation written as a string (``from __future__ import annotations``), evaluated
+    with ``names`` (TypedDict keeps its module's, which lack names imported for types only)."""
+    text = getattr(annotation, "__forward_arg__", annotation)
+    return eval(text, dict(names)) if isinstance(text, str) else text
+
+
+JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                              type(None): "null"}
 
 
 def refusal(code: str, message: str) -> CallToolResult:
@@ -170,17 +235,39 @@ time cap, a large session hashed) never holds up the others or the protocol."""
 _CALLS = anyio.CapacityLimiter(CALLS_AT_ONCE)
 
 
-async def _run(call: Callable[[], Mapping[str, Any]]) -> CallToolResult:
-    """``call``'s answer, computed off the event loop, or its error as a refusal."""
+async def _run(call: Callable[[], Any], render: Callable[[Any, Door], str]) -> CallToolResult:
+    """``call``'s answer, computed off the event loop and rendered for the model by
+    ``render``, or its error as a refusal."""
     try:
-        return answer(await anyio.to_thread.run_sync(call, limiter=_CALLS))
+        value = await anyio.to_thread.run_sync(call, limiter=_CALLS)
     except FabricMemoryError as exc:
         return refusal(exc.code, exc.message)
+    return answer(value, render(value, "mcp"))
+
+
+def output_schemas() -> dict[str, dict[str, Any]]:
+    """Each tool's output schema: the JSON Schema of the TypedDict its answer is."""
+    names = {**vars(typing), **vars(arguments), **vars(catalog), **vars(expand_module),
+             **vars(recall_module)}
+    return {"recall": json_schema(RecallResponse, names),
+            "expand": json_schema(ExpandPage, names),
+            "sessions": json_schema(SessionsReport, names)}
 
 
 class MemoryServer(MCPServer):
     """The SDK's server, with argument errors (wrong types, unknown tool) reported as
-    ``usage:`` tool errors like every other refusal."""
+    ``usage:`` tool errors like every other refusal, and each tool's output schema declared
+    (the SDK derives none for a tool that builds its own result)."""
+
+    _schemas: dict[str, dict[str, Any]] | None = None
+
+    async def list_tools(self) -> list[MCPTool]:
+        if self._schemas is None:
+            self._schemas = output_schemas()
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.output_schema = self._schemas.get(tool.name, tool.output_schema)
+        return tools
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -311,9 +398,14 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         hotSessions: int | None = None,
         index: str | None = None,
         sessions: str | None = None,
+        project: str | None = None,
+        preferProject: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in RECALL_KEYS}
-        return await _run(lambda: recall_request({**hot, **places.bind(given)}))
+        prefer = ({"preferProject": places.project}
+                  if places.project and project is None and preferProject is None else {})
+        return await _run(lambda: recall_request({**hot, **prefer, **places.bind(given)}),
+                          render_recall)
 
     @server.tool(name="expand", description=EXPAND_DESCRIPTION, annotations=READ_ONLY)
     async def expand(
@@ -332,13 +424,15 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         maxChars: int | None = None,
         entryOffset: int | None = None,
         textOffset: int | None = None,
+        entryChars: int | None = None,
+        kinds: list[Literal["user", "assistant", "tool", "edit", "error", "other"]] | None = None,
         showSecrets: bool | None = None,
         raw: bool | None = None,
         index: str | None = None,
         sessions: str | None = None,
     ) -> CallToolResult:
         given = {k: v for k, v in locals().items() if k in EXPAND_KEYS}
-        return await _run(lambda: expand_request(places.bind(given)))
+        return await _run(lambda: expand_request(places.bind(given)), render_expand)
 
     @server.tool(name="sessions", description=SESSIONS_DESCRIPTION, annotations=READ_ONLY)
     async def sessions(
@@ -353,7 +447,8 @@ def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> Me
         chosen = hot_sessions if hotSessions is None else hotSessions
         return await _run(lambda: list_sessions(
             index=places.index, hot_sessions=chosen, project=project, since=since,
-            until=until, limit=limit, offset=offset, agent=agent, sessions=places.sessions))
+            until=until, limit=limit, offset=offset, agent=agent, sessions=places.sessions),
+            render_sessions)
 
     return server
 
@@ -370,7 +465,7 @@ def serve(
     """Serve MCP on stdin/stdout until stdin closes or SIGTERM/SIGINT arrives; the live
     index thread finishes its step (its commit) before this returns. ``agents`` narrows
     what the live index reads (as ``reindex --agents``)."""
-    places = Places.of(sessions, index, agents)
+    places = Places.of(sessions, index, agents, working_folder())
     server = build_server(places, hot_sessions)
     stop = threading.Event()
     watcher: threading.Thread | None = None

@@ -94,17 +94,20 @@ def cli_json(*argv: str) -> Any:
     return orjson.loads(done.stdout)
 
 
-def mcp_answers(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+def mcp_answers(calls: list[tuple[str, dict[str, Any]]], cwd: Path | None = None) -> list[Any]:
     """The structured answers of a real ``fabric-memory serve`` (started with no folder,
-    in this test's environment) to ``(tool, arguments)`` calls, in order."""
+    in this test's environment, in ``cwd`` when given) to ``(tool, arguments)`` calls, in
+    order; an argument holding ``"$next"`` is the previous answer's ``next``."""
     answers: list[Any] = []
 
     async def ask() -> None:
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "fabric_memory.cli", "serve", "--no-watch"],
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=cwd)
         async with Client(params) as client:
             for tool, arguments in calls:
+                if arguments == {"$next": True}:
+                    arguments = answers[-1]["next"]
                 answer = await client.call_tool(tool, arguments)
                 assert not answer.is_error, answer
                 answers.append(answer.structured_content)

@@ -336,7 +336,7 @@ def test_neighbours_around_an_operation(small: dict[str, Any]) -> None:
 def test_limits_above_their_maximum_are_clamped_with_a_note(pi_mono: dict[str, Path]) -> None:
     """maxChars 100000 and maxEntries 500 answer with the maximum and say so; below the minimum
     or not a number stays a usage error."""
-    page = expand("compact.jsonl", positions="0:40", max_chars=100_000, max_entries=500,
+    page = expand("compact.jsonl", positions="0:400", max_chars=100_000, max_entries=500,
                   **pi_mono)
     assert page["clamped"] == {"maxEntries": [500, MAX_ENTRIES], "maxChars": [100_000, MAX_CHARS]}
     assert page["next"] is not None
@@ -349,25 +349,110 @@ def test_limits_above_their_maximum_are_clamped_with_a_note(pi_mono: dict[str, P
                         **{k: str(v) for k, v in pi_mono.items()}})
 
 
-def test_rendered_text_pages_join_to_the_whole(pi_mono: dict[str, Path]) -> None:
-    """Pages of 700 characters, followed by next, join to the rendered text of one page."""
+def _whole(request: dict[str, Any]) -> str:
+    """The text a call reads, following its ``next`` pages to the end (joined)."""
+    text = ""
+    following: dict[str, Any] | None = request
+    while following is not None:
+        page = expand_request(following)
+        assert len(page["entries"]) == 1  # one address: its text only, page after page
+        text += page["entries"][0]["text"]
+        following = dict(page["next"]) if page["next"] is not None else None
+    return text
+
+
+def _read_on(entry: dict[str, Any]) -> str:
+    """An entry of a range read whole: its head, then its ``rest`` call's pages (exactly what
+    the cut says to call)."""
+    if "rest" not in entry:
+        return str(entry["text"])
+    assert entry["rest"]["textOffset"] == entry["textOffset"] + len(entry["text"])
+    return str(entry["text"]) + _whole(dict(entry["rest"]))
+
+
+def test_range_pages_show_each_entry_once_and_cut_entries_read_on(
+    pi_mono: dict[str, Path],
+) -> None:
+    """A range at 700 characters a page shows each entry once, in order, never split across
+    pages; a long entry shows its head and tail, and its rest call read page after page joins
+    with the head to the entry's whole text (as one address reads it)."""
     common = {k: str(v) for k, v in pi_mono.items()}
-    whole = expand_request({"session": "compact.jsonl", "range": "L12:L16",
-                            "maxChars": MAX_CHARS, **common})
-    assert whole["next"] is None
-    joined: dict[str, str] = {}
-    request: dict[str, Any] | None = {"session": "compact.jsonl", "range": "L12:L16",
+    request: dict[str, Any] | None = {"session": "compact.jsonl", "range": "L12:L40",
                                       "maxChars": 700, **common}
-    pages = 0
+    shown: list[dict[str, Any]] = []
     while request is not None:
         page = expand_request(request)
-        pages += 1
-        assert sum(len(e["text"]) for e in page["entries"]) <= 700
-        for item in page["entries"]:
-            joined[item["address"]] = joined.get(item["address"], "") + item["text"]
+        assert page["selected"] == 29 and page["entryOffset"] == len(shown)
+        assert len(page["entries"]) == 1 or sum(
+            len(e["text"]) + len(e.get("tail", "")) for e in page["entries"]) <= 700
+        shown.extend(page["entries"])
         request = dict(page["next"]) if page["next"] is not None else None
-    assert joined == {e["address"]: e["text"] for e in whole["entries"]}
-    assert pages > 3
+    assert [e["address"] for e in shown] == [f"L{n}" for n in range(12, 41)]
+    cut = [e for e in shown if "rest" in e]
+    assert len(cut) >= 3
+    for entry in shown:
+        whole = _whole({"session": "compact.jsonl", "addresses": [entry["address"]],
+                        "maxChars": 500, **common})
+        assert _read_on(entry) == whole
+        if "tail" in entry:
+            assert whole.endswith(entry["tail"]) and len(whole) == entry["textLength"]
+            assert entry["tailOffset"] == len(whole) - len(entry["tail"])
+
+
+def test_summary_turn_ranges_fit_one_call_and_cut_entries_read_on(
+    pi_mono: dict[str, Path],
+) -> None:
+    """Every turn range the summaries of the four pi-mono files print (compacted with the
+    compactor at each of their cuts) is expanded at the default bounds: at least 90% fit one
+    call, and each entry cut short reads on to its whole text by its rest call."""
+    from bench.handoff import DEV_SET, cuts
+
+    common = {k: str(v) for k, v in pi_mono.items()}
+    section = re.compile(r"^## Earlier turns.*?\n(.*?)(?:^## |\Z)", re.MULTILINE | re.DOTALL)
+    turn = re.compile(r"^- \[(\S+)(?: \.\.\. (\S+))?\]", re.MULTILINE)
+    ranges = {(path.name, m.group(1), m.group(2) or m.group(1))
+              for path in sorted(DEV_SET.glob("*.jsonl")) for cut in cuts(path.name)
+              for found in section.finditer(cut.ours) for m in turn.finditer(found.group(1))}
+    assert len(ranges) > 100
+    fit = 0
+    for name, first, last in sorted(ranges):
+        page = expand_request({"session": name, "range": f"{first}:{last}", **common})
+        fit += page["next"] is None
+        for entry in page["entries"]:
+            if "rest" in entry:
+                assert _read_on(entry) == _whole({"session": name,
+                                                  "addresses": [entry["address"]], **common})
+    assert fit >= 0.9 * len(ranges), f"{fit} of {len(ranges)} turn ranges fit one call"
+
+
+def test_kinds_keep_only_those_entries_and_say_how_many_were_left_out(
+    pi_mono: dict[str, Path],
+) -> None:
+    """kinds user,edit keeps the user's messages and the edits (calls and results) of a range,
+    counts the rest as filtered, carries the filter to the next page; an unknown kind is a
+    usage error naming the kinds."""
+    common = {k: str(v) for k, v in pi_mono.items()}
+    everything = expand_request({"session": "large-session.jsonl", "range": "L70:L230",
+                                 "maxChars": MAX_CHARS, "entryChars": 100, **common})
+    page = expand_request({"session": "large-session.jsonl", "range": "L70:L230",
+                           "kinds": ["user", "edit"], "maxChars": 2_000, "entryChars": 100,
+                           **common})
+    heads = [e["text"].split("\n", 1)[0] for e in page["entries"]]
+    assert heads and all(" user " in head or " assistant " in head or " toolResult edit" in head
+                         or " toolResult write" in head for head in heads)
+    for entry in page["entries"]:
+        if " assistant " in entry["text"].split("\n", 1)[0]:
+            whole = _whole({"session": "large-session.jsonl",
+                            "addresses": [entry["address"]], **common})
+            assert "call edit(" in whole or "call write(" in whole
+    assert page["filtered"] == 161 - page["selected"] > 0
+    assert everything["selected"] == 161 and "filtered" not in everything
+    assert page["next"] is not None and page["next"]["kinds"] == ["edit", "user"]
+    following = expand_request(page["next"])
+    assert following["selected"] == page["selected"]
+    assert following["entryOffset"] == len(page["entries"])
+    with pytest.raises(UsageError, match=r"--kinds \"bogus\": use any of user, assistant, tool"):
+        expand("large-session.jsonl", range="L70:L80", kinds=["user,bogus"], **pi_mono)
 
 
 def test_bad_address_ranges_are_located_errors(pi_mono: dict[str, Path]) -> None:

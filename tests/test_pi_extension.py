@@ -15,6 +15,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import orjson
 import pytest
 
 import fabric_memory.pi
@@ -24,6 +25,7 @@ from fabric_memory.memory.catalog import list_sessions
 from fabric_memory.memory.locations import sessions_roots
 from fabric_memory.memory.recall import recall_request
 from fabric_memory.memory.reindex import reindex
+from fabric_memory.memory.render import render_recall
 from fabric_memory.pi import EXTENSION_DIR, EXTENSION_ENTRY
 from fabric_memory.pi.install import install
 from fabric_memory.pi.tools import call_tool
@@ -295,12 +297,18 @@ def memory(tmp_path: Path, clean_env: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_recall_tool_answers_as_recall_and_its_follow_expands(memory: Path) -> None:
-    answer = call_tool("memory_recall", {"query": "flaky parser"})
+    """memory_recall's details are recall's answer and its text what the CLI prints with
+    memory_expand calls; a hit's follow, and the call its text prints, expand it."""
+    called = call_tool("memory_recall", {"query": "flaky parser"})
+    answer = called["details"]
     assert answer == recall_request({"query": "flaky parser"})
+    assert called["text"] == render_recall(answer, "pi")
     (hit,) = answer["hits"]
     assert hit["sessionId"] == "session-one"
-    page = call_tool("memory_expand", hit["follow"])
+    page = call_tool("memory_expand", hit["follow"])["details"]
     assert "flaky parser test" in page["entries"][0]["text"]
+    (printed,) = re.findall(r"^  expand: memory_expand (\{.*\})$", called["text"], re.MULTILINE)
+    assert call_tool("memory_expand", orjson.loads(printed))["details"] == page
 
 
 def test_expand_tool_masks_secrets_unless_asked(memory: Path) -> None:
@@ -312,9 +320,9 @@ def test_expand_tool_masks_secrets_unless_asked(memory: Path) -> None:
     leaky.write()
     reindex()
     request = {"session": "session-three", "entries": ["e001"]}
-    masked = call_tool("memory_expand", request)["entries"][0]["text"]
+    masked = call_tool("memory_expand", request)["details"]["entries"][0]["text"]
     assert token not in masked and "[REDACTED:gitlab-token]" in masked
-    assert token in call_tool("memory_expand", {**request, "showSecrets": True})[
+    assert token in call_tool("memory_expand", {**request, "showSecrets": True})["details"][
         "entries"][0]["text"]
     source = (Path(fabric_memory.pi.__file__).parent / "extension" / "index.ts").read_text()
     assert "showSecrets: Type.Optional(" in source
@@ -325,8 +333,8 @@ def test_expand_tool_reads_text_and_raw_lines(memory: Path) -> None:
     the extension's schema offers raw, positions and address ranges, and its descriptions
     teach plain-word questions and a summary's addresses."""
     request = {"session": "session-one", "entries": ["e001"]}
-    text = call_tool("memory_expand", request)["entries"][0]["text"]
-    raw = call_tool("memory_expand", {**request, "raw": True})["entries"][0]["text"]
+    text = call_tool("memory_expand", request)["details"]["entries"][0]["text"]
+    raw = call_tool("memory_expand", {**request, "raw": True})["details"]["entries"][0]["text"]
     line = (memory / "--repo--" / "one.jsonl").read_bytes().split(b"\n")[1]
     assert raw.encode() == line
     assert text.startswith("e001 user ") and '"type"' not in text
@@ -354,7 +362,8 @@ def test_tool_command_speaks_json_on_both_paths(
         return status, json.loads(out)
 
     status, answer = tool("memory_recall", b'{"query": "flaky"}')
-    assert status == 0 and answer["total"] == 1
+    assert status == 0 and answer["details"]["total"] == 1  # type: ignore[index]
+    assert str(answer["text"]).startswith("1 hits, showing 1-1\n")
     status, answer = tool("memory_expand", b'{"session": "nope", "entries": ["e001"]}')
     assert status != 0 and answer["error"]["code"] == "session_not_found"  # type: ignore[index]
     status, answer = tool("memory_recall", b"[1]")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from fabric_memory.memory.render import render_expand, render_recall
 from fabric_memory.pi import EXTENSION_ENTRY
 from tests.pi_host import (
     FABRIC_MEMORY,
@@ -130,17 +132,24 @@ def test_memory_tools_recall_an_earlier_session_and_expand_a_hit(
         recalled = tool_end(pi, "memory_recall")
         assert recalled["isError"] is False, recalled
         answer = recalled["result"]["details"]
-        assert json.loads(recalled["result"]["content"][0]["text"]) == answer
+        said = recalled["result"]["content"][0]["text"]
+        assert said == render_recall(answer, "pi")  # the model reads text, not JSON
         hits = [h for h in answer["hits"] if Path(h["path"]).resolve() == Path(earlier).resolve()]
         assert hits, answer
         assert CODEWORD in hits[0]["snippet"]
+        assert sum(line.strip().startswith(hits[0]["path"]) for line in said.splitlines()) == 1
 
-        pi.prompt("CALL memory_expand " + json.dumps(hits[0]["follow"]))
+        # The model follows the call the text prints, in this tool's own form.
+        printed = re.findall(r"^  expand: memory_expand (\{.*\})$", said, re.MULTILINE)
+        assert printed and "fabric-memory expand" not in said
+        pi.prompt("CALL memory_expand " + printed[0])
         expanded = tool_end(pi, "memory_expand")
         assert expanded["isError"] is False, expanded
         page = expanded["result"]["details"]
-        assert page["sessionId"] == hits[0]["sessionId"]
-        assert any(CODEWORD in entry["text"] for entry in page["entries"]), page
+        assert page["sessionId"] == answer["hits"][0]["sessionId"]
+        assert expanded["result"]["content"][0]["text"] == render_expand(page, "pi")
+        if page["sessionId"] == hits[0]["sessionId"]:
+            assert any(CODEWORD in entry["text"] for entry in page["entries"]), page
 
         # The model cannot choose where to read, and errors carry their code.
         pi.prompt(f'CALL memory_recall {{"query": "{CODEWORD}", "sessions": "/"}}')

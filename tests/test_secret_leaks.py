@@ -328,7 +328,7 @@ def pi_tool_leaks(leaky: Leaky) -> list[str]:
         while request is not None:
             answer = _run_cli(["pi", "tool", "memory_expand"], orjson.dumps(request))[1]
             answers.append(answer)
-            request = orjson.loads(answer)["next"]
+            request = orjson.loads(answer)["details"]["next"]
     shown = "\n".join(answers)
     assert '"entries"' in shown and '"hits"' in shown
     return [value for value in leaky.values if value in shown]

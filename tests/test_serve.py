@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from fabric_memory.cli import main
 from fabric_memory.memory.expand import ExpandRequest
 from fabric_memory.memory.recall import RecallRequest
 from fabric_memory.memory.reindex import reindex
+from fabric_memory.memory.render import render_expand, render_recall, render_sessions
 
 from .memory_builder import SessionBuilder, operation
 
@@ -91,11 +93,24 @@ def cli_json(*argv: str) -> Any:
 
 
 def value(result: CallToolResult) -> Any:
-    """The structured answer, after checking the text block carries the same JSON."""
+    """The structured answer, after checking the text block is what the CLI prints for it with
+    this server's calls (:func:`text`)."""
     assert not result.is_error, result.content
     assert len(result.content) == 1
-    assert orjson.loads(getattr(result.content[0], "text", "")) == result.structured_content
-    return result.structured_content
+    structured = result.structured_content
+    render = (render_recall if "hits" in structured else
+              render_expand if "entries" in structured else render_sessions)
+    assert text(result) == render(structured, "mcp")  # type: ignore[operator]
+    return structured
+
+
+def text(result: CallToolResult) -> str:
+    said: str = getattr(result.content[0], "text", "")
+    return said
+
+
+MCP_CALL = re.compile(r"^(?:  expand|more): (recall|expand|sessions) (\{.*\})", re.MULTILINE)
+"""A next call as the server's text writes it: the tool's name and its JSON arguments."""
 
 
 def error_text(result: CallToolResult) -> str:
@@ -147,6 +162,49 @@ def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
         assert "`raw: true`" in (tools["expand"].description or "")
         assert "next" in (tools["sessions"].description or "")
         assert client.instructions and "recall" in client.instructions
+        for tool in tools.values():  # the client checks each answer against its schema
+            assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        hit = tools["recall"].output_schema["properties"]["hits"]["items"]  # type: ignore[index]
+        assert {"sessionId", "address", "follow", "snippet"} <= set(hit["required"])
+        assert "kinds" in schemas["expand"]["properties"]
+
+    run(body, places)
+
+
+def test_answers_are_text_for_the_model_with_this_servers_calls(
+    places: dict[str, Path],
+) -> None:
+    """recall's text names each session's path once above its hits, and its expand and more
+    lines are this server's tool calls (name and JSON arguments) that, made as written, answer
+    what the hits' follow and next do; expand's text says how many entries it holds and its
+    more line continues it."""
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("recall", {"query": "parser", "limit": 3})
+        answer = value(result)
+        said = text(result)
+        assert "fabric-memory" not in said and not said.startswith("{")
+        paths = {hit["path"] for hit in answer["hits"]}
+        assert len(paths) == 2 and len(answer["hits"]) == 3
+        for path in paths:
+            assert sum(line.strip().startswith(path) for line in said.splitlines()) == 1
+        calls = [(m.group(1), orjson.loads(m.group(2))) for m in MCP_CALL.finditer(said)]
+        assert [tool for tool, _ in calls] == ["expand", "expand", "recall"]
+        for tool, arguments in calls[:2]:
+            page = value(await client.call_tool(tool, arguments))
+            hits = [h for h in answer["hits"] if h["sessionId"] == page["sessionId"]]
+            assert [e["address"] for e in page["entries"]] == [h["address"] for h in hits]
+        following = value(await client.call_tool("recall", calls[2][1]))
+        assert following == value(await client.call_tool("recall", answer["next"]))
+        pages = await client.call_tool("expand", {"session": str(places["two"]),
+                                                  "positions": "0:13", "maxChars": 300})
+        page = value(pages)
+        assert f"{page['selected']} entries, showing 1-{len(page['entries'])}" in text(pages)
+        tool, arguments = next((m.group(1), orjson.loads(m.group(2)))
+                               for m in MCP_CALL.finditer(text(pages)))
+        assert tool == "expand" and arguments["entryOffset"] == len(page["entries"])
+        assert value(await client.call_tool(tool, arguments))["entryOffset"] == len(
+            page["entries"])
 
     run(body, places)
 

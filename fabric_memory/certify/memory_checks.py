@@ -20,7 +20,8 @@ from ..memory.catalog import SessionListing, list_sessions, stats
 from ..memory.expand import MAX_CHARS, MAX_ENTRIES, MAX_SELECTORS, ExpandPage
 from ..memory.normalize import normalize_session, record_text, source_records
 from ..memory.recall import RecallHit, recall
-from ..memory.reindex import ReindexReport, reindex
+from ..memory.reindex import reindex
+from ..memory.report import ReindexReport
 from ..session import hash_file, iter_session_files, read_session
 from .generate import CorpusManifest, WrittenSession
 from .report import Check

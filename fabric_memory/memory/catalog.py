@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
@@ -21,16 +21,9 @@ from .._js import iso_ms, iso_time
 from ..arguments import check_names, check_range
 from ..errors import ExpandError, MemoryIndexError, QueryError, UsageError, clipped
 from ..sources.registry import AGENTS
-from .index import (
-    I64_MAX,
-    I64_MIN,
-    REBUILD,
-    SCHEMA_TAG,
-    MemoryIndex,
-    RecordSnapshot,
-    open_index,
-)
+from .index import I64_MAX, I64_MIN, REBUILD, SCHEMA_TAG, RecordSnapshot
 from .locations import holds, index_root, inside_any, sessions_roots
+from .sharded import Memory, open_memory
 
 Tier = Literal["hot", "cold"]
 DEFAULT_HOT_SESSIONS = 50
@@ -232,6 +225,10 @@ class Catalog:
             return self._newest[hot_sessions]
         return self._all[: max(hot_sessions, 0)]
 
+    def of_project(self, project: str) -> tuple[str, ...]:
+        """Paths of the indexed sessions that worked in ``project`` or a folder inside it."""
+        return tuple(r.path for r in self.records if in_project(r.cwd, project))
+
     def outside(self, roots: tuple[Path, ...]) -> frozenset[str]:
         """Paths of the indexed sessions under none of ``roots`` (one index may hold the
         sessions of several roots); worked out once per index generation."""
@@ -311,7 +308,7 @@ def _decode(raw: bytes, where: str) -> SessionRecord:
 _CACHE: dict[Path, tuple[int, Catalog]] = {}
 
 
-def load_catalog(index: MemoryIndex) -> Catalog:
+def load_catalog(index: Memory) -> Catalog:
     """The catalog of the index's current commit (cached per reader generation); records
     are read from the index as they are asked for."""
     generation = index.refresh()
@@ -358,6 +355,10 @@ class SessionsRequest(TypedDict, total=False):
     hotSessions: int
 
 
+REQUEST_DEFAULTS: dict[str, Any] = {"offset": 0, "hotSessions": DEFAULT_HOT_SESSIONS}
+"""The value each optional listing key has when left out."""
+
+
 class SessionsReport(TypedDict):
     index: str
     hotSessions: int
@@ -399,12 +400,12 @@ def list_sessions(
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"--agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
     low, high = _time_ns(since, "--since"), _time_ns(until, "--until")
-    handle = open_index(index_root(index))
+    handle = open_memory(index_root(index))
     catalog = load_catalog(handle)
     tiers = catalog.tiers(hot_sessions)
     outside = catalog.outside(sessions_roots(sessions)) if sessions is not None else frozenset()
     chosen = [r for r in catalog.records
-              if r.path not in outside and _in_project(r.cwd, project)
+              if r.path not in outside and in_project(r.cwd, project)
               and agent in (None, r.agent)
               and (low is None or r.mtime_ns >= low) and (high is None or r.mtime_ns <= high)]
     end = len(chosen) if limit is None else offset + limit
@@ -430,7 +431,9 @@ def list_sessions(
             "offset": offset, "sessions": listing, "next": following}
 
 
-def _in_project(cwd: str | None, project: str | None) -> bool:
+def in_project(cwd: str | None, project: str | None) -> bool:
+    """Whether a session that worked in ``cwd`` belongs to ``project`` (the folder itself
+    or one inside it; every session when ``project`` is None)."""
     if project is None:
         return True
     if cwd is None:
@@ -470,7 +473,7 @@ def stats(
     """Counts and sizes of the index (no source file is read)."""
     check_names(("--index", index))
     check_hot_sessions(hot_sessions)
-    handle = open_index(index_root(index))
+    handle = open_memory(index_root(index))
     catalog = load_catalog(handle)
     records = catalog.records
     hot = len(catalog.hot(hot_sessions))
@@ -525,7 +528,7 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
     """
     from ..session import hash_file  # a recall process never hashes: loaded here only
 
-    handle = open_index(index_root(index))
+    handle = open_memory(index_root(index))
     catalog = load_catalog(handle)
     items: list[VerifyItem] = []
     for record in sorted(catalog.records, key=lambda r: r.path):
@@ -550,7 +553,7 @@ def verify(*, index: str | os.PathLike[str] | None = None) -> VerifyReport:
             "indexProblems": problems}
 
 
-def _index_problems(handle: MemoryIndex, catalog: Catalog) -> tuple[int, list[str]]:
+def _index_problems(handle: Memory, catalog: Catalog) -> tuple[int, list[str]]:
     """The index against its own records: each session's entry, operation and record
     documents counted, and a sample of stored documents read back."""
     problems = []
@@ -569,10 +572,10 @@ def _index_problems(handle: MemoryIndex, catalog: Catalog) -> tuple[int, list[st
 def default_roots(
     sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None,
     agents: str | None = None,
-) -> tuple[tuple[Path, ...], MemoryIndex]:
+) -> tuple[tuple[Path, ...], Memory]:
     """The sessions roots (real paths: every file is keyed by its real path) and the index
     handle for explicit or default locations (``agents`` narrows discovered folders)."""
-    handle = open_index(index_root(index))
+    handle = open_memory(index_root(index))
     return sessions_roots(sessions, agents=agents, projects=IndexedProjects(handle)), handle
 
 
@@ -581,7 +584,7 @@ class IndexedProjects(Collection[str]):
     from the catalog only when a source asks (Catui's traces live in its sessions'
     workspaces)."""
 
-    def __init__(self, handle: MemoryIndex, agent: str | None = None) -> None:
+    def __init__(self, handle: Memory, agent: str | None = None) -> None:
         self._handle = handle
         self._agent = agent
         self._projects: frozenset[str] | None = None

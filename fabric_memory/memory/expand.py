@@ -39,16 +39,20 @@ from ..session import Entry, Session, hash_file, open_regular
 from ..sources import read_source, reader_for
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
-from .index import MemoryIndex
 from .locations import session_files
 from .normalize import line_value, normalize_session, record_text, source_records
-from .readable import render_entry, render_record
+from .readable import KINDS, entry_kinds, render_entry, render_record
+from .sharded import Memory
 
 MAX_SELECTORS = 100
-DEFAULT_MAX_ENTRIES = 10
-MAX_ENTRIES = 20
+DEFAULT_MAX_ENTRIES = MAX_ENTRIES = 200
+"""Pages are bounded by their text (``maxChars``); this only bounds the entries one page
+looks up."""
 DEFAULT_MAX_CHARS = 20_000
 MAX_CHARS = 24_000
+DEFAULT_ENTRY_CHARS = 1_200
+"""Characters of one entry shown in a range or neighbourhood: a longer entry shows its head
+and tail and the call that reads the rest."""
 _PHASE = re.compile(r"(.+)/phase:(\d+)")
 REQUEST_KINDS: dict[str, Kind] = {
     "session": "name", "entries": "names", "addresses": "names", "indices": "integers",
@@ -56,9 +60,14 @@ REQUEST_KINDS: dict[str, Kind] = {
     "after": "integer",
     "expectedSourceHash": "name", "expectedLineageFingerprint": "name",
     "maxEntries": "integer", "maxChars": "integer", "entryOffset": "integer",
-    "textOffset": "integer", "showSecrets": "boolean", "raw": "boolean", "index": "name",
-    "sessions": "name"}
+    "textOffset": "integer", "entryChars": "integer", "kinds": "names", "showSecrets": "boolean",
+    "raw": "boolean", "index": "name", "sessions": "name"}
 """The expand request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
+REQUEST_DEFAULTS: dict[str, Any] = {
+    "before": 0, "after": 0, "maxEntries": DEFAULT_MAX_ENTRIES, "maxChars": DEFAULT_MAX_CHARS,
+    "entryChars": DEFAULT_ENTRY_CHARS, "entryOffset": 0, "textOffset": 0, "showSecrets": False,
+    "raw": False}
+"""The value each optional request key has when left out."""
 
 
 class ExpandRequest(TypedDict, total=False):
@@ -79,6 +88,8 @@ class ExpandRequest(TypedDict, total=False):
     maxChars: int
     entryOffset: int
     textOffset: int
+    entryChars: int
+    kinds: list[str]
     showSecrets: bool
     raw: bool
     index: str
@@ -99,6 +110,12 @@ class ExpandedEntry(TypedDict):
     complete: bool
     type: NotRequired[str]
     sequence: NotRequired[int]
+    tail: NotRequired[str]
+    """A long entry of a range: its last characters (``text`` is its head)."""
+    tailOffset: NotRequired[int]
+    """Where ``tail`` starts in the entry's text."""
+    rest: NotRequired[ExpandRequest]
+    """The call that reads the entry on from where ``text`` stops (``tail`` included)."""
 
 
 class ExpandPage(TypedDict):
@@ -107,8 +124,13 @@ class ExpandPage(TypedDict):
     sourceHash: str
     lineageFingerprint: str
     selected: int
+    """Entries (and records) the selection holds, after the ``kinds`` filter."""
+    entryOffset: int
+    """Where in the selection this page starts."""
     entries: list[ExpandedEntry]
     next: ExpandRequest | None
+    filtered: NotRequired[int]
+    """With ``kinds``: the selected entries of other kinds, left out."""
     clamped: NotRequired[Clamped]
     """Limits asked above their maximum: key → [asked, used]."""
 
@@ -168,13 +190,19 @@ def expand(
     max_chars: int = DEFAULT_MAX_CHARS,
     entry_offset: int = 0,
     text_offset: int = 0,
+    entry_chars: int = DEFAULT_ENTRY_CHARS,
+    kinds: Sequence[str] = (),
     show_secrets: bool = False,
     raw: bool = False,
     index: str | os.PathLike[str] | None = None,
     sessions: str | os.PathLike[str] | None = None,
 ) -> ExpandPage:
     """One page of the selected entries of ``session`` (an id or a path), rendered for a
-    reader (``raw``: verbatim), secrets masked unless ``show_secrets``."""
+    reader (``raw``: verbatim), secrets masked unless ``show_secrets``.
+
+    A selection of more than one entry shows each readable entry within ``entry_chars`` (its
+    head and tail, and the call that reads the rest) and only the entries of ``kinds``
+    (:data:`~fabric_memory.memory.readable.KINDS`) when given."""
     check_names(("SESSION", session), ("--index", index), ("--sessions", sessions),
                 ("--range", range), ("--position-range", positions), ("--anchor", anchor),
                 ("--expected-source-hash", expected_source_hash),
@@ -194,10 +222,16 @@ def expand(
     clamped: Clamped = {}
     max_entries = bounded(max_entries, "maxEntries", "--max-entries", 1, MAX_ENTRIES, clamped)
     max_chars = bounded(max_chars, "maxChars", "--max-chars", 1, MAX_CHARS, clamped)
+    entry_chars = bounded(entry_chars, "entryChars", "--entry-chars", 1, MAX_CHARS, clamped)
     _check_bounds(entry_offset, text_offset, before, after)
+    wanted = _kinds(kinds)
     request = _request(session, entries, addresses, indices, range, positions, anchor, before,
                        after, expected_lineage_fingerprint, max_entries, max_chars,
                        show_secrets, raw, index, sessions)
+    if entry_chars != DEFAULT_ENTRY_CHARS:
+        request["entryChars"] = entry_chars
+    if wanted:
+        request["kinds"] = sorted(wanted)
     roots, handle = default_roots(sessions, index)
     record = _record(handle, session, roots)
     source = _open_source(handle, record)
@@ -216,8 +250,9 @@ def expand(
         )
     selection = _select(source, record, entries, addresses, indices, range, positions, anchor,
                         before, after)
-    page = _page(source, record, selection, request, max_entries, max_chars, entry_offset,
-                 text_offset, show_secrets, raw)
+    bounds = Bounds(max_entries, max_chars, entry_chars)
+    page = _page(source, record, selection, request, bounds, entry_offset, text_offset,
+                 show_secrets, raw, wanted)
     if clamped:
         page["clamped"] = clamped
     return page
@@ -232,14 +267,23 @@ def expand_request(request: Mapping[str, Any]) -> ExpandPage:
         "expectedSourceHash": "expected_source_hash",
         "expectedLineageFingerprint": "expected_lineage_fingerprint",
         "maxEntries": "max_entries", "maxChars": "max_chars", "entryOffset": "entry_offset",
-        "textOffset": "text_offset", "showSecrets": "show_secrets", "raw": "raw", "index": "index",
-        "sessions": "sessions",
+        "textOffset": "text_offset", "entryChars": "entry_chars", "kinds": "kinds",
+        "showSecrets": "show_secrets", "raw": "raw", "index": "index", "sessions": "sessions",
     }
     checked = checked_request("expand request", request, REQUEST_KINDS)
     session = checked.pop("session", None)
     if session is None:
         raise UsageError("expand request: 'session' must be a session id or path")
     return expand(session, **{names[key]: value for key, value in checked.items()})
+
+
+def _kinds(kinds: Sequence[str]) -> frozenset[str]:
+    """The kinds asked for (each name may list several, comma-separated), checked."""
+    wanted = frozenset(part.strip() for name in kinds for part in name.split(",") if part.strip())
+    unknown = sorted(wanted - set(KINDS))
+    if unknown:
+        raise UsageError(f"--kinds {clipped(','.join(unknown))}: use any of {', '.join(KINDS)}")
+    return wanted
 
 
 def _check_bounds(entry_offset: int, text_offset: int, before: int, after: int) -> None:
@@ -283,7 +327,7 @@ class IndexedSource:
     """The file is byte-identical to what the index holds: resolve through the index and
     read lines from the descriptor that was hashed (see :func:`_open_source`)."""
 
-    def __init__(self, handle: MemoryIndex, record: SessionRecord, fd: int):
+    def __init__(self, handle: Memory, record: SessionRecord, fd: int):
         self.handle = handle
         self.record = record
         self._fd = fd
@@ -387,7 +431,7 @@ def _located(doc: Mapping[str, Any]) -> Located:
                    int(doc["length"]), int(sequence) if sequence is not None else None)
 
 
-def _record(handle: MemoryIndex, session: str, roots: tuple[Path, ...]) -> SessionRecord:
+def _record(handle: Memory, session: str, roots: tuple[Path, ...]) -> SessionRecord:
     """The index's record of ``session``; when the index does not hold it (or there is no
     index yet), the one file under ``roots`` that holds it
     (:func:`~.locations.session_files`), read as it is now: a session's addresses expand
@@ -408,7 +452,7 @@ def _record(handle: MemoryIndex, session: str, roots: tuple[Path, ...]) -> Sessi
     return SessionRecord(path, session, 0, 0, "", "", 0, 0, "", agent=reader_for(path).name)
 
 
-def _open_source(handle: MemoryIndex, record: SessionRecord) -> Source:
+def _open_source(handle: Memory, record: SessionRecord) -> Source:
     """The session as it is now, read through one descriptor that is hashed first.
 
     Lines are read from that descriptor, never by path (the path may since name another
@@ -565,16 +609,31 @@ def _range(text: str, count: int, record: SessionRecord) -> tuple[int, int]:
     return _position(low, count, record), _position(high, count, record)
 
 
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How much one page shows: entries, characters, and characters of one entry of a range."""
+
+    entries: int
+    chars: int
+    entry_chars: int
+
+
 def _page(
     source: Source, record: SessionRecord, selection: list[Target], request: dict[str, Any],
-    max_entries: int, max_chars: int, entry_offset: int, text_offset: int, show_secrets: bool,
-    raw: bool,
+    bounds: Bounds, entry_offset: int, text_offset: int, show_secrets: bool, raw: bool,
+    kinds: frozenset[str],
 ) -> ExpandPage:
+    # A range or neighbourhood shows each entry's shape: a long one is cut to its head and
+    # tail (verbatim lines never are), and entries are not split across pages.
+    shape = len(selection) > 1 and not raw
+    selected = len(selection)
+    if kinds:
+        selection = _of_kinds(source, record, selection, kinds)
     if entry_offset > len(selection) or (entry_offset == len(selection) and selection):
         raise ExpandError("index_out_of_bounds",
                           f"{record.path}: entryOffset {entry_offset} is past the "
                           f"{len(selection)} selected entries")
-    window = selection[entry_offset : entry_offset + max_entries]
+    window = selection[entry_offset : entry_offset + bounds.entries]
     # The first page checks every named address, so a bad one fails at once; later pages
     # (pinned to the same sourceHash by ``next``) resolve only what they show.
     check = [t for t in selection if t[0] != "position"] if entry_offset == 0 else []
@@ -593,7 +652,18 @@ def _page(
             raise ExpandError("text_offset_out_of_bounds",
                               f"{record.path}: textOffset {offset} is past the {len(text)} "
                               f"characters of {located.address}")
-        chunk = text[offset : offset + (max_chars - used)]
+        if shape:
+            item = _shaped(located, address, text, offset, min(bounds.entry_chars, bounds.chars),
+                           request, source.source_hash)
+            size = len(item["text"]) + len(item.get("tail", ""))
+            if out and used + size > bounds.chars:
+                break
+            out.append(item)
+            used += size
+            position += 1
+            offset = 0
+            continue
+        chunk = text[offset : offset + (bounds.chars - used)]
         out.append(_expanded(located, address, chunk, offset, len(text)))
         used += len(chunk)
         if offset + len(chunk) < len(text):
@@ -601,7 +671,7 @@ def _page(
             break
         position += 1
         offset = 0
-        if used >= max_chars:
+        if used >= bounds.chars:
             break
     if following is None and position < len(selection):
         following = (position, 0)
@@ -611,11 +681,54 @@ def _page(
             **request, "expectedSourceHash": source.source_hash,
             "entryOffset": following[0], "textOffset": following[1],
         })
-    return {
+    page: ExpandPage = {
         "sessionId": record.session_id, "path": record.path, "sourceHash": source.source_hash,
         "lineageFingerprint": source.lineage_fingerprint, "selected": len(selection),
-        "entries": out, "next": next_request,
+        "entryOffset": entry_offset, "entries": out, "next": next_request,
     }
+    if kinds:
+        page["filtered"] = selected - len(selection)
+    return page
+
+
+def _of_kinds(source: Source, record: SessionRecord, selection: list[Target],
+              kinds: frozenset[str]) -> list[Target]:
+    """The selected entries of one of ``kinds``; a named operation or phase always stays."""
+    resolved = _resolve(source, record, selection)
+    kept: list[Target] = []
+    for target in selection:
+        located = resolved[target]
+        named = target[0] != "position" and str(target[1]) != located.address
+        if located.kind != "entry" or named:
+            kept.append(target)
+            continue
+        view = _view(source.value(located, source.line(located)), located, show_secrets=True)
+        if entry_kinds(view) & kinds:
+            kept.append(target)
+    return kept
+
+
+def _shaped(located: Located, address: str | None, text: str, offset: int, bound: int,
+            request: Mapping[str, Any], source_hash: str) -> ExpandedEntry:
+    """One entry of a range: whole from ``offset`` when it fits ``bound``, else its head and
+    tail (each ending at a line break when one is near) and ``rest``, the call that reads on
+    from the head's end."""
+    if len(text) - offset <= bound:
+        return _expanded(located, address, text[offset:], offset, len(text))
+    head_end = offset + bound * 2 // 3
+    tail_start = len(text) - (bound - bound * 2 // 3)
+    head_end = max(text.rfind("\n", (offset + head_end) // 2, head_end) + 1, 0) or head_end
+    tail_start = text.find("\n", tail_start, (tail_start + len(text)) // 2) + 1 or tail_start
+    item = _expanded(located, address, text[offset:head_end], offset, len(text))
+    rest: dict[str, Any] = {"session": request["session"],
+                            "addresses": [address or located.address],
+                            "expectedSourceHash": source_hash, "textOffset": head_end}
+    rest.update((key, request[key]) for key in ("expectedLineageFingerprint", "showSecrets",
+                                                "index", "sessions") if key in request)
+    item["tail"] = text[tail_start:]
+    item["tailOffset"] = tail_start
+    item["rest"] = cast(ExpandRequest, rest)
+    return item
 
 
 def _text(

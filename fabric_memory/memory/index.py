@@ -73,6 +73,9 @@ I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 """What Tantivy's integer fields hold; every number is brought inside before it is added."""
 ITEM_KINDS = ("entry", "operation")
 SESSION_KIND = "session"
+MASK_KIND = "mask"
+"""In the delta shard of a sharded index: the documents of this path in the other shards are
+outdated (the delta holds the session's new ones, or the file is gone)."""
 
 TextMode = Literal["literal", "phrase", "regex"]
 _VERSION_DIR = re.compile(r"v(\d+(?:-[0-9a-f]+)?)")
@@ -236,6 +239,61 @@ class HitPage:
     all_words: int | None = None
     """Of ``total``, the documents holding every word of the query (they come first); None
     when every hit must hold every word anyway (one word, a phrase, a regex, ``match_all``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One hit before its document is read."""
+
+    part: int
+    """0: the hit holds every word of a query whose words need not all match (or the query
+    has no such parts); 1: only some. Part 0 comes first."""
+    value: float
+    """Its BM25 score, or its time (ms) when the query has no text (newest first)."""
+    address: tantivy.DocAddress
+
+    def key(self) -> tuple[int, float]:
+        """Where the hit falls in an order merged from several rankings (smaller first)."""
+        return (self.part, -self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """The first hits of one search in order, and what reading them needs."""
+
+    total: int
+    found: list[Ranked]
+    searcher: tantivy.Searcher
+    where: str
+    text_query: tantivy.Query | None = None
+    mode: TextMode = "literal"
+    all_words: int | None = None
+    """See :attr:`HitPage.all_words`."""
+
+    def read(self, chosen: Sequence[Ranked], snippet_chars: int) -> list[Hit]:
+        """The documents of ``chosen`` (hits of this ranking), with their snippets."""
+        generator = None
+        with _translated(self.where):
+            if self.text_query is not None and self.mode != "regex":
+                generator = tantivy.SnippetGenerator.create(self.searcher, self.text_query,
+                                                            SCHEMA, "text")
+                generator.set_max_num_chars(snippet_chars)
+            hits = []
+            for ranked in chosen:
+                doc = self.searcher.doc(ranked.address)
+                fields = _first_values(doc)
+                snippet = generator.snippet_from_doc(doc).fragment() if generator else ""
+                text = fields.pop("text", "")
+                if not snippet:
+                    snippet = _head(text, snippet_chars)
+                score = ranked.value if self.text_query is not None else None
+                hits.append(Hit(score, fields, snippet))
+        return hits
+
+
+def _ranked(part: int, found: Sequence[tuple[Any, tantivy.DocAddress]]) -> list[Ranked]:
+    return [Ranked(part, float(value if value is not None else I64_MIN), address)
+            for value, address in found]
 
 
 LOCATION_FIELDS = ("kind", "address", "entry_id", "position", "type", "line", "offset", "length",
@@ -487,25 +545,28 @@ class MemoryIndex:
         """Hits of ``spec``: by relevance when it has text, else newest first. A literal query
         of several words that need not all match ranks the documents holding every word
         first, then those holding some (each part by BM25)."""
+        ranking = self.rank(spec, limit=limit, offset=offset)
+        return HitPage(ranking.total, ranking.read(ranking.found, snippet_chars),
+                       ranking.all_words)
+
+    def rank(self, spec: SearchSpec, *, limit: int, offset: int) -> Ranking:
+        """The order of :meth:`search`, no document read yet: a sharded index ranks every
+        shard, merges the rankings, then reads only the hits it keeps."""
         searcher = self.searcher()
         text_query = _text_query(spec)
-        with _translated(str(self.directory)):
+        where = str(self.directory)
+        with _translated(where):
             if text_query is None:
                 result = searcher.search(_combine(None, spec), limit=limit, offset=offset,
                                          count=True, order_by_field="time_ms",
                                          order=tantivy.Order.Desc)
-                return HitPage(_count(result), self._hits(searcher, result.hits, False, None,
-                                                          snippet_chars))
-            generator = None
-            if spec.mode != "regex":
-                generator = tantivy.SnippetGenerator.create(searcher, text_query, SCHEMA, "text")
-                generator.set_max_num_chars(snippet_chars)
+                return Ranking(_count(result), _ranked(0, result.hits), searcher, where)
             every = _every_word(spec)
             if every is None:
                 result = searcher.search(_combine(text_query, spec), limit=limit, offset=offset,
                                          count=True)
-                return HitPage(_count(result), self._hits(searcher, result.hits, True,
-                                                          generator, snippet_chars))
+                return Ranking(_count(result), _ranked(0, result.hits), searcher, where,
+                               text_query, spec.mode)
             # Two parts, one ranking: every word, then some words but not every one.
             first = searcher.search(_combine(every, spec), limit=limit, offset=offset,
                                     count=True)
@@ -516,25 +577,10 @@ class MemoryIndex:
             rest_limit = limit - len(first.hits)
             rest = searcher.search(rest_query, limit=max(rest_limit, 1), offset=rest_offset,
                                    count=True)
-            found = first.hits + (rest.hits[:rest_limit] if rest_limit > 0 else [])
-            return HitPage(all_words + _count(rest),
-                           self._hits(searcher, found, True, generator, snippet_chars),
-                           all_words)
-
-    def _hits(
-        self, searcher: tantivy.Searcher, found: Sequence[tuple[Any, tantivy.DocAddress]],
-        scored: bool, generator: tantivy.SnippetGenerator | None, snippet_chars: int,
-    ) -> list[Hit]:
-        hits = []
-        for value, address in found:
-            doc = searcher.doc(address)
-            fields = _first_values(doc)
-            snippet = generator.snippet_from_doc(doc).fragment() if generator else ""
-            text = fields.pop("text", "")
-            if not snippet:
-                snippet = _head(text, snippet_chars)
-            hits.append(Hit(float(value) if scored else None, fields, snippet))
-        return hits
+            found = _ranked(0, first.hits) + (_ranked(1, rest.hits[:rest_limit])
+                                              if rest_limit > 0 else [])
+            return Ranking(all_words + _count(rest), found, searcher, where, text_query,
+                           spec.mode, all_words)
 
     def lookup(
         self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
@@ -569,10 +615,19 @@ class MemoryIndex:
         """The catalog records of the current commit, fetched only as they are asked for."""
         return RecordSnapshot(self.searcher(), str(self.directory))
 
-    def count(self, kind: str, path: str | None = None) -> int:
+    def paths_of(self, kind: str) -> frozenset[str]:
+        """The paths of the documents of ``kind`` (a delta shard's records and masks)."""
+        query = tantivy.Query.term_query(SCHEMA, "kind", kind)
+        return frozenset(str(doc["path"]) for doc in self._all_docs(query, 64, ("path",)))
+
+    def count(self, kind: str, path: str | None = None, excluded: Sequence[str] = ()) -> int:
+        """Documents of ``kind`` (of one ``path``; not of the ``excluded`` paths)."""
         clauses = [(tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "kind", kind))]
         if path is not None:
             clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "path", path)))
+        if excluded:
+            clauses.append((tantivy.Occur.MustNot,
+                            tantivy.Query.term_set_query(SCHEMA, "path", list(excluded))))
         searcher = self.searcher()
         with _translated(str(self.directory)):
             result = searcher.search(tantivy.Query.boolean_query(clauses), limit=1, count=True)
@@ -630,11 +685,16 @@ def _all_docs(
 class RecordSnapshot:
     """The catalog records (``session`` documents) of one commit, by query: a recall
     answers from the few records it names (the hot tier, its hits' sessions) instead of
-    decoding every record of the index."""
+    decoding every record of the index. A sharded index's snapshot reads every shard's."""
 
     def __init__(self, searcher: tantivy.Searcher, where: str) -> None:
-        self._searcher = searcher
         self.where = where
+        self._parts: list[tuple[tantivy.Searcher, list[str]]] = [(searcher, [])]
+
+    def add(self, searcher: tantivy.Searcher, excluded: Sequence[str] = ()) -> None:
+        """Read another shard's records too, but those of ``excluded`` paths (a newer shard
+        holds them)."""
+        self._parts.append((searcher, list(excluded)))
 
     def all(self) -> list[bytes]:
         return self._records([])
@@ -649,18 +709,20 @@ class RecordSnapshot:
         return self._records([tantivy.Query.term_query(SCHEMA, "session_id", session_id)], 2)
 
     def newest(self, count: int) -> list[bytes]:
-        """The records of the ``count`` newest files by mtime, and of every file that ties
-        with the last of them (the caller orders ties by path)."""
+        """The records of the ``count`` newest files by mtime (of each shard), and of every
+        file that ties with the last of them (the caller orders, cuts and breaks ties)."""
         if count <= 0:
             return []
-        query = self._query([])
+        return [record for searcher, excluded in self._parts
+                for record in self._newest(searcher, self._query([], excluded), count)]
+
+    def _newest(self, searcher: tantivy.Searcher, query: tantivy.Query, count: int) -> list[bytes]:
         limit = count + 16
         with _translated(self.where):
             while True:
-                result = self._searcher.search(query, limit=limit, count=True,
-                                               order_by_field="mtime_ns",
-                                               order=tantivy.Order.Desc)
-                docs = [self._searcher.doc(address) for _, address in result.hits]
+                result = searcher.search(query, limit=limit, count=True,
+                                         order_by_field="mtime_ns", order=tantivy.Order.Desc)
+                docs = [searcher.doc(address) for _, address in result.hits]
                 if len(docs) <= count or len(docs) >= _count(result):
                     break
                 last = docs[count - 1].get_first("mtime_ns")
@@ -674,13 +736,19 @@ class RecordSnapshot:
             records = (d.get_first("record") for d in docs)
             return [record for record in records if isinstance(record, bytes)]
 
-    def _query(self, clauses: list[tantivy.Query]) -> tantivy.Query:
+    def _query(self, clauses: list[tantivy.Query], excluded: list[str]) -> tantivy.Query:
         kind = tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)
-        return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in [kind, *clauses]])
+        parts = [(tantivy.Occur.Must, q) for q in [kind, *clauses]]
+        if excluded:
+            parts.append((tantivy.Occur.MustNot,
+                          tantivy.Query.term_set_query(SCHEMA, "path", excluded)))
+        return tantivy.Query.boolean_query(parts)
 
     def _records(self, clauses: list[tantivy.Query], expected: int = 64) -> list[bytes]:
-        docs = _all_docs(self._searcher, self.where, self._query(clauses), expected, ("record",))
-        return [doc["record"] for doc in docs if "record" in doc]
+        return [doc["record"] for searcher, excluded in self._parts
+                for doc in _all_docs(searcher, self.where, self._query(clauses, excluded),
+                                     expected, ("record",))
+                if "record" in doc]
 
 
 class Writer:
@@ -696,6 +764,13 @@ class Writer:
         self._lock = lock
         self._wait = wait
         self.pending = 0
+        self.masks = False
+        """Set on a sharded index's delta shard: each session written or removed here masks
+        its documents in the other shards (:data:`MASK_KIND`)."""
+
+    def _mask(self, path: str) -> None:
+        if self.masks:
+            self._raw.add_document(tantivy.Document(kind=MASK_KIND, path=path))
 
     def replace_session(self, path: str, documents: Iterable[str]) -> str | None:
         """Delete every document of ``path`` and add ``documents`` (from :func:`item_json`).
@@ -712,12 +787,14 @@ class Writer:
                     self._raw.delete_documents_by_term("path", path)
                     return _first_line(exc)
                 self.pending += 1
+            self._mask(path)
         return None
 
     def remove_session(self, path: str) -> None:
         """Delete every document of ``path``: its entries, operations and catalog record."""
         with _translated(str(self.index.directory)):
             self._raw.delete_documents_by_term("path", path)
+            self._mask(path)
         self.pending += 1
 
     def put_record(self, path: str, session_id: str, mtime_ns: int, record: bytes) -> None:
@@ -995,11 +1072,11 @@ def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Quer
     clauses.extend((tantivy.Occur.MustNot, _any_of(name, values))
                    for name, values in spec.excluded)
     if clauses and set(spec.kinds) == set(ITEM_KINDS):
-        # Every document is an entry, an operation or a session record, so "not a session
-        # record" is the same filter as "an item", and excluding the few records is far
-        # cheaper than intersecting every match with the posting list of all items.
-        clauses.append((tantivy.Occur.MustNot,
-                        tantivy.Query.term_query(SCHEMA, "kind", SESSION_KIND)))
+        # Every document is an entry, an operation, a session record or (in a delta shard)
+        # a mask, so "neither a record nor a mask" is the same filter as "an item", and
+        # excluding those few is far cheaper than intersecting every match with the
+        # posting list of all items.
+        clauses.append((tantivy.Occur.MustNot, _any_of("kind", (SESSION_KIND, MASK_KIND))))
     else:
         kinds = tantivy.Query.const_score_query(_any_of("kind", spec.kinds), 0.0)
         clauses.insert(0, (tantivy.Occur.Must, kinds))

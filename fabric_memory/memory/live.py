@@ -27,7 +27,8 @@ from ..session import iter_session_files
 from ..sources import skipped
 from .catalog import StatKey, default_roots, stat_key
 from .locations import index_root
-from .reindex import ReindexReport, reindex, reindex_paths
+from .reindex import reindex, reindex_paths
+from .report import ReindexReport
 
 DEBOUNCE_MS = 300
 """Longest a burst of writes is grouped before its files are re-indexed."""

@@ -136,3 +136,12 @@ def session_files(session: str, roots: Iterable[Path]) -> list[Path]:
                 if name.endswith(names):
                     found.setdefault(Path(folder, name).resolve(), None)
     return list(found)
+
+
+def working_folder() -> str | None:
+    """The folder this process was started in, None when it is gone: a door a host starts
+    inside a project (the MCP server, Pi's tools) ranks that project's sessions first."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import orjson
 
+from ..sources.registry import TOOLS
 from ..view import EntryView, ToolCall, content_text
 
 INLINE_CHARS: Final = 120
@@ -30,6 +31,32 @@ MESSAGE_KEYS: Final = ENTRY_KEYS | {"role", "toolName", "toolCallId", "isError",
 """The same for a message: the provider's bookkeeping of a turn included."""
 INDENT: Final = "    "
 DEEP: Final = "[nested too deep to show as text; expand with raw to read it]"
+KINDS: Final = ("user", "assistant", "tool", "edit", "error", "other")
+"""What an entry is, for picking some out of a range: a user's or the assistant's message, a
+tool result, an edit (a call of an editing tool, or its result), an error (a failed tool
+result), anything else (compactions, model changes, session headers)."""
+EDITING: Final = frozenset({"edit", "write", "patch"})
+"""The kinds of tool (:data:`fabric_memory.sources.registry.TOOLS`) that change files."""
+
+
+def entry_kinds(view: EntryView) -> frozenset[str]:
+    """The :data:`KINDS` ``view`` is (an assistant's edit call is ``assistant`` and ``edit``)."""
+    kinds = set()
+    if view.role == "user":
+        kinds.add("user")
+    elif view.role == "assistant":
+        kinds.add("assistant")
+        if any(_edits(call.name) for call in view.tool_calls):
+            kinds.add("edit")
+    elif view.role == "toolResult":
+        kinds.add("tool")
+        if _edits(view.tool_name):
+            kinds.add("edit")
+    else:
+        kinds.add("other")
+    if view.is_error:
+        kinds.add("error")
+    return frozenset(kinds)
 
 
 def render_entry(view: EntryView, address: str) -> str:
@@ -47,6 +74,12 @@ def render_entry(view: EntryView, address: str) -> str:
     else:
         _other(view, lines)
     return "\n".join(lines)
+
+
+def _edits(tool: str | None) -> bool:
+    """Whether the tool named ``tool`` changes files, by its agent's tool table."""
+    known = TOOLS.get(tool) if tool else None
+    return known is not None and known.kind in EDITING
 
 
 def _message(view: EntryView, lines: list[str]) -> None:

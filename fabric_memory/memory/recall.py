@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 import orjson
@@ -32,7 +33,8 @@ from .catalog import (
     check_hot_sessions,
     default_roots,
 )
-from .index import Hit, SearchSpec, TextMode
+from .index import Hit, HitPage, SearchSpec, TextMode
+from .sharded import Memory
 from .tiers import revalidate
 
 if TYPE_CHECKING:
@@ -53,6 +55,8 @@ CLIP_CHARS = 200
 """Longest value kept in a hit that alone would not fit the response."""
 MAX_QUERY_CHARS = 4096
 """Longest query text: a response repeats it in ``next``, and it must fit the bound."""
+NO_PATH = "\x00"
+"""A path no session has: what ``--project`` filters on when no indexed session is there."""
 # Filter option → index field, in the order they appear in a request.
 FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "provider"),
            ("action", "action"), ("outcome", "outcome"))
@@ -60,8 +64,13 @@ REQUEST_KINDS: dict[str, Kind] = {
     "query": "text", "mode": "text", "match": "text", "role": "name", "tool": "name",
     "ref": "name", "provider": "name", "action": "name", "outcome": "name", "since": "text",
     "until": "text", "session": "name", "agent": "name", "branches": "text", "limit": "integer",
-    "offset": "integer", "hotSessions": "integer", "index": "name", "sessions": "name"}
+    "offset": "integer", "hotSessions": "integer", "index": "name", "sessions": "name",
+    "project": "name", "preferProject": "name"}
 """The recall request's keys and the kind of each value (see :mod:`fabric_memory.arguments`)."""
+REQUEST_DEFAULTS: dict[str, Any] = {
+    "query": "", "mode": "literal", "match": "any", "branches": "all", "limit": DEFAULT_LIMIT,
+    "offset": 0, "hotSessions": DEFAULT_HOT_SESSIONS}
+"""The value each optional request key has when left out."""
 
 
 class RecallRequest(TypedDict, total=False):
@@ -84,6 +93,8 @@ class RecallRequest(TypedDict, total=False):
     hotSessions: int
     index: str
     sessions: str
+    project: str
+    preferProject: str
 
 
 class RecallHit(TypedDict):
@@ -151,18 +162,24 @@ def recall(
     hot_sessions: int = DEFAULT_HOT_SESSIONS,
     index: str | os.PathLike[str] | None = None,
     sessions: str | os.PathLike[str] | None = None,
+    project: str | None = None,
+    prefer_project: str | None = None,
 ) -> RecallResponse:
-    """Search past sessions; see the module docstring for the response."""
+    """Search past sessions; see the module docstring for the response. ``project`` keeps
+    the sessions that worked in that folder (or one inside it); ``prefer_project`` ranks
+    them first, the others after (what a door started inside a project passes)."""
     filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
                "action": action, "outcome": outcome}
     check_names(("--session", session), ("--index", index), ("--sessions", sessions),
-                ("--agent", agent), *((f"--{name}", value) for name, value in filters.items()))
+                ("--agent", agent), ("--project", project), ("preferProject", prefer_project),
+                *((f"--{name}", value) for name, value in filters.items()))
     clamped: Clamped = {}
     limit = bounded(limit, "limit", "--limit", 1, MAX_LIMIT, clamped)
     _check_options(query, mode, match, branches, offset, hot_sessions)
     given: dict[str, Any] = {"query": query, "mode": mode, "match": match, **filters,
                              "since": since, "until": until, "session": session,
-                             "agent": agent, "branches": branches, "limit": limit, "offset": offset}
+                             "agent": agent, "branches": branches, "limit": limit, "offset": offset,
+                             "project": project, "preferProject": prefer_project}
     if hot_sessions != DEFAULT_HOT_SESSIONS:
         given["hotSessions"] = hot_sessions
     locations = {"index": index, "sessions": sessions}
@@ -196,12 +213,20 @@ def recall(
         equals.append(("agent", (agent,)))
     if branches == "active":
         equals.append(("on_active", (True,)))
+    if project is not None:
+        equals.append(("path", view.catalog.of_project(project) or (NO_PATH,)))
     spec = SearchSpec(
         text=query.strip(), mode=mode, match_all=match == "all", equals=tuple(equals),
         excluded=tuple(excluded), since_ms=_time(since, "--since"),
         until_ms=_time(until, "--until"),
     )
-    page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
+    preferred = (view.catalog.of_project(prefer_project)
+                 if prefer_project is not None and project is None and session is None else ())
+    if preferred:
+        page = _project_first(handle, spec, preferred, limit, offset)
+    else:  # (nothing of that folder indexed: the request says nothing of it)
+        request.pop("preferProject", None)
+        page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
     hits = [_hit(hit, view.catalog, view.hot, view.unrefreshed, locations) for hit in page.hits]
     notes: dict[str, Any] = {}
     if page.all_words is not None and page.all_words < page.total:
@@ -211,12 +236,29 @@ def recall(
     return _bounded(request, page.total, offset, hits, notes)
 
 
+def _project_first(handle: Memory, spec: SearchSpec, paths: tuple[str, ...], limit: int,
+                   offset: int) -> HitPage:
+    """One ranking, two parts: the hits of the sessions at ``paths`` (a project's), then the
+    others', each part ranked as usual and paged as one list."""
+    inside = replace(spec, equals=(*spec.equals, ("path", paths)))
+    outside = replace(spec, excluded=(*spec.excluded, ("path", paths)))
+    first = handle.search(inside, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
+    wanted = limit - len(first.hits)
+    rest = handle.search(outside, limit=max(wanted, 1), offset=max(offset - first.total, 0),
+                         snippet_chars=SNIPPET_CHARS)
+    words = (None if first.all_words is None and rest.all_words is None
+             else (first.all_words or 0) + (rest.all_words or 0))
+    return HitPage(first.total + rest.total, first.hits + rest.hits[:max(wanted, 0)], words)
+
+
 def recall_request(request: Mapping[str, Any]) -> RecallResponse:
     """:func:`recall` from its JSON request shape (what ``next`` holds), each value checked
     for its JSON type first."""
     kwargs = checked_request("recall request", request, REQUEST_KINDS)
     if "hotSessions" in kwargs:
         kwargs["hot_sessions"] = kwargs.pop("hotSessions")
+    if "preferProject" in kwargs:
+        kwargs["prefer_project"] = kwargs.pop("preferProject")
     return recall(**kwargs)
 
 

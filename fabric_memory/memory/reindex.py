@@ -22,12 +22,11 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path
-from typing import NotRequired, TypedDict
 
 from ..arguments import check_name
 from ..errors import MemoryIndexError, SessionError, UsageError, clipped, is_utf8, printable
@@ -44,9 +43,22 @@ from .catalog import (
     now_iso,
     stat_key,
 )
-from .index import MemoryIndex, Writer, close_inherited_locks, item_json
+from .index import Writer, close_inherited_locks, item_json
 from .locations import SESSIONS_ENV, chosen_agents, discovered_roots, holds, inside_any
 from .normalize import normalize_session
+from .report import PathReason, ProgressCallback, add_report, new_report
+from .report import Progress as Progress  # where callers have always imported them from
+from .report import ReindexReport as ReindexReport
+from .sharded import Memory, ShardedIndex
+from .shards import (
+    SHARD_BYTES,
+    Engine,
+    LocalEngine,
+    ShardResult,
+    ShardTask,
+    build_shards,
+    write_shard,
+)
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 DEFAULT_COMMIT_EVERY = 50_000
@@ -56,50 +68,6 @@ PARALLEL_MIN = 4
 BATCH_FILES = 32
 BATCH_BYTES = 1024 * 1024
 """A worker parses files in batches of at most this many files or about this many bytes."""
-
-
-class PathReason(TypedDict):
-    path: str
-    reason: str
-
-
-class ReindexReport(TypedDict):
-    sessionsRoot: str
-    """The first of ``sessionsRoots``."""
-    sessionsRoots: list[str]
-    """Every sessions folder read: Pi's, then oh-my-pi's when present (or the one given)."""
-    index: str
-    sessions: int
-    indexed: int
-    skipped: int
-    invalid: list[PathReason]
-    stale: list[PathReason]
-    incomplete: list[PathReason]
-    removed: list[PathReason]
-    """Records of files gone from under the root: their documents were deleted."""
-    notes: list[PathReason]
-    """Values changed to fit the index (a time out of range), each with its file:line."""
-    salvaged: list[PathReason]
-    """Glued lines (Pi drops them) whose complete objects were indexed, with file:line."""
-    entries: int
-    operations: int
-    commits: int
-    seconds: float
-    notices: list[str]
-    redacted: dict[str, int]
-    """Secrets masked in the texts this run indexed, by kind (docs/secrets.md)."""
-    workers: NotRequired[int]
-
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    done: int
-    total: int
-    indexed: int
-    skipped: int
-
-
-ProgressCallback = Callable[[Progress], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +94,12 @@ class _Parsed:
     redacted: tuple[tuple[str, int], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _Sharding:
+    cluster: str | None
+    shard_bytes: int
+
+
 def default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
@@ -142,17 +116,24 @@ def reindex(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     session: str | os.PathLike[str] | None = None,
     agents: str | None = None,
+    cluster: str | None = None,
+    shard_bytes: int = SHARD_BYTES,
 ) -> ReindexReport:
     """Index every changed ``*.jsonl`` session under the sessions roots (``full``: all of
     them); with ``session``, only that file (it must lie under one of the roots).
     ``agents`` (``pi,codex``; else ``$FABRIC_MEMORY_AGENTS``) reads only those agents' files.
 
+    With ``cluster`` (a Dask scheduler's address, or ``local:N``), or when ``index`` is a
+    sharded index, the index is built as shards of about ``shard_bytes`` session bytes,
+    one task each, on that cluster or this machine (docs/scale.md).
+
     With the default roots, a pass that indexes sessions naming new project folders looks
     for agent folders inside them (Catui's traces) and indexes those too, in the same call.
     """
     report = _reindex(sessions, index, full, workers, progress, lock_timeout, commit_every,
-                      max_line_bytes, session, agents)
-    while sessions is None and session is None and not os.environ.get(SESSIONS_ENV):
+                      max_line_bytes, session, agents, _Sharding(cluster, shard_bytes))
+    while sessions is None and session is None and not os.environ.get(SESSIONS_ENV) \
+            and "shards" not in report:
         _, handle = default_roots(None, index)
         known = set(report["sessionsRoots"])
         later = [str(root) for root in discovered_roots(agents, IndexedProjects(handle))
@@ -160,28 +141,16 @@ def reindex(
         if not later:
             break
         more = _reindex(os.pathsep.join(later), index, full, workers, progress, lock_timeout,
-                        commit_every, max_line_bytes, None, agents)
-        _merge(report, more)
+                        commit_every, max_line_bytes, None, agents, _Sharding(None, 0))
+        add_report(report, more)
     return report
-
-
-def _merge(report: ReindexReport, more: ReindexReport) -> None:
-    """Add a second pass's figures and findings to ``report``."""
-    for key in ("sessions", "indexed", "skipped", "entries", "operations", "commits"):
-        report[key] += more[key]
-    for key in ("invalid", "stale", "incomplete", "removed", "notes", "salvaged", "notices",
-                "sessionsRoots"):
-        report[key].extend(more[key])  # type: ignore[literal-required]
-    for kind, count in more["redacted"].items():
-        report["redacted"][kind] = report["redacted"].get(kind, 0) + count
-    report["seconds"] = round(report["seconds"] + more["seconds"], 4)
 
 
 def _reindex(
     sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None, full: bool,
     workers: int | None, progress: ProgressCallback | None, lock_timeout: float,
     commit_every: int, max_line_bytes: int, session: str | os.PathLike[str] | None,
-    agents: str | None,
+    agents: str | None, sharding: _Sharding,
 ) -> ReindexReport:
     started = time.perf_counter()
     check_name("--session", session)
@@ -196,7 +165,7 @@ def _reindex(
     count = workers if workers is not None else default_workers()
     if count < 1:
         raise UsageError(f"--workers {count}: must be at least 1")
-    report = _report(roots, handle)
+    report = new_report(roots, handle.root)
     cpus = os.cpu_count() or 1
     if count > cpus:
         report["notices"].append(f"--workers {count}: capped at {cpus}, the number of CPUs "
@@ -208,6 +177,17 @@ def _reindex(
     files, outside = _inside(roots, (path for path in candidates if not skipped(str(path))))
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
+    if sharding.cluster is not None or isinstance(handle, ShardedIndex):
+        if session is not None:
+            raise UsageError("--session: a sharded index is rebuilt by shard; drop --session "
+                             "(only the shards whose files changed are rebuilt)")
+        with _engine(sharding.cluster, count) as engine:
+            build_shards(root=handle.root, roots=roots, files=files, engine=engine,
+                         function=build_shard, report=report, full=full,
+                         shard_bytes=sharding.shard_bytes, max_line_bytes=max_line_bytes,
+                         agents=agents, lock_timeout=lock_timeout, progress=progress)
+        report["seconds"] = round(time.perf_counter() - started, 4)
+        return report
     one = session is not None
     # A first look at the last commit, without the lock: nothing to do means no lock and
     # no commit; enough to do means the workers are forked now, before this process holds
@@ -257,10 +237,18 @@ def reindex_paths(
     """Bring just these session files up to date, without walking the tree (the live
     index's step): a new or changed file is read and re-indexed, a file that is gone is
     dropped from the index with its record. One commit, under the writer lock."""
-    started = time.perf_counter()
-    narrowed = chosen_agents(agents)
     roots, handle = default_roots(sessions, index, agents)
-    report = _report(roots, handle)
+    return _update_paths(handle, roots, paths, lock_timeout, max_line_bytes,
+                         chosen_agents(agents), fresh=False)
+
+
+def _update_paths(
+    handle: Memory, roots: tuple[Path, ...], paths: Iterable[str | os.PathLike[str]],
+    lock_timeout: float, max_line_bytes: int, narrowed: frozenset[str] | None, *, fresh: bool,
+) -> ReindexReport:
+    """(``fresh``: ``handle`` is a new, empty index, whose records need no looking up.)"""
+    started = time.perf_counter()
+    report = new_report(roots, handle.root)
     names = sorted({os.fspath(path) for path in paths})
     present = [name for name in names if os.path.isfile(name)]
     files, outside = _inside(roots, present, walked=False)
@@ -272,7 +260,7 @@ def reindex_paths(
     with handle.writer(timeout=lock_timeout, threads=1) as writer:
         if writer.notice:
             report["notices"].append(writer.notice)
-        catalog = load_catalog(handle)
+        catalog = Catalog() if fresh else Catalog(snapshot=handle.records())
         for name in gone:
             record = catalog.record(name)
             if record is not None:
@@ -288,6 +276,29 @@ def reindex_paths(
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def build_shard(task: ShardTask) -> ShardResult:
+    """A sharded build's task, wherever it runs: read, normalize and mask ``task.files``
+    into a new shard, as every reindex does; a file outside the task's roots is never read."""
+    roots = tuple(Path(root) for root in task.roots)
+    narrowed = chosen_agents(task.agents)
+    return write_shard(task, lambda handle: _update_paths(
+        handle, roots, task.files, 0.0, task.max_line_bytes, narrowed, fresh=True))
+
+
+@contextlib.contextmanager
+def _engine(cluster: str | None, count: int) -> Iterator[Engine]:
+    """Where a sharded build's tasks run: the Dask cluster named, else ``count`` processes
+    of this machine (a cluster of one)."""
+    if cluster is not None:
+        from .cluster import dask_engine  # dask is imported only when a cluster is asked for
+
+        with dask_engine(cluster) as engine:
+            yield engine
+        return
+    with _workers(count) as pool:
+        yield LocalEngine(pool, count)
 
 
 def _one_session(roots: tuple[Path, ...], session: str | os.PathLike[str]) -> Path:
@@ -351,7 +362,7 @@ def _still_invalid(skipped: Iterable[str], catalog: Catalog) -> list[PathReason]
     return found
 
 
-def _committed(handle: MemoryIndex) -> Catalog:
+def _committed(handle: Memory) -> Catalog:
     """The last committed catalog; empty when there is no readable index yet."""
     try:
         return load_catalog(handle)
@@ -382,7 +393,7 @@ def _written_by(agents: frozenset[str] | None, path: str, max_line_bytes: int) -
 
 
 def refresh_sessions(
-    handle: MemoryIndex, records: Iterable[SessionRecord], *, timeout: float = 0.0
+    handle: Memory, records: Iterable[SessionRecord], *, timeout: float = 0.0
 ) -> ReindexReport:
     """Re-check these indexed sessions against their files, in this process (hot tier).
 
@@ -390,7 +401,7 @@ def refresh_sessions(
     when another writer is busy: queries never wait for a writer.
     """
     started = time.perf_counter()
-    report = _report((), handle)
+    report = new_report((), handle.root)
     with handle.writer(timeout=timeout, threads=1) as writer:
         catalog = load_catalog(handle)
         for given in records:
@@ -414,18 +425,6 @@ def refresh_sessions(
 
 def _shown(roots: tuple[Path, ...]) -> str:
     return " or ".join(map(str, roots))
-
-
-def _report(roots: tuple[Path, ...], handle: MemoryIndex) -> ReindexReport:
-    return {
-        "sessionsRoot": str(roots[0]) if roots else "",
-        "sessionsRoots": [str(root) for root in roots], "index": str(handle.root),
-        "sessions": 0, "indexed": 0, "skipped": 0, "invalid": [], "stale": [], "incomplete": [],
-        "removed": [], "notes": [],
-        "salvaged": [],
-        "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
-        "redacted": {},
-    }
 
 
 def _plan(

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
+
+import orjson
 
 from .index import REBUILD
 
 if TYPE_CHECKING:  # types only: rendering a recall must not load the writer or expand
     from .catalog import SessionsReport, StatsReport, VerifyReport
-    from .expand import ExpandPage
-    from .recall import RecallResponse
-    from .reindex import Progress, ReindexReport
+    from .expand import ExpandedEntry, ExpandPage
+    from .recall import RecallHit, RecallResponse
+    from .report import Progress, ReindexReport
 
 
 def render_progress(progress: Progress) -> str:
@@ -44,7 +48,82 @@ def render_reindex(report: ReindexReport) -> str:
     return "\n".join(lines)
 
 
-def render_recall(response: RecallResponse) -> str:
+Door = Literal["cli", "mcp", "pi"]
+"""Who answers, and so how a next call is written: a shell command (``cli``), or a tool name
+and its JSON arguments as the MCP server (``mcp``) or the Pi extension (``pi``) take them."""
+
+TOOL_NAMES: Final[dict[Door, dict[str, str]]] = {
+    "cli": {"recall": "fabric-memory recall", "expand": "fabric-memory expand",
+            "sessions": "fabric-memory sessions"},
+    "mcp": {"recall": "recall", "expand": "expand", "sessions": "sessions"},
+    "pi": {"recall": "memory_recall", "expand": "memory_expand"},
+}
+LOCATION_KEYS: Final = ("index", "sessions")
+"""Request keys a tool door fills in itself (and refuses from a model when they differ)."""
+CLI_OPTIONS: Final[dict[str, dict[str, str]]] = {
+    "recall": {"query": "", "hotSessions": "--hot-sessions"},
+    "expand": {"session": "", "entries": "--entry", "addresses": "--address",
+               "indices": "--position", "positions": "--position-range",
+               "expectedSourceHash": "--expected-source-hash",
+               "expectedLineageFingerprint": "--expected-lineage",
+               "maxEntries": "--max-entries", "maxChars": "--max-chars",
+               "entryChars": "--entry-chars", "entryOffset": "--entry-offset",
+               "textOffset": "--text-offset", "showSecrets": "--show-secrets"},
+    "sessions": {"hotSessions": "--hot-sessions"},
+}
+"""A request key's command-line option where it is not ``--`` and the key itself (``""``:
+the positional argument)."""
+
+
+def call(door: Door, tool: str, request: Mapping[str, Any]) -> str:
+    """The exact call of ``tool`` with ``request`` (a hit's ``follow``, a page's ``next``) as
+    ``door`` takes it: a shell command, or the tool's name and its JSON arguments. Values
+    equal to the tool's defaults are left out (the call means the same)."""
+    return _call(door, tool, request, _defaults(tool))
+
+
+def _defaults(tool: str) -> Mapping[str, Any]:
+    """The request defaults of ``tool``, from its module (imported here: rendering a recall's
+    hits needs none of expand's)."""
+    if tool == "recall":
+        from .recall import REQUEST_DEFAULTS
+    elif tool == "expand":
+        from .expand import REQUEST_DEFAULTS
+    else:
+        from .catalog import REQUEST_DEFAULTS
+    return REQUEST_DEFAULTS
+
+
+def _call(door: Door, tool: str, request: Mapping[str, Any],
+          defaults: Mapping[str, Any]) -> str:
+    given = {key: value for key, value in request.items()
+             if value is not None and defaults.get(key, _UNSET) != value}
+    if door != "cli":  # the tool door reads its own places
+        given = {key: value for key, value in given.items() if key not in LOCATION_KEYS}
+        return f"{TOOL_NAMES[door][tool]} {orjson.dumps(given).decode()}"
+    words = [TOOL_NAMES[door][tool]]
+    options = CLI_OPTIONS.get(tool, {})
+    for key, value in given.items():
+        option = options.get(key, "--" + re.sub(r"[A-Z]", lambda m: "-" + m[0].lower(), key))
+        if option == "":
+            words.append(shlex.quote(str(value)))
+        elif value is True:
+            words.append(option)
+        elif key == "kinds":
+            words.extend((option, shlex.quote(",".join(value))))
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                words.extend((option, shlex.quote(str(item))))
+    return " ".join(words)
+
+
+_UNSET: Final = object()
+
+
+def render_recall(response: RecallResponse, door: Door = "cli") -> str:
+    """Hits grouped by session, best group first: the session's agent, project, tier, path and
+    sourceHash once, then one line per hit (rank, address, role or tool, outcome, time, query
+    words held) and its snippet, and the call that reads the group's hits."""
     hits = response["hits"]
     first = response["offset"] + 1
     every = (f" ({response.get('allWords', 0)} with every word, ranked first)"
@@ -52,48 +131,90 @@ def render_recall(response: RecallResponse) -> str:
     lines = [f"{response['total']} hits{every}"
              + (f", showing {first}-{first + len(hits) - 1}" if hits else "")]
     lines.extend(_clamped(response.get("clamped", {})))
-    for hit in hits:
-        what = " ".join(
-            str(value) for value in (hit.get("role"), hit.get("ref"), hit.get("outcome")) if value
-        )
-        stale = " STALE" if hit["stale"] else ""
-        lines.append(
-            f"{hit['kind']} {hit['address']} [{hit['tier']}{stale}] {what} "
-            f"{hit.get('timestamp', '')}".rstrip()
-        )
-        project = f"  project {hit['project']}" if hit.get("project") else ""
-        lines.append(f"  {hit['agent']} session {hit['sessionId']}{project}  {hit['path']}")
+    groups: dict[str, list[tuple[int, RecallHit]]] = {}
+    for rank, hit in enumerate(hits, first):
+        groups.setdefault(hit["path"], []).append((rank, hit))
+    for ranked in groups.values():
+        lines.extend(_group(ranked, door))
+    if response["next"] is not None:
+        lines.append(f"more: {call(door, 'recall', response['next'])}")
+    return "\n".join(lines)
+
+
+def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
+    head = ranked[0][1]
+    follow = head["follow"]
+    project = f"  project {head['project']}" if head.get("project") else ""
+    stale = " STALE" if head["stale"] else ""
+    lines = [f"{head['agent']} session {head['sessionId']}{project}  [{head['tier']}{stale}]",
+             f"  {head['path']}  sourceHash {follow.get('expectedSourceHash', '?')}"]
+    for rank, hit in ranked:
+        what = [str(value) for value in (hit.get("role"), hit.get("tool"), hit.get("ref"),
+                                        hit.get("outcome")) if value]
+        if hit["kind"] != "entry":
+            what.insert(0, hit["kind"])
+        elif hit.get("isError") and "error" not in what:
+            what.append("error")
+        if hit.get("timestamp"):
+            what.append(str(hit.get("timestamp")))
+        words = _words(hit)
+        lines.append(f"  #{rank} {hit['address']} {' '.join(what)}{words}".rstrip())
         snippet = " ".join(hit["snippet"].split())
         if snippet:
-            lines.append(f"  {snippet}")
-        follow = hit["follow"]
-        lines.append(
-            f"  expand: fabric-memory expand {follow['session']} --address {hit['address']} "
-            f"--expected-source-hash {follow.get('expectedSourceHash', '')}"
-        )
-    if response["next"] is not None:
-        lines.append(f"more: --offset {response['next'].get('offset')}")
-    return "\n".join(lines)
+            lines.append(f"     {snippet}")
+        if "truncated" in hit:
+            lines.append(f"     note: {hit['truncated']}")
+    addresses = list(dict.fromkeys(
+        address for _, hit in ranked for address in hit["follow"].get("addresses", [])))
+    # A follow holds no value with a default (so expand's defaults need not be loaded).
+    lines.append(f"  expand: {_call(door, 'expand', {**follow, 'addresses': addresses}, {})}")
+    return lines
 
 
-def render_expand(page: ExpandPage) -> str:
-    lines = [f"session {page['sessionId']}  {page['path']}  sourceHash {page['sourceHash']}"]
+def _words(hit: RecallHit) -> str:
+    """`` (2/3 words)``: how many of the query's words the hit holds, when the index says."""
+    held = cast(Mapping[str, Any], hit).get("wordsHeld")
+    of = cast(Mapping[str, Any], hit).get("queryWords")
+    if isinstance(held, int) and isinstance(of, int) and of > 1:
+        return f"  ({held}/{of} words)"
+    return ""
+
+
+def render_expand(page: ExpandPage, door: Door = "cli") -> str:
+    """The page's entries as text, each after a ``---`` line naming its address; an entry cut to
+    its head and tail says the call that reads it whole, and a page that does not end the
+    selection says the call for the next."""
+    entries = page["entries"]
+    start = page.get("entryOffset", 0)
+    filtered = page.get("filtered", 0)
+    held = f"{page['selected']} entries" + (
+        f" ({filtered} of other kinds left out)" if filtered else "")
+    shown = (f", showing {start + 1}-{start + len(entries)}"
+             if len(entries) < page["selected"] else "")
+    lines = [f"session {page['sessionId']}  {page['path']}  sourceHash {page['sourceHash']}",
+             f"{held}{shown}"]
     lines.extend(_clamped(page.get("clamped", {})))
-    for entry in page["entries"]:
-        span = f"chars {entry['textOffset']}-{entry['textOffset'] + len(entry['text'])}"
-        lines.append(
-            f"--- {entry['kind']} {entry['address']} (index {entry['index']}, line "
-            f"{entry['line']}, {span} of {entry['textLength']})"
-        )
-        lines.append(entry["text"])
+    for entry in entries:
+        lines.extend(_entry(entry, door))
     following = page["next"]
     if following is not None:
-        lines.append(
-            f"more: --entry-offset {following.get('entryOffset')} "
-            f"--text-offset {following.get('textOffset')} "
-            f"--expected-source-hash {page['sourceHash']}"
-        )
+        lines.append(f"more: {call(door, 'expand', following)}")
     return "\n".join(lines)
+
+
+def _entry(entry: ExpandedEntry, door: Door) -> list[str]:
+    kind = "" if entry["kind"] == "entry" else f" {entry['kind']}"
+    text, offset, length = entry["text"], entry["textOffset"], entry["textLength"]
+    if "tail" in entry:
+        return [f"--- {entry['address']}{kind} (characters {offset}-{offset + len(text)} and "
+                f"{entry['tailOffset']}-{length} of {length})",
+                text,
+                f"[... {entry['tailOffset'] - offset - len(text)} characters cut; the rest from "
+                f"character {offset + len(text)}: {call(door, 'expand', entry['rest'])}]",
+                entry["tail"]]
+    span = "" if entry["complete"] and offset == 0 else (
+        f" (characters {offset}-{offset + len(text)} of {length})")
+    return [f"--- {entry['address']}{kind}{span}", text]
 
 
 def _clamped(clamped: Mapping[str, list[int]]) -> list[str]:
@@ -101,7 +222,7 @@ def _clamped(clamped: Mapping[str, list[int]]) -> list[str]:
             for key, (asked, used) in clamped.items()]
 
 
-def render_sessions(report: SessionsReport) -> str:
+def render_sessions(report: SessionsReport, door: Door = "cli") -> str:
     shown = len(report["sessions"])
     lines = [f"{report['total']} sessions in {report['index']}"
              + (f", showing {report['offset'] + 1}-{report['offset'] + shown}"
@@ -114,6 +235,10 @@ def render_sessions(report: SessionsReport) -> str:
             f"{item['entries']:>5} entries {item['operations']:>5} ops  "
             f"{item['sourceHash']}{flags}  {item['path']}"
         )
+    following = report["next"]
+    if following is not None:
+        where = {"index": report["index"]} if door == "cli" else {}
+        lines.append(f"more: {call(door, 'sessions', {**following, **where})}")
     return "\n".join(lines)
 
 

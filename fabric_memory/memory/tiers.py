@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..errors import MemoryIndexError
 from .catalog import Catalog, load_catalog, stat_key
-from .index import MemoryIndex
 from .locations import inside_any
+from .sharded import Memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class TierView:
 
 
 def revalidate(
-    handle: MemoryIndex, hot_sessions: int, roots: tuple[Path, ...] | None = None
+    handle: Memory, hot_sessions: int, roots: tuple[Path, ...] | None = None
 ) -> TierView:
     """Bring the hot tier up to date with its files (see the module docstring).
 

@@ -1,5 +1,7 @@
 """The memory tools the Pi extension offers the model: ``memory_recall`` and
-``memory_expand``, each one JSON request in, one JSON answer out.
+``memory_expand``, each one JSON request in, one answer out: ``text`` for the model (what the
+CLI prints, its next calls written as these tools' calls) and ``details``, the JSON value
+(what the CLI's ``--json`` prints).
 
 The model fills these requests, so it never chooses where to read: the location keys a
 request shape can carry (``index``, ``sessions``) are refused, and the user's configured
@@ -9,19 +11,21 @@ sessions root and index are used.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from ..arguments import MAX_JSON_BYTES, json_value, lone_surrogate
 from ..errors import LocationRefusedError, UsageError
 from ..memory.expand import expand_request
+from ..memory.locations import working_folder
 from ..memory.recall import recall_request
+from ..memory.render import Door, render_expand, render_recall
 
 LOCATION_KEYS: Final = ("index", "sessions", "hotSessions")
 """Request keys that pick what is read (or how much is re-checked): the user's to set."""
 
-TOOLS: Final[dict[str, Callable[[Mapping[str, Any]], Any]]] = {
-    "memory_recall": recall_request,
-    "memory_expand": expand_request,
+TOOLS: Final[dict[str, tuple[Callable[[Mapping[str, Any]], Any], Callable[[Any, Door], str]]]] = {
+    "memory_recall": (recall_request, render_recall),
+    "memory_expand": (expand_request, render_expand),
 }
 
 
@@ -42,10 +46,17 @@ def read_arguments(name: str, data: bytes) -> Any:
     return arguments
 
 
-def call_tool(name: str, arguments: Any) -> Any:
+class ToolAnswer(TypedDict):
+    text: str
+    """What the model reads."""
+    details: Any
+    """The JSON value, for the extension and the session file."""
+
+
+def call_tool(name: str, arguments: Any) -> ToolAnswer:
     """The answer of tool ``name`` to the model's ``arguments`` (a JSON object)."""
-    run = TOOLS.get(name)
-    if run is None:
+    tool = TOOLS.get(name)
+    if tool is None:
         raise UsageError(f"{name}: no such tool; the tools are {', '.join(TOOLS)}")
     if not isinstance(arguments, Mapping):
         raise UsageError(f"{name}: the arguments must be a JSON object")
@@ -56,4 +67,10 @@ def call_tool(name: str, arguments: Any) -> Any:
             "read the sessions and index the user configured (FABRIC_MEMORY_SESSIONS, "
             "FABRIC_MEMORY_HOME)"
         )
-    return run(arguments)
+    if name == "memory_recall" and not {"project", "preferProject"} & arguments.keys():
+        folder = working_folder()
+        if folder is not None:  # Pi runs its tools in the project: its sessions first
+            arguments = {**arguments, "preferProject": folder}
+    run, render = tool
+    value = run(arguments)
+    return {"text": render(value, "pi"), "details": value}

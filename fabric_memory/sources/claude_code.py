@@ -43,8 +43,17 @@ if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reade
 AGENT: Final = "claude-code"
 CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
 CONVERSATION: Final = frozenset({"user", "assistant", "system"})
-BOOKKEEPING: Final = frozenset({"file-history-snapshot", "queue-operation"})
-"""Line types that hold no conversation (file backups, queued input): not read."""
+BOOKKEEPING: Final = frozenset({
+    "file-history-snapshot", "queue-operation", "attachment", "last-prompt", "cost-state",
+    "api-request", "api-request-shape", "api-request-blob", "tools-used", "atis-latch", "mode",
+    "progress",
+})
+"""Line types that hold no conversation (file backups, queued input, and what Claude Code
+2.1 records about its requests, costs and the context it attached): not read. An
+``attachment`` line still sits in the parent chain (the next turn names it as its parent),
+so its link is kept and the chain goes on through it; so does a ``progress`` line (a hook
+or a running tool reporting, 2.1). A line of an unknown type is noted and linked through
+the same way."""
 _FIRST_TYPES: Final = CONVERSATION | BOOKKEEPING | {"summary"}
 _EXIT_CODE: Final = re.compile(r"(?:Error: )?Exit code (-?\d+)\b")
 INTERRUPTED: Final = "[Request interrupted by user"
@@ -107,6 +116,8 @@ def read(path: str, max_line_bytes: int) -> Session:
     entries = Entries()
     tools: dict[str, str] = {}
     """tool_use id -> tool name, to name the result that answers it."""
+    links: dict[str, str | None] = {}
+    """uuid -> parentUuid of the bookkeeping lines in the parent chain."""
     session_id = project = None
     for line in lines:
         value = line.value
@@ -115,7 +126,7 @@ def read(path: str, max_line_bytes: int) -> Session:
             continue
         session_id = session_id or string(value.get("sessionId"))
         project = project or string(value.get("cwd"))
-        _read_line(line, value, entries, tools)
+        _read_line(line, value, entries, tools, links)
     if session_id is None:
         raise NotASessionError(path, None, "no line names its sessionId (not a Claude Code "
                                "transcript, or one holding only summaries)")
@@ -124,10 +135,12 @@ def read(path: str, max_line_bytes: int) -> Session:
 
 
 def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
-               tools: dict[str, str]) -> None:
+               tools: dict[str, str], links: dict[str, str | None]) -> None:
     given = value.get("type")
     kind = string(given)  # a set lookup of a list or an object would raise
     if kind in BOOKKEEPING:
+        if (uuid := string(value.get("uuid"))) is not None:
+            links[uuid] = string(value.get("parentUuid"))
         return
     if kind == "summary":
         summary = string(value.get("summary"))
@@ -138,6 +151,8 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
         return
     if kind not in CONVERSATION:
         entries.note(line, f"unknown Claude Code line type {clipped(given)}; skipped")
+        if (uuid := string(value.get("uuid"))) is not None:
+            links[uuid] = string(value.get("parentUuid"))
         return
     uuid = string(value.get("uuid"))
     if uuid is None:
@@ -145,7 +160,8 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
         return
     # After Claude compacts, the boundary line starts a new chain (``parentUuid`` null) and
     # names the turn it follows in ``logicalParentUuid``: the branch goes on through it.
-    parent = string(value.get("parentUuid")) or string(value.get("logicalParentUuid"))
+    parent = _through(string(value.get("parentUuid")) or string(value.get("logicalParentUuid")),
+                      links)
     where = {"address": uuid, "parent": parent, "timestamp": string(value.get("timestamp"))}
     if kind == "system":
         entries.add(line, event(_system_kind(value), _system_text(value)), **where)
@@ -178,6 +194,16 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
                                       f"{output}\n{extra}" if extra else output,
                                       is_error=failed, exit_code=exit_code,
                                       interrupted=interrupted), **where)
+
+
+def _through(parent: str | None, links: dict[str, str | None]) -> str | None:
+    """The nearest conversation line up the chain from ``parent``, past bookkeeping lines
+    (each link followed once, so a loop ends)."""
+    seen: set[str] = set()
+    while parent is not None and parent in links and parent not in seen:
+        seen.add(parent)
+        parent = links[parent]
+    return parent
 
 
 def _assistant(content: object, tools: dict[str, str], failed: bool) -> dict[str, Any]:

@@ -242,6 +242,10 @@ const recallParameters = Type.Object(
 				description: "Only sessions this agent wrote (every hit names its agent)",
 			}),
 		),
+		project: optionalText(
+			"Only sessions that worked in this folder or inside it (without it, this project's sessions rank first)",
+		),
+		preferProject: optionalText("The folder whose sessions rank first (as a `next` carries it)"),
 		branches: Type.Optional(StringEnum(["all", "active"] as const)),
 		limit: optionalCount("Hits per page, 1 to 50 (default 10; more is clamped)", 1),
 		offset: optionalCount("Hits to skip (use the answer's `next`)"),
@@ -266,10 +270,16 @@ const expandParameters = Type.Object(
 		after: optionalCount("Also this many entries after each address, entry or the anchor"),
 		expectedSourceHash: optionalText("From follow: refuse a session file that changed since"),
 		expectedLineageFingerprint: optionalText("From follow: refuse a branch that changed since"),
-		maxEntries: optionalCount("Entries per page, 1 to 20 (more is clamped)", 1),
-		maxChars: optionalCount("Characters per page, 1 to 24000 (more is clamped)", 1),
-		entryOffset: optionalCount("Paging: from the answer's `next`"),
-		textOffset: optionalCount("Paging: from the answer's `next`"),
+		maxEntries: optionalCount("Entries per page, 1 to 200 (more is clamped)", 1),
+		maxChars: optionalCount("Characters per page, 1 to 24000 (default 20000; more is clamped)", 1),
+		entryOffset: optionalCount("Paging: from the answer's `more:` call"),
+		textOffset: optionalCount("Start at this character of the first entry (a `more:` call or a cut entry's call)"),
+		entryChars: optionalCount("Characters of one entry of a range or neighbourhood (default 1200): longer shows head and tail", 1),
+		kinds: Type.Optional(
+			Type.Array(StringEnum(["user", "assistant", "tool", "edit", "error", "other"] as const), {
+				description: "Only entries of these kinds (a user's or assistant's message, a tool result, an edit, an error, other)",
+			}),
+		),
 		showSecrets: Type.Optional(
 			Type.Boolean({
 				description:
@@ -291,7 +301,10 @@ async function callTool(name: string, params: object, signal: AbortSignal | unde
 	}
 	const error = errorOf(answer.value);
 	if (error !== undefined) throw new Error(error);
-	return { content: [{ type: "text" as const, text: JSON.stringify(answer.value) }], details: answer.value };
+	// The model reads the text (next calls written as memory_expand/memory_recall calls);
+	// the JSON value stays in details, for the session file and other extensions.
+	const text = typeof answer.value.text === "string" ? answer.value.text : JSON.stringify(answer.value);
+	return { content: [{ type: "text" as const, text }], details: answer.value.details ?? answer.value };
 }
 
 // --- freshness -------------------------------------------------------------------------------
@@ -359,12 +372,13 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 			"Search earlier coding-agent sessions (all projects) for messages, tool calls and Fabric operations. " +
 			"Ask in plain words: entries holding any of the words are ranked by relevance, those holding all first " +
 			"(`matched`: all when every hit holds every word, any when some hold only some). " +
-			"Returns JSON: total, matched, hits (session, address, snippet, and `follow`, the exact memory_expand " +
-			"request for that hit) and `next` (the request for the following page, or null).",
+			"Answers in text: hits grouped by session (agent, project, path and sourceHash once), one line per hit " +
+			"(address, role or tool, time) and its snippet, then the memory_expand call that reads the session's hits; " +
+			"a `more:` line gives the memory_recall call for the following page.",
 		promptSnippet: "Search earlier sessions' messages, tool calls and operations by plain words or exact filters",
 		promptGuidelines: [
 			"Use memory_recall before redoing work or asking the user about something that may have happened in an earlier session (an error, a decision, a file, a command); ask in plain words.",
-			"Use memory_expand with a memory_recall hit's `follow` object, unchanged, to read that hit as text; a summary's addresses go to memory_expand as printed (addresses: [\"L12\"], range: \"L12:L31\" for [L12 ... L31]).",
+			"Use memory_expand with the arguments a memory_recall answer prints on its `expand:` line, unchanged, to read those hits as text; a summary's addresses go to memory_expand as printed (addresses: [\"L12\"], range: \"L12:L31\" for [L12 ... L31]).",
 		],
 		parameters: recallParameters,
 		async execute(_toolCallId, params, signal, _onUpdate, ctx) {
@@ -380,7 +394,9 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 			"as name(arguments), tool results; raw: true for the verbatim JSON lines): pass a memory_recall hit's " +
 			"`follow` object as the arguments, unchanged, or the addresses a compaction summary prints as they " +
 			"are (addresses: [\"L12\"]; range: \"L12:L31\" for [L12 ... L31]; before/after for neighbours). " +
-			"Long results come in pages; pass the answer's `next` to continue. Secrets (API keys, tokens, passwords, private keys) come back masked as " +
+			"In a range or neighbourhood a long entry shows its head and tail and the exact memory_expand call that " +
+			"reads it on (its address and textOffset); kinds keeps only some entries (user, assistant, tool, edit, " +
+			"error, other). Long results come in pages: the `more:` line is the call that continues. Secrets (API keys, tokens, passwords, private keys) come back masked as " +
 			"[REDACTED:<kind>]; set showSecrets only when the user explicitly asks for the raw value.",
 		promptSnippet: "Read the entries behind a memory_recall hit (its `follow`) or a summary's addresses, as text",
 		promptGuidelines: [

@@ -1,0 +1,207 @@
+"""End to end through the real hosts: ``fabric-memory install claude|codex`` into a
+temporary home, a short real Claude Code / Codex session with tool calls against a stub
+model server on 127.0.0.1, the host's own compaction, then the next request: the stub
+receives our recovery packet in it, and every address the packet names expands (CLI and
+the MCP ``expand`` tool of a real ``fabric-memory serve``) to the transcript line it names.
+
+The hosts never leave this machine: their model API is the stub, telemetry, updates and
+non-essential traffic are off (``host_env``), and any proxy-honouring request is sent to
+a closed local port."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from .agent_homes import fake_home, mcp_answers
+from .host_clis import CLAUDE, CODEX, host_cli, host_env
+from .stub_model import Step, StubModel, serving
+
+RUN_SECONDS = 60
+"""The bound on each host run (each takes a few seconds here)."""
+PACKET_HEADER = "# fabric-memory handoff"
+ADDRESSED = re.compile(r"^- \[([^\]\s]+)\]", flags=re.M)
+
+
+def install(host: str, env: dict[str, str]) -> None:
+    """``fabric-memory install HOST`` as a user runs it, in the host's environment."""
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", host],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("added ") >= 2, done.stdout
+
+
+def run_host(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=RUN_SECONDS, check=False)
+    assert done.returncode == 0, f"{argv[1:3]} exited {done.returncode}:\n{done.stderr[-2000:]}"
+    return done.stdout
+
+
+def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any) -> None:
+    """Every ``[address]`` of the packet, given to ``fabric-memory expand --raw`` (the call
+    the packet names) and to the MCP ``expand`` tool, comes back as the transcript line
+    ``line_of(address, lines)`` names, byte for byte."""
+    session = re.search(r"^Session (\S+),", packet, flags=re.M)
+    assert session, packet
+    session_id = session.group(1)
+    addresses = list(dict.fromkeys(ADDRESSED.findall(packet)))
+    assert 0 < len(addresses) <= 20, packet  # one page of expand
+    assert f"fabric-memory expand {session_id} --address <address>" in packet
+    lines = transcript.read_bytes().decode().split("\n")
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "expand", session_id,
+                           *[word for a in addresses for word in ("--address", a)],
+                           "--raw", "--max-entries", "20", "--json"],
+                          capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    mcp = mcp_answers([("expand", {"session": session_id, "addresses": addresses,
+                                   "raw": True, "maxEntries": 20})])[0]
+    for page in (orjson.loads(done.stdout), mcp):
+        assert page["next"] is None
+        found = {entry["address"]: entry for entry in page["entries"]}
+        assert set(found) == set(addresses)
+        for address, entry in found.items():
+            assert entry["text"] == lines[entry["line"] - 1] == line_of(address, lines), address
+
+
+def _blocks(content: Any) -> list[str]:
+    """The texts of a message's content (a string, or a list of blocks)."""
+    if isinstance(content, str):
+        return [content]
+    return [block.get("text", "") for block in content or [] if isinstance(block, dict)]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(block.get("text", "") for block in content or [] if isinstance(block, dict))
+
+
+# --- Claude Code -----------------------------------------------------------------------
+
+
+def claude_line(address: str, lines: list[str]) -> str:
+    """The transcript line whose ``uuid`` the address names (``uuid.N``: its N-th entry)."""
+    uuid = address.split(".")[0]
+    found = [line for line in lines if line and orjson.loads(line).get("uuid") == uuid]
+    assert len(found) == 1, address
+    return found[0]
+
+
+@pytest.mark.slow
+def test_claude_code_sends_our_packet_after_its_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `fabric-memory install claude`, the real Claude Code runs a session
+    (a Write, a failing Bash check), compacts it (`/compact`), and its next request holds
+    our packet once, as a system reminder "SessionStart hook additional context: …",
+    naming the file written and the failed check; every address expands to its line."""
+    home = fake_home(tmp_path, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = host_env(home, ANTHROPIC_API_KEY="sk-stub", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    install("claude", env)
+    steps = [Step("Write", {"file_path": str(work / "notes.txt"), "content": "hello\n"}, ""),
+             Step("Bash", {"command": "cat notes.txt && exit 3", "description": "check"}, "")]
+    claude = host_cli(CLAUDE)
+    with serving(StubModel(steps)) as stub:
+        env["ANTHROPIC_BASE_URL"] = stub.url
+        first = orjson.loads(run_host(
+            [claude, "-p", "write the notes and check them", "--output-format", "json",
+             "--allowedTools", "Write,Bash", "--model", "claude-sonnet-4-5"], work, env))
+        session_id = first["session_id"]
+        run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
+        before = len(stub.bodies("messages"))
+        run_host([claude, "-p", "--resume", session_id, "what is left to do?"], work, env)
+        after = [body for body in stub.bodies("messages")[before:] if body.get("tools")]
+    assert (work / "notes.txt").read_text() == "hello\n"
+    assert after, "Claude Code sent no request after its compaction"
+    carried = [block for message in after[0]["messages"]
+               for block in _blocks(message["content"]) if PACKET_HEADER in block]
+    assert len(carried) == 1, carried
+    reminder = "<system-reminder>\nSessionStart hook additional context: "
+    assert carried[0].startswith(reminder + PACKET_HEADER), carried[0][:200]
+    packet = carried[0][len(reminder):].removesuffix("</system-reminder>").rstrip()
+    assert "notes.txt" in packet and "cat notes.txt && exit 3" in packet
+    transcript = next((home / ".claude" / "projects").rglob(f"{session_id}.jsonl"))
+    addresses_expand_to_their_lines(packet, transcript, claude_line)
+
+
+# --- Codex -----------------------------------------------------------------------------
+
+
+CODEX_CONFIG = """model = "gpt-5.5"
+model_provider = "stub"
+model_auto_compact_token_limit = 5000
+check_for_update_on_startup = false
+
+[model_providers.stub]
+name = "stub"
+base_url = "{url}/v1"
+env_key = "STUB_API_KEY"
+wire_api = "responses"
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+apps = false
+"""
+
+
+def codex_line(address: str, lines: list[str]) -> str:
+    """Codex addresses are ``L<line>`` (``L<line>.N``: its N-th entry)."""
+    match = re.fullmatch(r"L(\d+)(?:\.\d+)?", address)
+    assert match, address
+    return lines[int(match.group(1)) - 1]
+
+
+@pytest.mark.slow
+def test_codex_sends_our_packet_after_its_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `fabric-memory install codex` (the hook trusted, no bypass flag), the
+    real Codex runs a turn (a file written and a failing check through exec_command),
+    auto-compacts past its token limit, and the turn's next request holds our packet as a
+    developer message naming the failed check; every address expands to its line."""
+    home = fake_home(tmp_path, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+    codex_home = home / ".codex"
+    codex_home.mkdir()
+    env = host_env(home, STUB_API_KEY="sk-stub", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    steps = [Step("", {}, "printf 'hello\\n' > notes.txt"),
+             Step("", {}, "cat notes.txt && exit 3")]
+    with serving(StubModel(steps, last_step_tokens=50_000)) as stub:
+        (codex_home / "config.toml").write_text(CODEX_CONFIG.format(url=stub.url))
+        install("codex", env)
+        run_host([host_cli(CODEX), "exec", "--skip-git-repo-check",
+                  "--dangerously-bypass-approvals-and-sandbox",
+                  "write the notes and check them"], work, env)
+        bodies = stub.bodies("responses")
+    assert (work / "notes.txt").read_text() == "hello\n"
+    compacted = [n for n, body in enumerate(bodies)
+                 if "CONTEXT CHECKPOINT COMPACTION" in _text(body["input"][-1].get("content"))]
+    assert len(compacted) == 1, "Codex did not compact once"
+    following = bodies[compacted[0] + 1:]
+    assert following, "Codex sent no request after its compaction"
+    carried = [(item.get("role"), _text(item.get("content"))) for item in following[0]["input"]
+               if PACKET_HEADER in _text(item.get("content"))]
+    assert len(carried) == 1, [item.get("role") for item in following[0]["input"]]
+    role, packet = carried[0]
+    assert role == "developer" and packet.startswith(PACKET_HEADER)
+    assert "cat notes.txt && exit 3" in packet
+    transcript = next((codex_home / "sessions").rglob("rollout-*.jsonl"))
+    addresses_expand_to_their_lines(packet, transcript, codex_line)
