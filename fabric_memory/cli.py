@@ -165,6 +165,9 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build a sharded index on a Dask cluster: its scheduler "
                         "(tcp://HOST:8786) or local:N (N local worker processes); needs the "
                         "cluster extra, see docs/scale.md")
+    parser.add_argument("--sharded", action="store_true",
+                        help="build a sharded index on this machine (--workers processes; "
+                        "what --cluster does on a cluster)")
     parser.add_argument("--shard-mb", type=int, default=256, metavar="MB",
                         help="session megabytes per shard of a sharded index (default 256)")
     parser.add_argument("--watch", action="store_true",
@@ -192,6 +195,7 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
                      workers=args.workers, progress=progress if sys.stderr.isatty() else None,
                      session=args.session, agents=args.agents, cluster=args.cluster,
+                     sharded=args.sharded,
                      shard_bytes=args.shard_mb * 1024 * 1024)
     if shown[0]:
         sys.stderr.write("\n")
@@ -400,7 +404,7 @@ def _run_serve(args: argparse.Namespace) -> Outcome:
 
         raise MissingExtraError(
             f"serve needs the MCP SDK ({exc.name or exc} is missing); install it with "
-            "pip install 'fabric-memory[mcp]'"
+            "pip install -e '.[mcp]' in the fabric-memory clone"
         ) from None
     serve(sessions=args.sessions, index=args.index_dir, hot_sessions=args.hot_sessions,
           live=args.live, agents=args.agents, log=stderr_log("serve"))

@@ -10,7 +10,7 @@ sessions root and index it was started with, and refuses a ``follow``/``next`` w
 ``index`` or ``sessions`` key names another place. The index stays open between calls
 while a background thread keeps it live (:mod:`fabric_memory.memory.live`).
 
-Needs the ``mcp`` extra (``pip install 'fabric-memory[mcp]'``); the tool names and
+Needs the ``mcp`` extra (``pip install -e '.[mcp]'`` in a clone); the tool names and
 parameters are a contract documented in docs/mcp.md.
 """
 

@@ -311,6 +311,25 @@ def test_recall_tool_answers_as_recall_and_its_follow_expands(memory: Path) -> N
     assert call_tool("memory_expand", orjson.loads(printed))["details"] == page
 
 
+def test_tools_answer_over_a_sharded_index(
+    memory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the configured index a sharded one, the tools answer as recall does, a follow
+    expands, and the extension's one-session reindex (after a compaction) reaches recall."""
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(tmp_path / "sharded-home"))
+    assert reindex(sharded=True, shard_bytes=1, workers=1)["shards"]["total"] == 2
+    answer = call_tool("memory_recall", {"query": "flaky parser"})["details"]
+    assert answer == recall_request({"query": "flaky parser"})
+    page = call_tool("memory_expand", answer["hits"][0]["follow"])["details"]
+    assert "flaky parser test" in page["entries"][0]["text"]
+    third = SessionBuilder(memory / "--repo--" / "three.jsonl", "session-three")
+    third.user("a brand new zeppelin")
+    third.write()
+    assert reindex(session=third.path)["indexed"] == 1
+    assert [h["sessionId"] for h in call_tool("memory_recall", {"query": "zeppelin"})[
+        "details"]["hits"]] == ["session-three"]
+
+
 def test_expand_tool_masks_secrets_unless_asked(memory: Path) -> None:
     """memory_expand masks a secret by default; showSecrets: true returns it raw; the
     extension's parameter schema offers showSecrets."""

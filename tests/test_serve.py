@@ -435,6 +435,36 @@ def test_new_and_deleted_files_follow_the_folder(places: dict[str, Path], watche
         env={"WATCHFILES_FORCE_POLLING": "1"} if watcher == "polling" else {})
 
 
+def test_a_sharded_index_serves_and_stays_live(places: dict[str, Path], tmp_path: Path) -> None:
+    """Over a sharded index (one shard per session), the server's recall, expand and sessions
+    answer as the CLI does, and a session written after start becomes recallable (the
+    live index writes it into the delta beside the shards)."""
+    places = {**places, "index": tmp_path / "sharded"}
+    report = reindex(sessions=places["sessions"], index=places["index"], sharded=True,
+                     shard_bytes=1, workers=1)
+    assert report["shards"]["total"] == 2
+    where = ("--sessions", str(places["sessions"]), "--index", str(places["index"]))
+    fresh = SessionBuilder(places["sessions"] / "--new-project--" / "three.jsonl")
+    fresh.user("the heliotrope migration finally passed")
+
+    async def body(client: Client) -> None:
+        answer = value(await client.call_tool("recall", {"query": "parser", "limit": 2}))
+        assert answer == cli_json("recall", "parser", "--limit", "2", *where)
+        assert answer["total"] == 15
+        page = value(await client.call_tool("expand", answer["hits"][0]["follow"]))
+        assert page["entries"][0]["address"] == answer["hits"][0]["address"]
+        assert value(await client.call_tool("sessions", {}))["total"] == 2
+        fresh.write()
+
+        async def appeared() -> bool:
+            return len(await hits(client, "heliotrope")) == 1
+
+        assert await poll(appeared), "the new session never became recallable"
+
+    run(body, places)
+    assert (places["index"] / "delta").is_dir()
+
+
 def test_cli_reindex_while_serving(places: dict[str, Path]) -> None:
     """A CLI reindex takes the same writer lock while the server runs, and both go on:
     the server answers throughout and sees what the CLI indexed."""
@@ -660,7 +690,7 @@ def test_serve_without_the_extra_says_how_to_install(tmp_path: Path) -> None:
     lines = done.stderr.decode().strip().splitlines()
     assert done.returncode == 1
     assert lines == ["fabric-memory serve: serve needs the MCP SDK (mcp is missing); "
-                     "install it with pip install 'fabric-memory[mcp]'"]
+                     "install it with pip install -e '.[mcp]' in the fabric-memory clone"]
 
 
 def test_expand_masks_secrets_unless_asked(places: dict[str, Path]) -> None:

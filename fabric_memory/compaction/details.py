@@ -27,7 +27,7 @@ COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
 STATE_VERSION: Final = 2
 """2: the ``changes``, ``commits`` and ``checks`` ledgers (a version 1 state is rebuilt)."""
-OPTIONAL_LEDGERS: Final[frozenset[LedgerName]] = frozenset({"plan"})
+OPTIONAL_LEDGERS: Final[frozenset[LedgerName]] = frozenset({"plan", "identifiers", "commands"})
 """Ledgers added within version 2: written only when they hold something, read as empty
 when absent (a state written before them stays valid, and a session without them keeps
 the same details)."""

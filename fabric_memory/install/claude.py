@@ -60,7 +60,7 @@ def install_claude(project: str | os.PathLike[str] | None = None, *,
     if project is not None and not uninstall:
         report["notes"].append(
             f"Claude Code asks once before it starts a project's MCP server: approve "
-            f"{SERVER} at the next start in {servers.parent} (or run `claude mcp list` there)")
+            f"{SERVER} when it asks, at its next start in {servers.parent}")
     return report
 
 
