@@ -530,13 +530,10 @@ def _run_pi(args: argparse.Namespace) -> Outcome:
     if args.pi_command == "install":
         args.host = "pi"
         return _run_install(args)
-    from .errors import UsageError
-    from .pi.tools import call_tool
+    from .arguments import MAX_JSON_BYTES
+    from .pi.tools import call_tool, read_arguments
 
-    try:
-        arguments = orjson.loads(sys.stdin.buffer.read())
-    except orjson.JSONDecodeError:
-        raise UsageError(f"{args.name}: stdin is not a JSON object of arguments") from None
+    arguments = read_arguments(args.name, sys.stdin.buffer.read(MAX_JSON_BYTES + 1))
     return Outcome(call_tool(args.name, arguments), "")
 
 
