@@ -618,10 +618,14 @@ class _Cycle:
         from the text masked whole (a value is masked by its context: ``token: …``), which
         is done only when the text holds a value at all (most hold none, and masking adds
         none)."""
-        if not facts(text):
+        found = facts(text)
+        if not found:
             return
+        masked = mask(text)
+        if masked != text:  # (nearly always equal: the values as read stand)
+            found = facts(masked)
         seen = self.seen
-        for kind, value in facts(mask(text)):
+        for kind, value in found:
             self._sighting(address, kind, value, source, seen)
 
     def _sighting(self, address: str, kind: Kind | str, value: str, source: str,
