@@ -471,6 +471,10 @@ def _run_handoff(args: argparse.Namespace) -> Outcome:
     if run.output is None:
         args.json = False  # nothing at all on stdout, even with --json
         return Outcome(None, "")
+    if not args.json:  # UTF-8 bytes whatever the locale's encoding of stdout
+        sys.stdout.buffer.write(run.output.encode() + b"\n")
+        sys.stdout.flush()
+        return Outcome(None, "")
     return Outcome(orjson.loads(run.output), run.output)
 
 
@@ -526,13 +530,10 @@ def _run_pi(args: argparse.Namespace) -> Outcome:
     if args.pi_command == "install":
         args.host = "pi"
         return _run_install(args)
-    from .errors import UsageError
-    from .pi.tools import call_tool
+    from .arguments import MAX_JSON_BYTES
+    from .pi.tools import call_tool, read_arguments
 
-    try:
-        arguments = orjson.loads(sys.stdin.buffer.read())
-    except orjson.JSONDecodeError:
-        raise UsageError(f"{args.name}: stdin is not a JSON object of arguments") from None
+    arguments = read_arguments(args.name, sys.stdin.buffer.read(MAX_JSON_BYTES + 1))
     return Outcome(call_tool(args.name, arguments), "")
 
 

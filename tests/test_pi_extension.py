@@ -393,6 +393,33 @@ def test_tool_command_speaks_json_on_both_paths(
     assert status == 2 and "no such tool" in answer["error"]["message"]  # type: ignore[index]
 
 
+@pytest.mark.parametrize(("stdin", "wrong"), [
+    (b'{"query": "flaky"', "stdin is not a JSON object of arguments: Expecting ',' delimiter "
+                           "at the end of the text"),
+    (b'{"query": "\\udc80"}', "$.query holds a lone surrogate"),
+    (b'{"query": "ok", "filters": {"a b": ["\\ud800"]}}',
+     '$.filters["a b"][0] holds a lone surrogate'),
+    (b'{"query": "' + b"flaky " * 3_000_000 + b'"}', "the arguments are over 16,777,216 bytes"),
+    (b'[{"query": "flaky"}]', "the arguments must be a JSON object"),
+    (b"", "Expecting value at the end of the text"),
+    (b"[" * 100_000, "nested too deeply"),
+], ids=["truncated", "lone-surrogate", "lone-surrogate-deep", "18MB", "batch", "empty",
+        "deep"])
+def test_tool_answers_bad_json_with_one_located_error(
+    memory: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    stdin: bytes, wrong: str,
+) -> None:
+    """`pi tool` answers stdin that is not one JSON object of Unicode text (truncated, a lone
+    surrogate, too long, an array, empty, nested too deeply) with exactly one JSON usage
+    error saying where, and one stderr line."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    status, out, err = run_cli(capsys, "pi", "tool", "memory_recall")
+    error = json.loads(out)["error"]  # one JSON document: json.loads refuses anything after
+    assert (status, error["code"]) == (2, "usage"), out
+    assert wrong in error["message"] and len(error["message"]) < 300, error["message"]
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
 @pytest.mark.parametrize(("name", "arguments", "wrong"), [
     ("memory_recall", {"query": 123}, "$.query: expected a string, got 123"),
     ("memory_recall", {"query": "flaky", "limit": "5"}, '$.limit: expected an integer, got "5"'),
