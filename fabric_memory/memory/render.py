@@ -172,11 +172,11 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
 
 
 def _words(hit: RecallHit) -> str:
-    """`` (2/3 words)``: how many of the query's words the hit holds, when the index says."""
-    held = cast(Mapping[str, Any], hit).get("wordsHeld")
-    of = cast(Mapping[str, Any], hit).get("queryWords")
-    if isinstance(held, int) and isinstance(of, int) and of > 1:
-        return f"  ({held}/{of} words)"
+    """`` (2/3 words)``: how many of the query's words the hit holds, when the index says
+    (a query of one word says nothing)."""
+    words = cast(Mapping[str, Any], hit).get("words")
+    if isinstance(words, Mapping) and isinstance(words.get("of"), int) and words["of"] > 1:
+        return f"  ({words.get('held')}/{words['of']} words)"
     return ""
 
 
