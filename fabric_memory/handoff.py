@@ -164,8 +164,9 @@ def _core(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def packet_sections(span: Span) -> list[Section]:
-    """The packet's sections, most important first, from the work trail over the span."""
+def packet_sections(span: Span, project: str | None = None) -> list[Section]:
+    """The packet's sections, most important first, from the work trail over the span
+    (paths inside ``project``, the session's folder, shown relative to it)."""
     from .compaction import trail
     from .compaction.authored import authored
     from .compaction.text import clip, clip_collapsed, collapse, mask, masking_once
@@ -206,6 +207,12 @@ def packet_sections(span: Span) -> list[Section]:
         Section("Checks", passed),
         Section("Where to look", files),
     ]
+    if project and project.startswith("/"):
+        inside = project.rstrip("/") + "/"
+        for section in sections:
+            if section.keep_latest:  # (the user's words stay as they wrote them)
+                for line in section.lines:
+                    line.text = line.text.replace(inside, "")
     if span.host_summary:
         said = _core(span.host_summary)
         for section in sections:
@@ -231,7 +238,8 @@ def _escaped_size(text: str) -> int:
 
 
 def render_packet(sections: list[Section], session_id: str, first: str | None,
-                  last: str | None, entries: int, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+                  last: str | None, entries: int, max_bytes: int = DEFAULT_MAX_BYTES,
+                  project: str | None = None) -> str:
     """The hook's stdout: ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
     "additionalContext": <packet>}}`` within ``max_bytes`` (the whole line). Each section
     shows its first three lines before any section gets more; a section cut names what it
@@ -241,7 +249,8 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
     session = shown_id(session_id)
     where = f" [{shown_id(first)} ... {shown_id(last)}]" if first and last else ""
     head = (f"# fabric-memory handoff: what the compaction just summarized\n"
-            f"Session {session}, {entries} entries{where}, read from the transcript. Each "
+            f"Session {session}, {entries} entries{where}, read from the transcript"
+            f"{f' (paths relative to {project})' if project else ''}. Each "
             f"[address] expands to its verbatim entry: `fabric-memory expand {session} "
             f"--address <address>`, or the MCP tool `expand` with "
             f'{{"session": "{session}", "addresses": ["<address>"]}}; search the session '
@@ -369,9 +378,9 @@ def handoff(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     span = summarized_span([entry.view for entry in session.active_branch()])
     if not span.views:
         raise HandoffError(f"{path}: the compaction summarized no entries")
-    sections = packet_sections(span)
+    sections = packet_sections(span, session.project)
     return render_packet(sections, session.session_id, span.views[0].id, span.views[-1].id,
-                         len(span.views), max_bytes)
+                         len(span.views), max_bytes, session.project)
 
 
 def _size(path: str) -> int:

@@ -296,3 +296,131 @@ def test_the_time_budget_passed_prints_nothing(tmp_path: Path) -> None:
     assert time.monotonic() - started < 1.0
     assert (run.output, run.running) == (None, True)
     assert "time budget of 0.01 s passed" in (tmp_path / "log").read_text()
+
+
+# --- real transcripts ------------------------------------------------------------------
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "handoff"
+COMMIT_LINE = re.compile(r"^\[([^\]\s]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] ", re.MULTILINE)
+CHECK_COMMAND = re.compile(r"^(?:cd \S+ && )?(go (?:build|test|vet)|make|golangci-lint)\b")
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _named(lines: list[dict[str, Any]], key: str) -> str:
+    """The first ``key`` (``sessionId``, ``cwd``) a line names."""
+    return str(next(line[key] for line in lines if key in line))
+
+
+def _boundaries(lines: list[dict[str, Any]]) -> list[int]:
+    return [at for at, line in enumerate(lines) if line.get("subtype") == "compact_boundary"]
+
+
+def _at_hook_time(source: Path, lines: list[dict[str, Any]], upto: int, tmp_path: Path) -> Path:
+    """The transcript as Claude Code leaves it when it runs the hook: everything before the
+    boundary it is about to write."""
+    kept = source.read_bytes().splitlines(keepends=True)[:upto]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / f"{_named(lines, 'sessionId')}.jsonl"
+    path.write_bytes(b"".join(kept))
+    return path
+
+
+def _span_facts(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the span's raw lines say, read without fabric-memory: commits (hash → the
+    address of the line reporting it), the files edited or written, and each check
+    command's last run (command → address, failed)."""
+    calls: dict[str, dict[str, Any]] = {}
+    commits: dict[str, str] = {}
+    files: set[str] = set()
+    checks: dict[str, tuple[str, bool]] = {}
+    for line in lines:
+        content = (line.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_use":
+                calls[block["id"]] = block
+            elif block.get("type") == "tool_result" and block["tool_use_id"] in calls:
+                call = calls[block["tool_use_id"]]
+                text = block["content"] if isinstance(block["content"], str) else "".join(
+                    part.get("text", "") for part in block["content"])
+                failed = block.get("is_error") is True
+                if call["name"] == "Bash":
+                    commits.update((found.group(2), line["uuid"])
+                                   for found in COMMIT_LINE.finditer(text))
+                    command = call["input"]["command"]
+                    if CHECK_COMMAND.match(command):  # keyed by the check itself
+                        check = re.split(r"\s*(?:&&|\|\|?|;)\s*",
+                                         command.removeprefix("cd "))[0 if
+                                         not command.startswith("cd ") else 1]
+                        checks[check] = (line["uuid"], failed)
+                elif call["name"] in ("Edit", "Write", "MultiEdit") and not failed:
+                    files.add(call["input"]["file_path"])
+    return {"commits": commits, "files": files, "checks": checks}
+
+
+def test_a_real_claude_code_compaction_packet_names_its_work(tmp_path: Path) -> None:
+    """On a real Claude Code 2.1 transcript at hook time, every commit, changed file and
+    failed check of the compacted span is in the packet with its address, within 6 KiB."""
+    source = REAL / "entire-commit-and-failed-check.jsonl"
+    lines = _lines(source)
+    (boundary,) = _boundaries(lines)
+    facts = _span_facts(lines[:boundary])
+    assert facts["commits"] and facts["files"]
+    assert any(failed for _, failed in facts["checks"].values())
+    path = _at_hook_time(source, lines, boundary, tmp_path)
+    output, log = _run(_event(_named(lines, "sessionId"), path), tmp_path)
+    assert log == "" and output is not None and len(output.encode()) <= DEFAULT_MAX_BYTES
+    packet = _packet(output)
+    project = _named(lines, "cwd") + "/"
+    for hash_, address in facts["commits"].items():
+        assert re.search(rf"^- \[{address}(?:\.\d+)?\] commit {hash_} ", packet, re.MULTILINE)
+    for file in facts["files"]:
+        assert f"] {file.removeprefix(project)}: edit" in packet
+    for command, (address, failed) in facts["checks"].items():
+        if failed:
+            assert re.search(rf"^- \[{address}(?:\.\d+)?\] check: `{re.escape(command)}` last "
+                             r"run failed", packet, re.MULTILINE)
+
+
+def test_the_same_span_when_the_boundary_is_already_on_disk(tmp_path: Path) -> None:
+    """Had the host written its boundary and summary before the hook, the span is the same
+    (nothing but the compaction follows the last marker); only what the host's summary
+    now states verbatim (here the user's request) is left out."""
+    source = REAL / "entire-commit-and-failed-check.jsonl"
+    lines = _lines(source)
+    before = _at_hook_time(source, lines, _boundaries(lines)[0], tmp_path / "a")
+    after = tmp_path / "b" / source.name
+    after.parent.mkdir()
+    after.write_bytes(source.read_bytes())
+    hook_time = _packet(_run(_event(_named(lines, "sessionId"), before), tmp_path / "a")[0])
+    written = _packet(_run(_event(_named(lines, "sessionId"), after), tmp_path / "b")[0])
+    summary = " ".join(next(line["message"]["content"] for line in lines
+                            if line.get("isCompactSummary")).split())
+    assert hook_time.splitlines()[1] == written.splitlines()[1]  # the same span
+    left_out = [line for line in hook_time.splitlines() if line not in written.splitlines()]
+    words = [line for line in left_out if line.startswith("- [")]
+    assert len(words) == 1 and words[0].split('"')[1] in summary
+
+
+def test_a_real_second_compaction_speaks_of_the_work_after_the_first(tmp_path: Path) -> None:
+    """A real session compacted twice: at the second compaction the packet speaks of the
+    work since the first (its commit, its files) and names no address from before it."""
+    source = REAL / "entire-two-compactions.jsonl"
+    lines = _lines(source)
+    first, second = _boundaries(lines)
+    path = _at_hook_time(source, lines, second, tmp_path)
+    output, _ = _run(_event(_named(lines, "sessionId"), path), tmp_path)
+    assert output is not None and len(output.encode()) <= DEFAULT_MAX_BYTES
+    packet = _packet(output)
+    earlier = {line["uuid"] for line in lines[:first] if "uuid" in line}
+    shown = {part.strip() for found in ADDRESS.findall(packet) for part in found.split("...")}
+    assert shown and not shown & earlier
+    facts = _span_facts(lines[first:second])
+    assert facts["commits"]
+    project = _named(lines, "cwd") + "/"
+    for hash_ in facts["commits"]:
+        assert f"commit {hash_} " in packet
+    for file in facts["files"]:
+        assert f"] {file.removeprefix(project)}: edit" in packet

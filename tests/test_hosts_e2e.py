@@ -45,26 +45,28 @@ def run_host(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any) -> None:
-    """Every ``[address]`` of the packet, given to ``fabric-memory expand --raw`` and to the
-    MCP ``expand`` tool, comes back as the transcript line ``line_of(address, lines)``
-    names, byte for byte; the packet's own call to expand is the one tried."""
+    """Every ``[address]`` of the packet, given to ``fabric-memory expand --raw`` (the call
+    the packet names) and to the MCP ``expand`` tool, comes back as the transcript line
+    ``line_of(address, lines)`` names, byte for byte."""
     session = re.search(r"^Session (\S+),", packet, flags=re.M)
     assert session, packet
     session_id = session.group(1)
     addresses = list(dict.fromkeys(ADDRESSED.findall(packet)))
-    assert addresses, packet
+    assert 0 < len(addresses) <= 20, packet  # one page of expand
     assert f"fabric-memory expand {session_id} --address <address>" in packet
     lines = transcript.read_bytes().decode().split("\n")
-    calls = [("expand", {"session": session_id, "addresses": [address], "raw": True})
-             for address in addresses]
-    for address, answer in zip(addresses, mcp_answers(calls), strict=True):
-        done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "expand", session_id,
-                               "--address", address, "--raw", "--json"],
-                              capture_output=True, timeout=60, check=False)
-        assert done.returncode == 0, done.stderr
-        for page in (orjson.loads(done.stdout), answer):
-            entry = page["entries"][0]
-            assert entry["address"] == address
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "expand", session_id,
+                           *[word for a in addresses for word in ("--address", a)],
+                           "--raw", "--max-entries", "20", "--json"],
+                          capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    mcp = mcp_answers([("expand", {"session": session_id, "addresses": addresses,
+                                   "raw": True, "maxEntries": 20})])[0]
+    for page in (orjson.loads(done.stdout), mcp):
+        assert page["next"] is None
+        found = {entry["address"]: entry for entry in page["entries"]}
+        assert set(found) == set(addresses)
+        for address, entry in found.items():
             assert entry["text"] == lines[entry["line"] - 1] == line_of(address, lines), address
 
 
@@ -150,6 +152,12 @@ enabled = false
 
 [feedback]
 enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+apps = false
 """
 
 

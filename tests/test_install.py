@@ -226,6 +226,24 @@ def test_claude_writes_through_a_symlinked_settings_file(home: Path, tmp_path: P
     assert dotfiles.read_text() == SETTINGS_JSON
 
 
+@pytest.mark.parametrize(("host", "where"), [
+    ("claude", ".claude/settings.json"), ("codex", ".codex/config.toml")])
+def test_a_read_only_file_is_refused_and_left_alone(
+    home: Path, capsys: pytest.CaptureFixture[str], host: str, where: str
+) -> None:
+    """A host file without write permission is refused in one line naming it (what to do
+    included) and left as it was."""
+    path = home / where
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("{}" if path.suffix == ".json" else "# mine\n")
+    before = path.read_bytes()
+    path.chmod(0o444)
+    status, _, err = run_cli(capsys, "install", host)
+    assert status == 2
+    assert f"{path}: read-only (mode 0444), so it was left as it is; make it writable" in err
+    assert err.count("\n") == 1 and path.read_bytes() == before
+
+
 def test_claude_refuses_settings_of_another_shape(home: Path) -> None:
     """A hooks value that is not an object is refused with its JSON path, file untouched."""
     settings = home / ".claude" / "settings.json"
@@ -344,6 +362,48 @@ def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:
     assert ours["key"] == f"{config}:session_start:1:0"
     assert ours["trustStatus"] == "trusted", ours
     assert listed["echo hello"]["trustStatus"] == "untrusted"
+
+
+HOOKS_JSON = """{
+  "hooks": {
+    "SessionStart": [
+      {
+        "matcher": "startup",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "echo hello"
+          }
+        ]
+      }
+    ]
+  }
+}
+"""
+
+
+def test_codex_uses_hooks_json_when_the_user_keeps_hooks_there(home: Path,
+                                                               tmp_path: Path) -> None:
+    """With the user's hooks in $CODEX_HOME/hooks.json, ours joins them there (Codex warns
+    when both files hold hooks), trusted under hooks.json's key in config.toml — which the
+    real Codex confirms; --uninstall gives both files back byte for byte."""
+    codex = home / ".codex"
+    codex.mkdir()
+    (codex / "config.toml").write_text(CONFIG_TOML.split("[[hooks.SessionStart]]")[0])
+    before = (codex / "config.toml").read_text()
+    (codex / "hooks.json").write_text(HOOKS_JSON)
+    report = install_codex(program=PROGRAM)
+    assert [(Path(c["file"]).name, c["action"]) for c in report["changes"]] == [
+        ("config.toml", "added"), ("hooks.json", "added"), ("config.toml", "added")]
+    assert "SessionStart" not in tomlkit.parse((codex / "config.toml").read_text()).get(
+        "hooks", {})
+    listed = {hook["command"]: hook for hook in codex_hooks(host_env(home), tmp_path)}
+    assert listed[HOOK]["key"] == f"{codex / 'hooks.json'}:session_start:1:0"
+    assert listed[HOOK]["trustStatus"] == "trusted", listed[HOOK]
+    assert actions(install_codex(program=PROGRAM)) == ["unchanged"] * 3
+    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["removed"] * 3
+    assert (codex / "hooks.json").read_text() == HOOKS_JSON
+    assert (codex / "config.toml").read_text() == before
 
 
 # --- Pi (the alias) --------------------------------------------------------------------

@@ -94,7 +94,7 @@ def test_a_line_without_uuid_is_a_located_note(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(_line("s", "u1", message={"role": "user", "content": "first"})
                      + _line("s", None, message={"role": "user", "content": "lost"})
-                     + _line("s", "u3", "progress")
+                     + _line("s", "u3", "hologram")
                      + _line("s", "u4", "assistant", parentUuid="u1",
                              message={"role": "assistant", "content": [
                                  {"type": "text", "text": "kept"}]}))
@@ -102,7 +102,22 @@ def test_a_line_without_uuid_is_a_located_note(tmp_path: Path) -> None:
     assert [e.id for e in session.entries] == ["u1", "u4"]
     assert [(p.line, p.reason) for p in session.malformed] == [
         (2, "user line without a 'uuid' (no address); skipped"),
-        (3, 'unknown Claude Code line type "progress"; skipped')]
+        (3, 'unknown Claude Code line type "hologram"; skipped')]
+
+
+def test_progress_lines_pass_the_chain_through(tmp_path: Path) -> None:
+    """Claude Code 2.1 puts `progress` lines (and lines of types it adds later) in the
+    parent chain: the turn after one stays on the active branch."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_line("s", "u1", message={"role": "user", "content": "first"})
+                     + _line("s", "p2", "progress", parentUuid="u1")
+                     + _line("s", "h3", "hologram", parentUuid="p2")
+                     + _line("s", "u4", "assistant", parentUuid="h3",
+                             message={"role": "assistant", "content": [
+                                 {"type": "text", "text": "kept"}]}))
+    session = read_source(path)
+    assert [e.id for e in session.active_branch()] == ["u1", "u4"]
+    assert [p.line for p in session.malformed] == [3]
 
 
 def test_the_chain_goes_on_through_attachment_lines(tmp_path: Path) -> None:

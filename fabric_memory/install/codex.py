@@ -32,6 +32,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,17 @@ from tomlkit.toml_document import TOMLDocument
 
 from ..errors import UsageError
 from .command import executable, hook_command
-from .files import left_alone, locked, make_folder, read_text, remove_or_empty, write_through
-from .hooks import EVENT, MATCHER, Placed, add_hook, remove_hook
+from .files import (
+    edit_json,
+    left_alone,
+    locked,
+    make_folder,
+    read_json_object,
+    read_text,
+    remove_or_empty,
+    write_through,
+)
+from .hooks import EVENT, MATCHER, Placed, add_hook, holds_hook, remove_hook
 from .report import Action, Change, HostReport
 
 SERVER = "fabric-memory"
@@ -51,6 +61,17 @@ EVENT_KEY = "session_start"
 """How Codex names SessionStart in a hook's trust key and hash."""
 DEFAULT_TIMEOUT_SECONDS = 600
 """What Codex gives a hook with no ``timeout``."""
+
+
+SERVER_ITEM = f"MCP server {SERVER}"
+HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
+TRUST_ITEM = "hook trust"
+ITEMS = (SERVER_ITEM, HOOK_ITEM, TRUST_ITEM)
+"""The order the report lists them in."""
+HOOKS_JSON = "hooks.json"
+"""Codex's other place for a layer's hooks, beside config.toml."""
+
+Config = MutableMapping[str, Any]
 
 
 def codex_home() -> Path:
@@ -91,7 +112,7 @@ def install_codex(*, uninstall: bool = False, program: Path | None = None) -> Ho
                           "removedFiles": [], "notes": []}
     if uninstall and not path.exists():
         report["changes"] = [Change(file=str(path), item=item, action="absent", detail="")
-                             for item in _ITEMS]
+                             for item in ITEMS]
         return report
     make_folder(path.parent, "Codex's home folder")
     with locked(path, "another writer (Codex?)"):
@@ -99,42 +120,102 @@ def install_codex(*, uninstall: bool = False, program: Path | None = None) -> Ho
     return report
 
 
-_ITEMS = (f"MCP server {SERVER}", f"{EVENT}({MATCHER}) hook", "hook trust")
+@dataclass(frozen=True, slots=True)
+class _Hook:
+    """Our hook in one file (config.toml or hooks.json), after the edit: where it is for
+    its trust, or where it was."""
+
+    placed: Placed
+    file: Path
+    matcher: str | None = None
+    handler: Mapping[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        return trust_key(self.file, self.placed.group, self.placed.handler)
+
+
+def _hook_in(settings: Config, file: Path, command: str | None) -> _Hook:
+    """Add the hook running ``command`` to ``settings`` (``None``: remove it)."""
+    if command is None:
+        return _Hook(remove_hook(settings, str(file)), file)
+    placed = add_hook(settings, command, str(file))
+    group = settings["hooks"][EVENT][placed.group]
+    return _Hook(placed, file, group.get("matcher"), group["hooks"][placed.handler])
 
 
 def _edit(path: Path, program: Path, uninstall: bool, report: HostReport) -> None:
     text = read_text(path, WHAT) or ""
     doc = _parse(path, text)
     expected = doc.unwrap()
-    # The edit on plain values says what the file must mean afterwards; the same edit on
-    # tomlkit's document is one way to write it (see _layout_kept for the other).
-    actions, placed = _apply(expected, program, path, uninstall)
-    _apply(doc, program, path, uninstall)
-    report["changes"] = [Change(file=str(path), item=item, action=action, detail=detail)
-                         for item, (action, detail) in zip(_ITEMS, actions, strict=True)]
-    if all(action in ("unchanged", "absent") for action, _ in actions):
+    command = None if uninstall else hook_command(program)
+    # The hook goes where the user keeps this layer's hooks: hooks.json when it holds
+    # some (or ours), else config.toml (Codex warns when both hold hooks).
+    hooks_json = path.parent / HOOKS_JSON
+    listed, _ = read_json_object(hooks_json, "Codex's hooks")
+    in_toml = holds_hook(expected)
+    in_json = holds_hook(listed)
+    json_hook = None
+    if in_json or (not uninstall and not in_toml and _has_hooks(listed)):
+        json_hook = _edit_hooks_json(hooks_json, command, report)
+    # The edit on plain values says what config.toml must mean afterwards; the same edit
+    # on tomlkit's document is one way to write it (see _layout_kept for the other).
+    toml_in = uninstall or json_hook is None
+    changes, toml_hook = _apply(expected, program, path, command, toml_in, json_hook)
+    _apply(doc, program, path, command, toml_in, json_hook)
+    report["changes"] = sorted(changes + report["changes"], key=lambda change: ITEMS.index(
+        change["item"]))
+    mine = [change["action"] for change in changes if change["file"] == str(path)]
+    if all(action in ("unchanged", "absent") for action in mine):
         return
-    result = _layout_kept(text, doc, expected, path, placed, [a for a, _ in actions])
+    keys = [hook.key for hook in (toml_hook, json_hook) if hook is not None]
+    result = _layout_kept(text, doc, expected, path, toml_hook, keys, changes)
     if result.strip() or not uninstall:
         write_through(path, result, WHAT)
     elif remove_or_empty(path, "", WHAT):
         report["removedFiles"].append(str(path))
 
 
-Config = MutableMapping[str, Any]
+def _has_hooks(listed: Config) -> bool:
+    hooks = listed.get("hooks")
+    return isinstance(hooks, Mapping) and any(
+        isinstance(groups, list) and groups for groups in hooks.values())
 
 
-def _apply(config: Config, program: Path, path: Path,
-           uninstall: bool) -> tuple[list[tuple[Action, str]], Placed]:
+def _edit_hooks_json(path: Path, command: str | None, report: HostReport) -> _Hook:
+    found: list[_Hook] = []
+
+    def edit(data: dict[str, Any]) -> bool:
+        found.append(_hook_in(data, path, command))
+        return found[0].placed.action not in ("unchanged", "absent")
+
+    if edit_json(path, "Codex's hooks", "another writer (Codex?)", edit,
+                 remove_empty=command is None):
+        report["removedFiles"].append(str(path))
+    report["changes"].append(Change(file=str(path), item=HOOK_ITEM,
+                                    action=found[0].placed.action, detail=command or ""))
+    return found[0]
+
+
+def _apply(config: Config, program: Path, path: Path, command: str | None, toml_in: bool,
+           json_hook: _Hook | None) -> tuple[list[Change], _Hook | None]:
+    """The edit of config.toml: the server, the hook when it lives here, the trust."""
     where = str(path)
-    server = _server(config, program, where, uninstall)
-    if uninstall:
-        placed = remove_hook(config, where)
-        trust = _untrust(config, path, placed)
+    server, detail = _server(config, program, where, command is None)
+    changes = [Change(file=where, item=SERVER_ITEM, action=server, detail=detail)]
+    toml_hook = _hook_in(config, path, command) if toml_in else None
+    if toml_hook is not None and (command is not None or toml_hook.placed.action != "absent"
+                                  or json_hook is None):
+        changes.append(Change(file=where, item=HOOK_ITEM, action=toml_hook.placed.action,
+                              detail=command or ""))
+    if command is None:
+        trust, digest = _untrust(config, [h for h in (toml_hook, json_hook) if h is not None])
     else:
-        placed = add_hook(config, hook_command(program), where)
-        trust = _trust(config, path, placed)
-    return [server, (placed.action, hook_command(program)), trust], placed
+        placed = toml_hook or json_hook
+        assert placed is not None
+        trust, digest = _trust(config, path, placed)
+    changes.append(Change(file=where, item=TRUST_ITEM, action=trust, detail=digest))
+    return changes, toml_hook
 
 
 def _parse(path: Path, text: str) -> TOMLDocument:
@@ -174,6 +255,8 @@ def _server(doc: Config, program: Path, where: str,
 
 
 def _states(doc: Config, create: bool) -> MutableMapping[str, Any] | None:
+    if "hooks" not in doc and create:
+        doc["hooks"] = {}
     hooks = doc.get("hooks")
     if not isinstance(hooks, MutableMapping):
         return None
@@ -185,40 +268,40 @@ def _states(doc: Config, create: bool) -> MutableMapping[str, Any] | None:
     return states if isinstance(states, MutableMapping) else None
 
 
-def _trust(doc: Config, path: Path, placed: Placed) -> tuple[Action, str]:
-    group = doc["hooks"][EVENT][placed.group]
-    digest = trust_hash(group.get("matcher"), group["hooks"][placed.handler])
+def _trust(doc: Config, path: Path, hook: _Hook) -> tuple[Action, str]:
+    assert hook.handler is not None
+    digest = trust_hash(hook.matcher, hook.handler)
     states = _states(doc, create=True)
     if states is None:
         raise UsageError(f"{path}: hooks.state is not a table; fix it, then rerun")
-    _shift(states, path, placed.removed_groups)
-    key = trust_key(path, placed.group, placed.handler)
-    current = states.get(key)
+    _shift(states, hook.file, hook.placed.removed_groups)
+    current = states.get(hook.key)
     if isinstance(current, MutableMapping):
         if current.get("trusted_hash") == digest and current.get("enabled", True) is not False:
             return "unchanged", digest
         current["trusted_hash"] = digest
         current.pop("enabled", None)
         return "updated", digest
-    states[key] = {"trusted_hash": digest}
+    states[hook.key] = {"trusted_hash": digest}
     return "added", digest
 
 
-def _untrust(doc: Config, path: Path, placed: Placed) -> tuple[Action, str]:
+def _untrust(doc: Config, hooks: list[_Hook]) -> tuple[Action, str]:
     states = _states(doc, create=False)
-    if placed.action == "absent" or states is None:
+    removed = [hook for hook in hooks if hook.placed.action == "removed"]
+    if not removed or states is None:
         return "absent", ""
-    key = trust_key(path, placed.group, placed.handler)
     action: Action = "absent"
-    if key in states:
-        del states[key]
-        action = "removed"
-    _shift(states, path, placed.removed_groups)
+    for hook in removed:
+        if hook.key in states:
+            del states[hook.key]
+            action = "removed"
+        _shift(states, hook.file, hook.placed.removed_groups)
     if not states:
         del doc["hooks"]["state"]
         if not doc["hooks"]:
             del doc["hooks"]
-    return action, key
+    return action, ", ".join(hook.key for hook in removed)
 
 
 def _shift(states: MutableMapping[str, Any], path: Path, removed: tuple[int, ...]) -> None:
@@ -244,17 +327,18 @@ def _shift(states: MutableMapping[str, Any], path: Path, removed: tuple[int, ...
 # --- layout ----------------------------------------------------------------------------
 
 
-def _layout_kept(text: str, doc: TOMLDocument, expected: Config, path: Path, placed: Placed,
-                 actions: list[Action]) -> str:
-    """The edited file as text. What was added whole is appended, what was removed whole is
-    cut out, so every other byte stays as it was (and an uninstall gives back the file as
-    it was before the install); anything else is tomlkit's rendering of the edited
-    document. Only a text that reads back as ``expected`` is written."""
+def _layout_kept(text: str, doc: TOMLDocument, expected: Config, path: Path,
+                 hook: _Hook | None, keys: list[str], changes: list[Change]) -> str:
+    """config.toml as text after the edit. What was added whole is appended, what was
+    removed whole is cut out, so every other byte stays as it was (and an uninstall gives
+    back the file as it was before the install); anything else is tomlkit's rendering of
+    the edited document. Only a text that reads back as ``expected`` is written."""
+    actions = {change["action"] for change in changes if change["file"] == str(path)}
     candidates = []
-    if set(actions) <= {"removed", "absent"}:
-        candidates.append(_cut(text, path, placed))
-    elif set(actions) <= {"added", "unchanged"}:
-        candidates.append(_append(text, expected, path, placed, actions))
+    if actions <= {"removed", "absent"}:
+        candidates.append(_cut(text, hook, keys))
+    elif actions <= {"added", "unchanged"}:
+        candidates.append(_append(text, expected, hook, keys, changes))
     candidates.append(tomlkit.dumps(doc))
     for candidate in candidates:
         try:
@@ -276,20 +360,19 @@ def _quoted(key: str) -> str:
     return tomlkit.key(key).as_string()
 
 
-def _append(text: str, doc: Config, path: Path, placed: Placed,
-            actions: list[Action]) -> str:
-    server, hook, trust = actions
+def _append(text: str, doc: Config, hook: _Hook | None, keys: list[str],
+            changes: list[Change]) -> str:
+    added = {change["item"] for change in changes if change["action"] == "added"}
     blocks = []
-    if server == "added":
+    if SERVER_ITEM in added:
         blocks.append(_table_text(f"[mcp_servers.{SERVER}]", doc["mcp_servers"][SERVER]))
-    if hook == "added":
-        group = doc["hooks"][EVENT][placed.group]
+    if hook is not None and hook.placed.action == "added":
+        group = doc["hooks"][EVENT][hook.placed.group]
         blocks.append(_table_text(f"[[hooks.{EVENT}]]", {"matcher": group["matcher"]}) + "\n"
                       + _table_text(f"[[hooks.{EVENT}.hooks]]", group["hooks"][0]))
-    if trust == "added":
-        key = trust_key(path, placed.group, placed.handler)
-        blocks.append(_table_text(f"[hooks.state.{_quoted(key)}]",
-                                  doc["hooks"]["state"][key]))
+    if TRUST_ITEM in added:
+        blocks.append(_table_text(f"[hooks.state.{_quoted(keys[0])}]",
+                                  doc["hooks"]["state"][keys[0]]))
     if not text:
         return "\n".join(blocks)
     return text + ("" if text.endswith("\n") else "\n") + "".join("\n" + b for b in blocks)
@@ -298,16 +381,16 @@ def _append(text: str, doc: Config, path: Path, placed: Placed,
 _HEADER = re.compile(r"^\s*\[")
 
 
-def _cut(text: str, path: Path, placed: Placed) -> str:
+def _cut(text: str, hook: _Hook | None, keys: list[str]) -> str:
     """``text`` without our whole tables (the server, the hook's group, its trust), each
     with the blank line that set it apart (one not found as we wrote it is left)."""
     lines = text.splitlines(keepends=True)
+    tables: list[tuple[str, int, str | None]] = [(f"[mcp_servers.{SERVER}]", 0, None)]
+    if hook is not None and hook.placed.action == "removed":
+        tables.append((f"[[hooks.{EVENT}]]", hook.placed.group, f"[[hooks.{EVENT}.hooks]]"))
+    tables.extend((f"[hooks.state.{_quoted(key)}]", 0, None) for key in keys)
     spans = []
-    for header, occurrence, children in (
-        (f"[mcp_servers.{SERVER}]", 0, None),
-        (f"[[hooks.{EVENT}]]", placed.group, f"[[hooks.{EVENT}.hooks]]"),
-        (f"[hooks.state.{_quoted(trust_key(path, placed.group, placed.handler))}]", 0, None),
-    ):
+    for header, occurrence, children in tables:
         starts = [n for n, line in enumerate(lines) if line.strip() == header]
         if len(starts) <= occurrence:
             continue

@@ -5,7 +5,7 @@ plain JSON values and tomlkit's tables alike."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, MutableSequence
+from collections.abc import Mapping, MutableMapping, MutableSequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,13 @@ def remove_hook(settings: MutableMapping[str, Any], where: str) -> Placed:
     if not hooks:
         del settings["hooks"]
     return Placed("removed", found[0][0], found[0][1], removed)
+
+
+def holds_hook(settings: Mapping[str, Any]) -> bool:
+    """Whether ``settings`` holds a SessionStart hook of ours."""
+    hooks = settings.get("hooks")
+    groups = hooks.get(EVENT) if isinstance(hooks, Mapping) else None
+    return isinstance(groups, MutableSequence) and bool(_ours(groups))
 
 
 def _table(settings: MutableMapping[str, Any], key: str, where: str, *,

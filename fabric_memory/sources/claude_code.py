@@ -46,11 +46,14 @@ CONVERSATION: Final = frozenset({"user", "assistant", "system"})
 BOOKKEEPING: Final = frozenset({
     "file-history-snapshot", "queue-operation", "attachment", "last-prompt", "cost-state",
     "api-request", "api-request-shape", "api-request-blob", "tools-used", "atis-latch", "mode",
+    "progress",
 })
 """Line types that hold no conversation (file backups, queued input, and what Claude Code
 2.1 records about its requests, costs and the context it attached): not read. An
 ``attachment`` line still sits in the parent chain (the next turn names it as its parent),
-so its link is kept and the chain goes on through it."""
+so its link is kept and the chain goes on through it; so does a ``progress`` line (a hook
+or a running tool reporting, 2.1). A line of an unknown type is noted and linked through
+the same way."""
 _FIRST_TYPES: Final = CONVERSATION | BOOKKEEPING | {"summary"}
 _EXIT_CODE: Final = re.compile(r"(?:Error: )?Exit code (-?\d+)\b")
 INTERRUPTED: Final = "[Request interrupted by user"
@@ -148,6 +151,8 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
         return
     if kind not in CONVERSATION:
         entries.note(line, f"unknown Claude Code line type {clipped(given)}; skipped")
+        if (uuid := string(value.get("uuid"))) is not None:
+            links[uuid] = string(value.get("parentUuid"))
         return
     uuid = string(value.get("uuid"))
     if uuid is None:
