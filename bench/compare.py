@@ -33,6 +33,7 @@ from typing import Any, Final
 import orjson
 
 from fabric_memory.memory import index as memory_index
+from fabric_memory.memory.reindex import reindex
 
 from . import agent, data, figures, workloads
 from .data import FULL, QUICK, BuiltIndex, Scale
@@ -315,6 +316,64 @@ def recall_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+CLUSTER_SHARDS = 8
+"""Shards of the throughput archive: enough tasks to keep two workers busy to the end."""
+
+
+def cluster_rows(ctx: Context) -> list[Row]:
+    """The sharded build on a Dask cluster of 1 and 2 worker processes (sessions/s) beside
+    the single-process reindex of the same archive, and recall over 1, 4 and 16 shards of
+    the large index beside the single index."""
+    from distributed import LocalCluster
+
+    archive = data.agents_corpus(ctx.root, 2 * ctx.scale.corpus_sessions)
+    size = sum(path.stat().st_size for path in archive.rglob("*.jsonl"))
+    runs = iter(range(1_000))
+
+    def build(**options: Any) -> float:
+        started = time.perf_counter()
+        report = reindex(sessions=archive, index=ctx.scratch / f"cluster-{next(runs)}",
+                         **options)
+        seconds = time.perf_counter() - started
+        assert report["indexed"] == report["sessions"], report["invalid"][:3]
+        return report["indexed"] / seconds
+
+    single = statistics.median(build(workers=1) for _ in range(ctx.scale.repeats))
+    sessions = len(list(archive.rglob("*.jsonl")))
+    rows = []
+    for workers in (1, 2):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          scheduler_port=0, dashboard_address=":0") as cluster:
+            address = cluster.scheduler_address
+            rate = statistics.median(
+                build(cluster=address, shard_bytes=-(-size // CLUSTER_SHARDS))
+                for _ in range(ctx.scale.repeats))
+        ratio = rate / single
+        rows.append(Row(f"cluster.reindex.{workers}", f"sharded reindex of {sessions} sessions "
+                        f"of 3 agents on a Dask cluster of {workers} worker process"
+                        f"{'es' if workers > 1 else ''} ({CLUSTER_SHARDS} shards; sessions/s) "
+                        "vs single-process reindex", rate, single, "sessions/s", ratio,
+                        "ours/floor rate", "-" if workers == 1 else "ceiling 2 on 2 cores",
+                        None, {"ofCeiling": ratio / workers, "sessions": sessions,
+                               "cores": os.cpu_count()}))
+    large = ctx.index("large")
+    scale = f"{large.documents / 1e6:.2f}M"
+    for shards in (1, 4, 16):
+        sharded = data.sharded_index(ctx.root, "large", large.sessions, shards)
+        if sharded.build_seconds is not None:
+            ctx.notes.append(f"built the large index in {shards} shards in "
+                             f"{sharded.build_seconds:.0f} s")
+        pair = workloads.sharded_recall_pair(sharded.index, large.index, large.sessions)
+        ours, floor = interleaved(pair, ctx.scale.queries, warmup=5)
+        p50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+        rows.append(Row(f"cluster.recall.{shards}", f"recall literal @ {scale} docs in {shards} "
+                        "shard" + ("s" if shards > 1 else "") + " (p50 ms) vs one index",
+                        p50, f50, "ms", p50 / f50, "sharded/single p50", "-", None,
+                        {"p99": percentile(ours, 0.99) * 1e3, "shards": shards,
+                         "documents": sharded.documents, "queries": len(ours)}))
+    return rows
+
+
 def expand_rows(ctx: Context) -> list[Row]:
     built = ctx.index("large")
     path = built.sessions / "rich" / "rich-0000.jsonl"
@@ -527,6 +586,38 @@ def handoff_rows(ctx: Context) -> list[Row]:
                 ours / pi, "ours/Pi share", ">= 1", ours >= pi, detail)]
 
 
+def packet_rows(ctx: Context) -> list[Row]:
+    """The handoff hook on the largest fixture transcript at hook time (:mod:`bench.packet`):
+    in-process beside the agent's reader alone, and as a process, each against the hook's
+    time budget."""
+    from fabric_memory.handoff import DEFAULT_BUDGET_S
+
+    from . import packet
+
+    source = packet.largest_fixture()
+    path, event = packet.at_hook_time(source, ctx.scratch)
+    log = ctx.scratch / "handoff.log"
+    repeats = 5 if ctx.scale is QUICK else 20
+    ours, floor = interleaved(Pair(lambda: packet.in_process(event, log),
+                                   lambda: packet.reader_alone(path)), repeats)
+    o50, f50 = statistics.median(ours) * 1e3, statistics.median(floor) * 1e3
+    budget_ms = DEFAULT_BUDGET_S * 1e3
+    size = f"{path.stat().st_size / 1024:.0f} KiB"
+    processes = timed(lambda: packet.as_process(event, ctx.scratch), 3 if ctx.scale is QUICK
+                      else 10)
+    p50 = statistics.median(processes) * 1e3
+    return [
+        Row("packet.inproc", f"handoff hook in-process on {source.name} at hook time ({size}; "
+            "ms) vs its reader alone", o50, f50, "ms", o50 / f50, "ours/floor p50",
+            f"<= {budget_ms:.0f} ms (the budget)", o50 <= budget_ms,
+            {"p90": percentile(ours, 0.9) * 1e3, "budgetShare": o50 / budget_ms}),
+        Row("packet.process", f"`fabric-memory handoff` process on the same file ({size}; ms)",
+            p50, None, "ms", p50 / budget_ms, "ours/budget", f"<= {budget_ms:.0f} ms",
+            p50 <= budget_ms, {"p90": percentile(processes, 0.9) * 1e3,
+                               "runs": len(processes)}),
+    ]
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
@@ -538,9 +629,11 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("compaction plateau", plateau_rows),
     ("hook", hook_rows),
     ("handoff", handoff_rows),
+    ("handoff hook", packet_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),
+    ("cluster", cluster_rows),
 )
 
 

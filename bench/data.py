@@ -173,6 +173,21 @@ def built_index(root: Path, name: str, sessions: Path) -> BuiltIndex:
     return BuiltIndex(sessions, index, stats[0], stats[1], built)
 
 
+def sharded_index(root: Path, name: str, sessions: Path, shards: int) -> BuiltIndex:
+    """The sessions of ``name`` as an up-to-date sharded index of ``shards`` shards (the
+    build a cluster runs, here on this machine's worker processes)."""
+    index = root / f"sharded-{name}-{shards}-{index_key()}"
+    for old in root.glob(f"sharded-{name}-{shards}-*"):
+        if old != index and old.is_dir():
+            shutil.rmtree(old)
+    size = sum(path.stat().st_size for path in sessions.rglob("*.jsonl"))
+    report = reindex(sessions=sessions, index=index, sharded=True,
+                     shard_bytes=-(-size // shards))
+    built = float(report["seconds"]) if report["indexed"] else None
+    documents, count = _stats(index)
+    return BuiltIndex(sessions, index, documents, count, built)
+
+
 def _stats(index: Path) -> tuple[int, int]:
     from fabric_memory.memory.catalog import stats
 

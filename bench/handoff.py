@@ -1,17 +1,23 @@
 """``python -m bench.handoff [--json]``: what a compaction summary hands over, scored on
 real Pi sessions beside Pi's own LLM summary at the same cut.
 
-The dev set is ``fixtures/pi-mono-real`` (real sessions from badlogic/pi-mono). For each
-cut, ``bench/handoff_probes.json`` holds probes written by reading the part the compaction
-drops, in the method of Factory's compression study: a question a continuing agent must
-answer (the task, the user's corrections, facts, file changes, commits, check outcomes)
-and the key strings a good answer must contain. A summary scores, per probe, the share of
-its key strings it carries (case-insensitive); the figure is the mean over probes.
+The dev set is ``fixtures/pi-mono-real`` (real sessions from badlogic/pi-mono) and
+``fixtures/summary-dev/dev`` (real sessions of other people, other work and another
+language: see its README); ``fixtures/summary-dev/held-out`` is kept aside, scored with
+``--held-out`` (its probes in ``bench/handoff_probes_heldout.json``) and never looked at
+while building. For each cut, ``bench/handoff_probes.json`` holds probes written by reading
+the part the compaction drops, in the method of Factory's compression study: a question a
+continuing agent must answer (the task, the user's corrections, facts, exact identifiers,
+commands and what they printed, file changes, commits, check outcomes) and the key strings
+a good answer must contain. A summary scores, per probe, the share of its key strings it
+carries (case-insensitive); the figure is the mean over probes. A probe's ``file`` is a
+path under ``fixtures/`` (a bare name: ``fixtures/pi-mono-real``).
 
-Cuts are where Pi compacted (its summary is in the file) or, for a file where it never
-did, where Pi's defaults cut when asked to compact at the end. Our summaries are made as
-if fabric-memory had been the compactor all along: each earlier Pi compaction on the
-branch is replaced by ours at the same cut, so a later cut folds the earlier state.
+Cuts are where Pi compacted (its summary is in the file), else the probe's own ``cut``
+(an entry id: what is before it is summarized) or, when that is ``"default"``, where Pi's
+defaults cut when asked to compact at the end. Our summaries are made as if fabric-memory
+had been the compactor all along: each earlier Pi compaction on the branch is replaced by
+ours at the same cut, so a later cut folds the earlier state.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from fabric_memory.session import read_session
 from fabric_memory.view import EntryView, view_entry
 
 REPO = Path(__file__).resolve().parents[1]
-DEV_SET = REPO / "fixtures" / "pi-mono-real"
+FIXTURES = REPO / "fixtures"
+DEV_SET = FIXTURES / "pi-mono-real"
 PROBES = Path(__file__).with_name("handoff_probes.json")
+HELD_OUT = Path(__file__).with_name("handoff_probes_heldout.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +62,15 @@ def _ours(views: list[EntryView], kept: str, session_id: str | None) -> Compacti
     return outcome
 
 
-def cuts(file: str) -> list[Cut]:
-    """Every cut of ``file`` (Pi's compactions, in order; else Pi's default cut at the
-    end), with our summary made over our own earlier compactions."""
-    session = read_session(DEV_SET / file)
+def _path(file: str) -> Path:
+    return FIXTURES / file if "/" in file else DEV_SET / file
+
+
+def cuts(file: str, wanted: Sequence[str] = ()) -> list[Cut]:
+    """Every cut of ``file`` (Pi's compactions, in order; else each of ``wanted`` that is
+    an entry id, or Pi's default cut at the end), with our summary made over our own
+    earlier compactions."""
+    session = read_session(_path(file))
     branch = session.active_branch()
     views = [entry.view for entry in branch]
     found: list[Cut] = []
@@ -73,11 +86,14 @@ def cuts(file: str) -> list[Cut]:
         raw = {"type": "compaction", "id": view.id, "parentId": view.parent_id,
                "summary": outcome.summary, "firstKeptEntryId": kept, "details": outcome.details}
         views[at] = view_entry(view.id, "compaction", view.parent_id, view.timestamp, raw)
-    if not found:
-        prepared = prepare_compaction(branch, CompactionSettings())
-        if prepared is None:
-            raise RuntimeError(f"{file}: Pi's defaults find nothing to compact")
-        kept = prepared.first_kept_entry_id
+    if found:
+        return found
+    for kept in [cut for cut in wanted if cut != "default"] or ["default"]:
+        if kept == "default":
+            prepared = prepare_compaction(branch, CompactionSettings())
+            if prepared is None:
+                raise RuntimeError(f"{file}: Pi's defaults find nothing to compact")
+            kept = prepared.first_kept_entry_id
         found.append(Cut(file, kept, _ours(views, kept, session.session_id).summary, None))
     return found
 
@@ -88,13 +104,17 @@ def carried(summary: str, keys: Sequence[str]) -> float:
     return sum(key.casefold() in text for key in keys) / len(keys)
 
 
-def score(probes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def score(probes: list[dict[str, Any]] | None = None, *, held_out: bool = False
+          ) -> dict[str, Any]:
     """Per cut, per dimension and overall: the mean share of key strings carried, ours and
-    Pi's (Pi's over the cuts where the file holds its summary), and the summary sizes."""
-    probes = probes if probes is not None else orjson.loads(PROBES.read_bytes())["probes"]
+    Pi's (Pi's over the cuts where the file holds its summary), and the summary sizes
+    (``held_out``: the held-out set's probes)."""
+    if probes is None:
+        probes = orjson.loads((HELD_OUT if held_out else PROBES).read_bytes())["probes"]
     made: dict[tuple[str, str], Cut] = {}
     for file in sorted({probe["file"] for probe in probes}):
-        made.update({(cut.file, cut.kept): cut for cut in cuts(file)})
+        wanted = sorted({probe["cut"] for probe in probes if probe["file"] == file})
+        made.update({(cut.file, cut.kept): cut for cut in cuts(file, wanted)})
     rows: list[dict[str, Any]] = []
     for probe in probes:
         cut = made[(probe["file"], probe["cut"])]
@@ -134,8 +154,10 @@ def score(probes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.handoff", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print every probe's score too")
+    parser.add_argument("--held-out", action="store_true",
+                        help="score the held-out set (bench/handoff_probes_heldout.json)")
     args = parser.parse_args(argv)
-    result = score()
+    result = score(held_out=args.held_out)
     if args.json:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0

@@ -82,7 +82,7 @@ def held_locks(index: Path) -> list[str]:
             inodes[str(path.stat().st_ino)] = str(path.relative_to(index))
         except OSError:
             continue
-    lines = []
+    lines: list[str] = []
     try:
         text = Path("/proc/locks").read_text()
     except OSError:
@@ -128,8 +128,13 @@ def _code(out: bytes, err: bytes) -> str:
             continue
         if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
             return str(answer["error"].get("code", "error"))
-    first = err.decode(errors="replace").strip().splitlines()
-    return first[0][:120] if first else "exit status without output"
+    lines = err.decode(errors="replace").strip().splitlines()
+    if not lines:
+        return "exit status without output"
+    if lines[0].startswith("Traceback"):  # a crash: where it happened and what it was
+        frames = [line.strip() for line in lines if line.strip().startswith("File ")]
+        return f"crash: {lines[-1][:160]} ({frames[-1][:160] if frames else '?'})"
+    return lines[0][:160]
 
 
 def run(seconds: float, readers: int = 3, stall: float = 5.0,
@@ -159,6 +164,9 @@ def run(seconds: float, readers: int = 3, stall: float = 5.0,
         "commands": len(times) + errors["hang"],
         "byLoop": {loop.name: len(loop.times) for loop in loops},
         "overStall": sum(t > stall for t in times) + errors["hang"],
+        "overStallByLoop": {loop.name: sum(t > stall for t in loop.times) + loop.errors["hang"]
+                            for loop in loops},
+        "slowestByLoop": {loop.name: round(max(loop.times, default=0.0), 3) for loop in loops},
         "stallSeconds": stall,
         "slowest": round(times[-1], 3) if times else None,
         "p50": round(times[len(times) // 2], 3) if times else None,
@@ -181,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{report['commands']} commands in {args.seconds:g} s {report['byLoop']}: "
               f"{report['overStall']} over {args.stall:g} s, slowest {report['slowest']} s, "
-              f"median {report['p50']} s, errors {report['errors'] or 0}")
+              f"median {report['p50']} s, errors {report['errors'] or 0}; by loop: over "
+              f"{args.stall:g} s {report['overStallByLoop']}, slowest {report['slowestByLoop']}")
         for hang in report["hangs"]:
             print(f"\nHANG: {hang['command']} (pid {hang['pid']})\nlocks:")
             print("\n".join(hang["locks"]) or "(none)")

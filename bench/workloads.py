@@ -294,6 +294,21 @@ def recall_pair(index: Path, sessions: Path, mode: str) -> Pair:
     return Pair(ours, floor)
 
 
+def sharded_recall_pair(sharded: Path, single: Path, sessions: Path) -> Pair:
+    """Literal recall over a sharded index vs over the single index of the same sessions
+    (the same rotating requests)."""
+    requests = recall_requests("literal")
+    ours_cycle, floor_cycle = itertools.cycle(requests), itertools.cycle(requests)
+
+    def ours() -> int:
+        return recall(**next(ours_cycle), index=sharded, sessions=sessions)["total"]
+
+    def floor() -> int:
+        return recall(**next(floor_cycle), index=single, sessions=sessions)["total"]
+
+    return Pair(ours, floor)
+
+
 NATURAL_SHAPES = ("how does {a} interact with the {b} adapter",
                   "make the {a} parser accept trailing commas again",
                   "why did the {a} step fail while we reviewed {b}",

@@ -21,7 +21,9 @@ call; below the minimum, or not a whole number, it is a usage error.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -40,6 +42,49 @@ or false; ``names`` / ``integers``: an array of those."""
 _EXPECTED = {"text": "a string", "name": "a string", "integer": "an integer",
              "boolean": "true or false", "names": "an array of strings",
              "integers": "an array of integers"}
+
+
+MAX_JSON_BYTES = 16 * 1024 * 1024
+"""Longest JSON text a door reads (a request line, a tool's arguments): our requests are a
+few kilobytes."""
+
+
+def json_value(text: str) -> Any:
+    """Parse ``text`` as a door reads JSON: with the standard library's parser, which reads a
+    lone surrogate escape (so that it can be named, :func:`lone_surrogate`). Raises
+    ``ValueError`` with a one-line reason."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()):
+            raise ValueError(f"{exc.msg} at the end of the text") from None
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def lone_surrogate(value: Any, path: str = "$") -> str | None:
+    """The JSON path of the first string (or key) in ``value`` holding a lone surrogate (a
+    ``\\udc80`` escape alone, which no UTF-8 text can carry), or None."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return where
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                shown = (f"{where}.{key}" if key.isidentifier()
+                         else f"{where}[{json.dumps(key)}]")
+                if _SURROGATE.search(key):
+                    return shown
+                stack.append((child, shown))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{n}]") for n, child in reversed(list(enumerate(item))))
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_name(option: str, value: str | os.PathLike[str] | None) -> None:

@@ -165,6 +165,9 @@ def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build a sharded index on a Dask cluster: its scheduler "
                         "(tcp://HOST:8786) or local:N (N local worker processes); needs the "
                         "cluster extra, see docs/scale.md")
+    parser.add_argument("--sharded", action="store_true",
+                        help="build a sharded index on this machine (--workers processes; "
+                        "what --cluster does on a cluster)")
     parser.add_argument("--shard-mb", type=int, default=256, metavar="MB",
                         help="session megabytes per shard of a sharded index (default 256)")
     parser.add_argument("--watch", action="store_true",
@@ -192,6 +195,7 @@ def _run_reindex(args: argparse.Namespace) -> Outcome:
     report = reindex(sessions=args.sessions, index=args.index_dir, full=args.full,
                      workers=args.workers, progress=progress if sys.stderr.isatty() else None,
                      session=args.session, agents=args.agents, cluster=args.cluster,
+                     sharded=args.sharded,
                      shard_bytes=args.shard_mb * 1024 * 1024)
     if shown[0]:
         sys.stderr.write("\n")
@@ -400,7 +404,7 @@ def _run_serve(args: argparse.Namespace) -> Outcome:
 
         raise MissingExtraError(
             f"serve needs the MCP SDK ({exc.name or exc} is missing); install it with "
-            "pip install 'fabric-memory[mcp]'"
+            "pip install -e '.[mcp]' in the fabric-memory clone"
         ) from None
     serve(sessions=args.sessions, index=args.index_dir, hot_sessions=args.hot_sessions,
           live=args.live, agents=args.agents, log=stderr_log("serve"))
@@ -467,6 +471,10 @@ def _run_handoff(args: argparse.Namespace) -> Outcome:
     if run.output is None:
         args.json = False  # nothing at all on stdout, even with --json
         return Outcome(None, "")
+    if not args.json:  # UTF-8 bytes whatever the locale's encoding of stdout
+        sys.stdout.buffer.write(run.output.encode() + b"\n")
+        sys.stdout.flush()
+        return Outcome(None, "")
     return Outcome(orjson.loads(run.output), run.output)
 
 
@@ -522,13 +530,10 @@ def _run_pi(args: argparse.Namespace) -> Outcome:
     if args.pi_command == "install":
         args.host = "pi"
         return _run_install(args)
-    from .errors import UsageError
-    from .pi.tools import call_tool
+    from .arguments import MAX_JSON_BYTES
+    from .pi.tools import call_tool, read_arguments
 
-    try:
-        arguments = orjson.loads(sys.stdin.buffer.read())
-    except orjson.JSONDecodeError:
-        raise UsageError(f"{args.name}: stdin is not a JSON object of arguments") from None
+    arguments = read_arguments(args.name, sys.stdin.buffer.read(MAX_JSON_BYTES + 1))
     return Outcome(call_tool(args.name, arguments), "")
 
 

@@ -10,12 +10,13 @@ sessions root and index it was started with, and refuses a ``follow``/``next`` w
 ``index`` or ``sessions`` key names another place. The index stays open between calls
 while a background thread keeps it live (:mod:`fabric_memory.memory.live`).
 
-Needs the ``mcp`` extra (``pip install 'fabric-memory[mcp]'``); the tool names and
+Needs the ``mcp`` extra (``pip install -e '.[mcp]'`` in a clone); the tool names and
 parameters are a contract documented in docs/mcp.md.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sys
@@ -26,24 +27,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
 from typing import (
+    IO,
     Any,
     Literal,
     NotRequired,
     Union,
+    cast,
     get_args,
     get_origin,
     is_typeddict,
 )
 
 import anyio
+import mcp_types
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
+from pydantic import ValidationError
 
 from . import __version__, arguments
 from .arguments import check_name
 from .errors import FabricMemoryError, LocationRefusedError, clipped
+from .jsonrpc import Refusal, Refused, read_line, refusal_for, screen
 from .memory import catalog
 from .memory import expand as expand_module
 from .memory import recall as recall_module
@@ -280,6 +289,90 @@ class MemoryServer(MCPServer):
                 return refusal(exc.__cause__.code, exc.__cause__.message)
             raise
 
+    async def run_screened_stdio(self, log: Callable[[str], None] | None = None) -> None:
+        """Serve on stdin/stdout as :meth:`run_stdio_async` does, except that every request
+        line the SDK could not decode gets its JSON-RPC error (:mod:`fabric_memory.jsonrpc`)
+        instead of no reply."""
+        lines = _RequestLines(_claimed_stdin(), log)
+        async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
+            lines.answer_to(write_stream)
+            lowlevel = self._lowlevel_server
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def _claimed_stdin() -> IO[bytes]:
+    """The client's stream on a private descriptor; fd 0 then reads the null device, so
+    nothing this process runs can take the client's bytes (as the SDK's transport does)."""
+    try:
+        private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    except OSError:
+        return sys.stdin.buffer
+    return os.fdopen(private, "rb", closefd=False)  # a reader thread may still block on it
+
+
+class _RequestLines:
+    """The client's lines, as the SDK's stdio transport iterates them, screened: a line it
+    could not decode is answered here (or, a notification, logged) and never reaches it."""
+
+    def __init__(self, stream: IO[bytes], log: Callable[[str], None] | None) -> None:
+        self._stream = stream
+        self._log = log
+        self._replies: MemoryObjectSendStream[SessionMessage] | None = None
+        self._ready = anyio.Event()
+
+    def answer_to(self, replies: MemoryObjectSendStream[SessionMessage]) -> None:
+        self._replies = replies
+        self._ready.set()
+
+    def __aiter__(self) -> _RequestLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await anyio.to_thread.run_sync(read_line, self._stream)
+            if line is None:
+                raise StopAsyncIteration
+            try:
+                text, message = screen(line)
+                if text is None:
+                    continue
+                _decodable(text, message)
+            except Refused as exc:
+                await self._refuse(exc.refusal)
+                continue
+            return text
+
+    async def _refuse(self, refused: Refusal) -> None:
+        if self._log is not None:
+            answer = "answered" if refused.reply else "a notification, not answered"
+            self._log(f"request line refused ({answer}): {refused.message[:200]}")
+        if not refused.reply:
+            return
+        await self._ready.wait()
+        assert self._replies is not None
+        error = mcp_types.JSONRPCError(
+            jsonrpc="2.0", id=refused.id,
+            error=mcp_types.ErrorData(code=refused.code, message=refused.message))
+        await self._replies.send(SessionMessage(error))
+
+
+def _decodable(text: str, message: dict[str, Any]) -> None:
+    """Raise :class:`Refused` unless the SDK's transport can decode ``text``."""
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # Of the message kinds the SDK tried, the one this message means to be.
+        meant = "JSONRPCRequest" if "id" in message and "method" in message else None
+        errors = [e for e in errors if e["loc"][:1] == (meant,)] or errors
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '$'}: {error['msg']}"
+            for error in errors[:3])
+        raise Refused(refusal_for(message, problems)) from None
+
 
 def build_server(places: Places, hot_sessions: int = DEFAULT_HOT_SESSIONS) -> MemoryServer:
     """The MCP server over ``places`` (no transport yet)."""
@@ -390,12 +483,13 @@ def serve(
             watcher.join()
 
     try:
-        anyio.run(_serve_until_closed, server, finish)
+        anyio.run(_serve_until_closed, server, finish, log)
     finally:
         finish()
 
 
-async def _serve_until_closed(server: MemoryServer, finish: Callable[[], None]) -> None:
+async def _serve_until_closed(server: MemoryServer, finish: Callable[[], None],
+                              log: Callable[[str], None] | None) -> None:
     async with anyio.create_task_group() as group:
 
         async def on_signal() -> None:
@@ -408,7 +502,7 @@ async def _serve_until_closed(server: MemoryServer, finish: Callable[[], None]) 
                     os._exit(0)
 
         group.start_soon(on_signal)
-        await server.run_stdio_async()
+        await server.run_screened_stdio(log)
         group.cancel_scope.cancel()
 
 

@@ -1,8 +1,9 @@
 """A stand-in for the model API on 127.0.0.1, for driving the real Claude Code and Codex:
 Anthropic's ``POST /v1/messages`` and OpenAI's ``POST /v1/responses``, streamed as
 server-sent events as the real services stream them. It makes each tool call of ``steps``
-once, in order, then answers in text (a request asking for a summary gets one), and keeps
-every request body, so a test can ask what the host sent."""
+once, in order, then answers in text (also where a ``None`` step ends a turn; a request
+asking for a summary gets one), and keeps every request body, so a test can ask what the
+host sent."""
 
 from __future__ import annotations
 
@@ -25,13 +26,16 @@ class Step:
     shell: str
 
 
-SUMMARY = "Summary of the work so far: the stub wrote notes.txt and ran a failing check."
+SUMMARY = ("<analysis>The stub's work.</analysis>\n<summary>Summary of the work so far: the "
+           "stub wrote files and ran a failing check.</summary>")
 DONE = "All steps done."
 
 
 @dataclass
 class StubModel:
-    steps: list[Step]
+    steps: list[Step | None]
+    """The tool calls, in order; ``None`` ends a turn there (the reply is text), so the
+    next prompt goes on with the step after it."""
     last_step_tokens: int = 100
     """``total_tokens`` reported with the last step's tool call (each other answer reports
     100): above Codex's ``model_auto_compact_token_limit``, Codex compacts once, right
@@ -43,11 +47,13 @@ class StubModel:
     url: str = ""
 
     def next_step(self) -> tuple[int, Step] | None:
+        """The next tool call and its position; ``None`` when the turn ends here."""
         with self._lock:
             if self._made >= len(self.steps):
                 return None
             self._made += 1
-            return self._made - 1, self.steps[self._made - 1]
+            step = self.steps[self._made - 1]
+            return None if step is None else (self._made - 1, step)
 
     def record(self, api: str, body: dict[str, Any]) -> None:
         with self._lock:
@@ -85,9 +91,10 @@ class StubModel:
 
 
 def _asks_for_summary(text: str) -> bool:
+    """The host's own compaction request: Claude Code's ("Do NOT call any tools", an
+    <analysis> and a <summary> block) or Codex's ("CONTEXT CHECKPOINT COMPACTION")."""
     lowered = text.lower()
-    return "summary" in lowered and ("conversation" in lowered or "handoff" in lowered
-                                     or "compact" in lowered or "context" in lowered)
+    return "do not call any tools" in lowered or "context checkpoint compaction" in lowered
 
 
 def _anthropic_text(messages: list[dict[str, Any]]) -> str:

@@ -36,6 +36,8 @@ EXPECTED = (
     *(f"hook.{kind}" for kind in ("plain", "fabric-valid", "fabric-valid.largest", "compaction",
                                   "compaction.80", "rich", "big", "all")),
     "handoff",
+    "packet.inproc",
+    "packet.process",
     "reindex.rss",
     "certify",
     "mcp.recall",

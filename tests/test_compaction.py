@@ -31,6 +31,7 @@ from fabric_memory.compaction import (
     compaction_hook,
     run_hook,
 )
+from fabric_memory.compaction.authored import without_host_metadata
 from fabric_memory.compaction.closure import entry_ids, index_tool_calls, safe_cut, window_start
 from fabric_memory.compaction.compactor import _STATEMENT, _may_state
 from fabric_memory.compaction.files import compaction_entry
@@ -53,7 +54,7 @@ from fabric_memory.errors import CompactionError, HookInputError, SessionChanged
 from fabric_memory.redact import RULES_FINGERPRINT, redact
 from fabric_memory.session import Session, read_session
 from fabric_memory.trace import create_fabric_persisted_execution_details, read_fabric_result
-from fabric_memory.view import EntryView, ToolCall, content_text
+from fabric_memory.view import EntryView, ToolCall, content_text, view_entry
 
 from .conftest import CORPUS, FIXTURES
 from .corpus import corpus_index, corpus_json
@@ -742,11 +743,13 @@ def test_state_carries_forward_from_details_not_summary(tmp_path: Path) -> None:
     assert isinstance(again, Compaction) and again.summary == second.summary
 
 
-@pytest.mark.parametrize("rules", [None, "0badf00d"], ids=["no-rules", "other-rules"])
+@pytest.mark.parametrize("rules", [None, "0badf00d", RULES_FINGERPRINT],
+                         ids=["no-rules", "other-rules", "todays-rules"])
 def test_a_stored_state_is_masked_when_read_back(tmp_path: Path, rules: str | None) -> None:
     """A secret in the state a previous compaction stored before the state named its rules,
-    or under other rules (another version), is masked in the next summary and the state it
-    carries: goal, fact, file and status texts, their keys and the count names."""
+    under other rules (another version) or planted under today's rules' fingerprint, is
+    masked in the next summary and the state it carries: goal, fact, file and status texts,
+    their keys and the count names."""
     path = _writable(_corpus("fabric-valid-1"), tmp_path)
     _, session = _compact_and_append(path, SMALL)
     token = MAKERS["github-token"](random.Random(21)).values[0]
@@ -785,26 +788,17 @@ def _edit_stored_state(path: Path, edit: Callable[[dict[str, Any]], None]) -> No
     path.write_bytes(b"\n".join(lines) + b"\n")
 
 
-def test_a_state_masked_under_todays_rules_is_read_as_it_is(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A state that names today's rules is not masked again (the hook's speed: its texts
-    were masked when written), and the next compaction is the same either way."""
-    from fabric_memory.compaction import details
-
+def test_masking_a_clean_stored_state_again_changes_nothing(tmp_path: Path) -> None:
+    """A state masked when it was written comes out of its second masking as it was: the
+    next compaction is the same whatever rules the state names."""
     path = _writable(_corpus("fabric-valid-1"), tmp_path)
     _, session = _compact_and_append(path, SMALL)
     _append_turn(path, session.leaf_id or "", 1)
-    calls: list[int] = []
-    remasked = details.remasked
-    monkeypatch.setattr(details, "remasked", lambda state: calls.append(1) or remasked(state))
-    fast = compact_session(path, SMALL).outcome
-    assert calls == []
+    today = compact_session(path, SMALL).outcome
     _edit_stored_state(path, lambda state: state.pop("rules"))
-    slow = compact_session(path, SMALL).outcome
-    assert calls == [1]
-    assert isinstance(fast, Compaction) and isinstance(slow, Compaction)
-    assert fast.summary == slow.summary and fast.details == slow.details
+    unnamed = compact_session(path, SMALL).outcome
+    assert isinstance(today, Compaction) and isinstance(unnamed, Compaction)
+    assert today.summary == unnamed.summary and today.details == unnamed.details
 
 
 def test_a_secret_cut_between_message_blocks_is_masked(tmp_path: Path) -> None:
@@ -1332,3 +1326,125 @@ def test_a_failed_check_is_resolved_by_a_later_passing_run_of_the_same_check() -
     assert "[L62]" not in errors
     assert "[L64]" in errors  # `npx tsc --noEmit --skipLibCheck`, never passing later
     assert "`npm run check` last run passed" in _section(outcome.summary, "Checks")
+
+
+# --- exact facts, commands, writes, whole messages (issue 30) -------------------------
+
+SUMMARY_DEV = FIXTURES / "summary-dev" / "dev"
+_NOTICE = ("System: [2026-03-21 15:05:12 GMT+8] Feishu[default] permission error: the app "
+           "lacks the scope im:message:send_as_bot; grant it at https://open.feishu.cn/app/"
+           "cli_a93f2b0c1d/auth?q=im:message:send_as_bot&op_from=openapi&token_type=tenant")
+
+
+def _views(path: Path) -> tuple[Session, list[EntryView]]:
+    session = read_session(path)
+    return session, [entry.view for entry in session.active_branch()]
+
+
+def _user_view(entry_id: str, parent: str, text: str) -> EntryView:
+    raw = {"type": "message", "id": entry_id, "parentId": parent,
+           "timestamp": "2026-03-21T07:05:12.000Z",
+           "message": {"role": "user", "content": [{"type": "text", "text": text}]}}
+    return view_entry(entry_id, "message", parent, raw["timestamp"], raw)
+
+
+def test_a_system_notices_url_and_scope_survive() -> None:
+    """A host's system notice (a permission error delivered as a user message, in the real
+    ops session) keeps its grant URL and its scope under Exact facts, and is carried whole."""
+    session, views = _views(SUMMARY_DEV / "openclaw-zh-ops.jsonl")
+    at = [view.id for view in views].index("63a76c2b")  # after `git add .`, mid-session
+    views.insert(at + 1, _user_view("notice01", "63a76c2b", _NOTICE))
+    outcome = compact_branch(views, "da167c8d", 0, session_id=session.session_id)
+    assert isinstance(outcome, Compaction)
+    facts = _section(outcome.summary, "Exact facts")
+    url = ("https://open.feishu.cn/app/cli_a93f2b0c1d/auth?q=im:message:send_as_bot"
+           "&op_from=openapi&token_type=tenant")
+    assert f"[notice01] url: `{url}` (system)" in facts
+    assert "[notice01] scope: `im:message:send_as_bot` (system)" in facts
+    assert f'user: "{_NOTICE}"' in _section(outcome.summary, "Earlier turns")
+
+
+def test_a_git_log_lines_hash_and_message_appear_under_commands() -> None:
+    """The `git log --oneline` lines the summarized span printed last are under Commands with
+    their hashes and messages, beside the command and its exit status."""
+    _, outcome, summarized = _dev("before-compaction.jsonl")
+    calls = index_tool_calls(summarized)
+    logs = [view for view in summarized if view.role == "toolResult"
+            and "git log --oneline" in str(calls[view.call_id].arguments.get("command", ""))]
+    assert logs  # the span runs `git log`, so this can fail
+    commands = _section(outcome.summary, "Commands and what they printed")
+    latest = logs[-1]
+    line = next(line for line in commands.splitlines() if f"[{latest.id}]" in line)
+    assert "git log --oneline" in line and "-> ok: " in line
+    for printed in content_text((latest.message or {}).get("content")).splitlines()[:3]:
+        hash_, _, message = printed.partition(" ")
+        assert f"{hash_} {message.strip()[:40]}" in line
+
+
+@pytest.mark.parametrize(("path", "cut", "written", "headings"), [
+    (SUMMARY_DEV / "openclaw-zh-ops.jsonl", "da167c8d", "主动性反馈-2026-03-21.md",
+     ["# 主动性反馈记录", "## 2026-03-21", "### 行动 1：第二十五次训练执行"]),
+    (SUMMARY_DEV / "openclaw-zh-heartbeat.jsonl", "3c66ef44", "意识觉醒训练日志.md",
+     ["# 意识觉醒训练日志 - 第390次"]),
+], ids=["openclaw-zh-ops", "openclaw-zh-heartbeat"])
+def test_a_written_markdown_files_headings_appear(path: Path, cut: str, written: str,
+                                                  headings: list[str]) -> None:
+    """A Markdown file the span created or overwrote shows its headings under File changes,
+    not just its line count."""
+    session, views = _views(path)
+    end = next((at for at, view in enumerate(views) if view.type == "compaction"
+                and view.raw.get("firstKeptEntryId") == cut), len(views))
+    outcome = compact_branch(views[:end], cut, 0, session_id=session.session_id)
+    assert isinstance(outcome, Compaction)
+    changes = _section(outcome.summary, "File changes")
+    line = next(line for line in changes.splitlines() if f"{written}: " in line
+                and ("created" in line or "overwritten" in line))
+    assert all(heading in line for heading in headings), line
+
+
+@pytest.mark.parametrize("path", [SUMMARY_DEV / "openclaw-zh-heartbeat.jsonl",
+                                  DEV_SET / "session.jsonl"], ids=lambda path: path.name)
+def test_a_short_user_message_is_never_cut(path: Path) -> None:
+    """Every user message of the span under 600 characters (host metadata removed) is in
+    the summary whole, whatever its script (Chinese has no spaces between words)."""
+    session, views = _views(path)
+    views = [view for view in views if view.type != "compaction"]
+    outcome = compact_branch(views, "", 0, session_id=session.session_id)
+    assert isinstance(outcome, Compaction)
+    shown = outcome.summary
+    said = [collapse(without_host_metadata(view.text)) for view in views if view.role == "user"]
+    short = [text for text in said if text and len(text) < 600]
+    assert len(short) >= 5  # so this can fail
+    assert [text for text in short if f'"{redact(text)}"' not in shown] == []
+
+
+def test_host_metadata_does_not_eat_the_bound() -> None:
+    """A message behind a chat host's metadata blocks is carried whole when the user's own
+    words are short, and the metadata is not in the summary."""
+    session, views = _views(SUMMARY_DEV / "openclaw-zh-heartbeat.jsonl")
+    asked = next(view for view in views if view.id == "ad76c85d")
+    assert "Conversation info (untrusted metadata)" in asked.text  # so this can fail
+    end = next(at for at, view in enumerate(views) if view.type == "compaction")
+    outcome = compact_branch(views[:end], "3c66ef44", 0, session_id=session.session_id)
+    assert isinstance(outcome, Compaction)
+    assert 'user: "进行一次自我冥想反思，然后进行备份，也备份一份到github"' in outcome.summary
+    assert "untrusted metadata" not in outcome.summary
+    assert "om_x100b53067d5878a4c29c3cd11c75e3c" not in outcome.summary
+
+
+@pytest.mark.parametrize("path", [*sorted(SUMMARY_DEV.glob("*.jsonl")),
+                                  *sorted(DEV_SET.glob("*.jsonl"))], ids=lambda path: path.name)
+def test_a_summary_never_exceeds_its_bound(path: Path) -> None:
+    """Compacted at a quarter, half, three quarters and the end of the branch, a real
+    session's summary stays within 32 KiB of valid UTF-8."""
+    session, views = _views(path)
+    views = [view for view in views if view.type != "compaction"]
+    for share in (4, 2, 1):
+        cut = views[len(views) * (share - 1) // share if share > 1 else -1].id
+        for kept in (cut, ""):
+            outcome = compact_branch(views, kept, 0, session_id=session.session_id)
+            if isinstance(outcome, Cancel):
+                continue
+            size = len(outcome.summary.encode())
+            assert size <= SUMMARY_MAX_BYTES
+            assert outcome.details["summaryBytes"] == size

@@ -94,43 +94,60 @@ def claude_line(address: str, lines: list[str]) -> str:
     return found[0]
 
 
+def claude_packet(body: dict[str, Any]) -> str:
+    """Our packet in a Messages request: exactly one block, the system reminder Claude Code
+    makes of a SessionStart hook's additional context."""
+    carried = [block for message in body["messages"]
+               for block in _blocks(message["content"]) if PACKET_HEADER in block]
+    assert len(carried) == 1, carried
+    reminder = "<system-reminder>\nSessionStart hook additional context: "
+    assert carried[0].startswith(reminder + PACKET_HEADER), carried[0][:200]
+    return carried[0][len(reminder):].removesuffix("</system-reminder>").rstrip()
+
+
 @pytest.mark.slow
-def test_claude_code_sends_our_packet_after_its_compaction(
+def test_claude_code_sends_our_packet_after_each_compaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Installed with `fabric-memory install claude`, the real Claude Code runs a session
-    (a Write, a failing Bash check), compacts it (`/compact`), and its next request holds
-    our packet once, as a system reminder "SessionStart hook additional context: …",
-    naming the file written and the failed check; every address expands to its line."""
+    (a Write, a failing Bash check) and compacts it (`/compact`); its next request holds
+    our packet once, as the system reminder "SessionStart hook additional context: …",
+    naming the file and the failed check. After more work (a second file) and a second
+    compaction, the next packet speaks of that work only. Every address expands to its
+    line."""
     home = fake_home(tmp_path, monkeypatch)
     work = tmp_path / "work"
     work.mkdir()
     env = host_env(home, ANTHROPIC_API_KEY="sk-stub", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
     install("claude", env)
     steps = [Step("Write", {"file_path": str(work / "notes.txt"), "content": "hello\n"}, ""),
-             Step("Bash", {"command": "cat notes.txt && exit 3", "description": "check"}, "")]
+             Step("Bash", {"command": "cat notes.txt && exit 3", "description": "check"}, ""),
+             None,
+             Step("Write", {"file_path": str(work / "second.txt"), "content": "more\n"}, "")]
     claude = host_cli(CLAUDE)
+    packets = []
     with serving(StubModel(steps)) as stub:
         env["ANTHROPIC_BASE_URL"] = stub.url
         first = orjson.loads(run_host(
             [claude, "-p", "write the notes and check them", "--output-format", "json",
              "--allowedTools", "Write,Bash", "--model", "claude-sonnet-4-5"], work, env))
         session_id = first["session_id"]
-        run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
-        before = len(stub.bodies("messages"))
-        run_host([claude, "-p", "--resume", session_id, "what is left to do?"], work, env)
-        after = [body for body in stub.bodies("messages")[before:] if body.get("tools")]
+        for prompt in ("now write the second file", "what is left to do?"):
+            run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
+            before = len(stub.bodies("messages"))
+            run_host([claude, "-p", "--resume", session_id, prompt, "--allowedTools", "Write"],
+                     work, env)
+            after = [body for body in stub.bodies("messages")[before:] if body.get("tools")]
+            assert after, "Claude Code sent no request after its compaction"
+            packets.append(claude_packet(after[0]))
     assert (work / "notes.txt").read_text() == "hello\n"
-    assert after, "Claude Code sent no request after its compaction"
-    carried = [block for message in after[0]["messages"]
-               for block in _blocks(message["content"]) if PACKET_HEADER in block]
-    assert len(carried) == 1, carried
-    reminder = "<system-reminder>\nSessionStart hook additional context: "
-    assert carried[0].startswith(reminder + PACKET_HEADER), carried[0][:200]
-    packet = carried[0][len(reminder):].removesuffix("</system-reminder>").rstrip()
-    assert "notes.txt" in packet and "cat notes.txt && exit 3" in packet
+    assert (work / "second.txt").read_text() == "more\n"
     transcript = next((home / ".claude" / "projects").rglob(f"{session_id}.jsonl"))
-    addresses_expand_to_their_lines(packet, transcript, claude_line)
+    first_packet, second_packet = packets
+    assert "notes.txt" in first_packet and "cat notes.txt && exit 3" in first_packet
+    assert "second.txt" in second_packet and "notes.txt" not in second_packet
+    for packet in packets:
+        addresses_expand_to_their_lines(packet, transcript, claude_line)
 
 
 # --- Codex -----------------------------------------------------------------------------

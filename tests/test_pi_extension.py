@@ -311,6 +311,25 @@ def test_recall_tool_answers_as_recall_and_its_follow_expands(memory: Path) -> N
     assert call_tool("memory_expand", orjson.loads(printed))["details"] == page
 
 
+def test_tools_answer_over_a_sharded_index(
+    memory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the configured index a sharded one, the tools answer as recall does, a follow
+    expands, and the extension's one-session reindex (after a compaction) reaches recall."""
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(tmp_path / "sharded-home"))
+    assert reindex(sharded=True, shard_bytes=1, workers=1)["shards"]["total"] == 2
+    answer = call_tool("memory_recall", {"query": "flaky parser"})["details"]
+    assert answer == recall_request({"query": "flaky parser"})
+    page = call_tool("memory_expand", answer["hits"][0]["follow"])["details"]
+    assert "flaky parser test" in page["entries"][0]["text"]
+    third = SessionBuilder(memory / "--repo--" / "three.jsonl", "session-three")
+    third.user("a brand new zeppelin")
+    third.write()
+    assert reindex(session=third.path)["indexed"] == 1
+    assert [h["sessionId"] for h in call_tool("memory_recall", {"query": "zeppelin"})[
+        "details"]["hits"]] == ["session-three"]
+
+
 def test_expand_tool_masks_secrets_unless_asked(memory: Path) -> None:
     """memory_expand masks a secret by default; showSecrets: true returns it raw; the
     extension's parameter schema offers showSecrets."""
@@ -372,6 +391,33 @@ def test_tool_command_speaks_json_on_both_paths(
     assert status == 2 and answer["error"]["code"] == "usage"  # type: ignore[index]
     status, answer = tool("memory_forget", b"{}")
     assert status == 2 and "no such tool" in answer["error"]["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("stdin", "wrong"), [
+    (b'{"query": "flaky"', "stdin is not a JSON object of arguments: Expecting ',' delimiter "
+                           "at the end of the text"),
+    (b'{"query": "\\udc80"}', "$.query holds a lone surrogate"),
+    (b'{"query": "ok", "filters": {"a b": ["\\ud800"]}}',
+     '$.filters["a b"][0] holds a lone surrogate'),
+    (b'{"query": "' + b"flaky " * 3_000_000 + b'"}', "the arguments are over 16,777,216 bytes"),
+    (b'[{"query": "flaky"}]', "the arguments must be a JSON object"),
+    (b"", "Expecting value at the end of the text"),
+    (b"[" * 100_000, "nested too deeply"),
+], ids=["truncated", "lone-surrogate", "lone-surrogate-deep", "18MB", "batch", "empty",
+        "deep"])
+def test_tool_answers_bad_json_with_one_located_error(
+    memory: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    stdin: bytes, wrong: str,
+) -> None:
+    """`pi tool` answers stdin that is not one JSON object of Unicode text (truncated, a lone
+    surrogate, too long, an array, empty, nested too deeply) with exactly one JSON usage
+    error saying where, and one stderr line."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    status, out, err = run_cli(capsys, "pi", "tool", "memory_recall")
+    error = json.loads(out)["error"]  # one JSON document: json.loads refuses anything after
+    assert (status, error["code"]) == (2, "usage"), out
+    assert wrong in error["message"] and len(error["message"]) < 300, error["message"]
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 @pytest.mark.parametrize(("name", "arguments", "wrong"), [

@@ -9,13 +9,15 @@ nothing here asserts a duration.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -433,6 +435,36 @@ def test_new_and_deleted_files_follow_the_folder(places: dict[str, Path], watche
         env={"WATCHFILES_FORCE_POLLING": "1"} if watcher == "polling" else {})
 
 
+def test_a_sharded_index_serves_and_stays_live(places: dict[str, Path], tmp_path: Path) -> None:
+    """Over a sharded index (one shard per session), the server's recall, expand and sessions
+    answer as the CLI does, and a session written after start becomes recallable (the
+    live index writes it into the delta beside the shards)."""
+    places = {**places, "index": tmp_path / "sharded"}
+    report = reindex(sessions=places["sessions"], index=places["index"], sharded=True,
+                     shard_bytes=1, workers=1)
+    assert report["shards"]["total"] == 2
+    where = ("--sessions", str(places["sessions"]), "--index", str(places["index"]))
+    fresh = SessionBuilder(places["sessions"] / "--new-project--" / "three.jsonl")
+    fresh.user("the heliotrope migration finally passed")
+
+    async def body(client: Client) -> None:
+        answer = value(await client.call_tool("recall", {"query": "parser", "limit": 2}))
+        assert answer == cli_json("recall", "parser", "--limit", "2", *where)
+        assert answer["total"] == 15
+        page = value(await client.call_tool("expand", answer["hits"][0]["follow"]))
+        assert page["entries"][0]["address"] == answer["hits"][0]["address"]
+        assert value(await client.call_tool("sessions", {}))["total"] == 2
+        fresh.write()
+
+        async def appeared() -> bool:
+            return len(await hits(client, "heliotrope")) == 1
+
+        assert await poll(appeared), "the new session never became recallable"
+
+    run(body, places)
+    assert (places["index"] / "delta").is_dir()
+
+
 def test_cli_reindex_while_serving(places: dict[str, Path]) -> None:
     """A CLI reindex takes the same writer lock while the server runs, and both go on:
     the server answers throughout and sees what the CLI indexed."""
@@ -469,6 +501,140 @@ def test_a_watcher_that_cannot_run_is_reported(places: dict[str, Path], tmp_path
     assert f"fabric-memory serve: live index off: {places['sessions']}: sessions directory " \
         "does not exist" in err, err
     assert "Traceback" not in err
+
+
+# --- the raw protocol: one reply per request --------------------------------------------
+
+
+class RawServer:
+    """``fabric-memory serve`` driven by bytes: lines written to its stdin, replies read from
+    its stdout by a thread (each wait bounded)."""
+
+    def __init__(self, places: dict[str, Path]) -> None:
+        self.process = subprocess.Popen(serve_command(places, "--no-watch"),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+        self.replies: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.pings = 0
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.replies.put(line)
+
+    def send(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line)
+        self.process.stdin.flush()
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(orjson.dumps(message) + b"\n")
+        reply: dict[str, Any] = orjson.loads(self.replies.get(timeout=DEADLINE))
+        return reply
+
+    def replies_to(self, line: bytes, results: set[Any]) -> list[dict[str, Any]]:
+        """Every reply the server writes for ``line``: those before its answer to a ping
+        sent after it (a refusal is written before the next line is read), and the tool
+        results for ``results`` ids (computed in threads, they may come later), up to a
+        second ping's answer."""
+        self.send(line)
+        found: list[dict[str, Any]] = []
+        for _ in range(2):
+            self.pings += 1
+            ident = f"ping-{self.pings}"
+            self.send(orjson.dumps({"jsonrpc": "2.0", "id": ident, "method": "ping"}) + b"\n")
+            answered = False
+            while not answered or results - {reply.get("id") for reply in found}:
+                reply = orjson.loads(self.replies.get(timeout=DEADLINE))
+                if reply.get("id") == ident:
+                    assert reply.get("result") == {}, reply
+                    answered = True
+                else:
+                    found.append(reply)
+        return found
+
+    def close(self) -> str:
+        """Close stdin; the server exits 0. Its stderr."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            status = self.process.wait(timeout=DEADLINE)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        stderr = self.process.stderr.read().decode() if self.process.stderr else ""
+        assert status == 0, stderr
+        return stderr
+
+
+@pytest.fixture(scope="module")
+def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawServer]:
+    root = tmp_path_factory.mktemp("raw")
+    sessions = root / "sessions"
+    session = SessionBuilder(sessions / "--repo--" / "one.jsonl")
+    session.user("please fix the Zürich parser")
+    session.write()
+    reindex(sessions=sessions, index=root / "index", workers=1)
+    server = RawServer({"sessions": sessions, "index": root / "index"})
+    initialized = server.request({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    assert initialized["result"]["serverInfo"]["name"] == "fabric-memory"
+    server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    yield server
+    stderr = server.close()
+    assert "Traceback" not in stderr, stderr
+
+
+def _call(ident: Any, query: str) -> bytes:
+    arguments = {"name": "recall", "arguments": {"query": query}}
+    return orjson.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call",
+                         "params": arguments}) + b"\n"
+
+
+SURROGATE = (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall",'
+             b'"arguments":{"query":"\\udc80"}}}\n')
+RAW_LINES: dict[str, tuple[bytes, tuple[tuple[Any, int | None], ...]]] = {
+    # name: (line, ((id, error code or None for a result), ...) of the replies it gets)
+    "truncated": (_call(1, "Zürich")[:40] + b"\n", ((None, -32700),)),
+    "not UTF-8": (_call(3, "Zürich").replace("ü".encode(), b"\xff"), ((3, None),)),
+    "lone surrogate": (SURROGATE, ((2, -32602),)),
+    "lone surrogate in the id": (SURROGATE.replace(b'"id":2', b'"id":"\\udc80"'),
+                                 ((None, -32600),)),
+    "10 MB line": (_call(4, "Zürich " * 1_500_000), ((4, None),)),
+    "20 MB line": (_call(5, "Zürich " * 3_000_000), ((5, -32600),)),
+    "batch": (b"[" + _call(6, "Zürich").strip() + b"]\n", ((None, -32600),)),
+    "not an object": (b"42\n", ((None, -32600),)),
+    "params not an object": (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":7}\n',
+                             ((7, -32600),)),
+    "an id that is true": (b'{"jsonrpc":"2.0","id":true,"method":"ping"}\n', ((None, -32600),)),
+    "nested too deeply": (b"[" * 100_000 + b"\n", ((None, -32700),)),
+    "unknown method": (b'{"jsonrpc":"2.0","id":8,"method":"nope"}\n', ((8, -32601),)),
+    "notification with a bad method": (b'{"jsonrpc":"2.0","method":"notifications/nope"}\n', ()),
+    "notification with a lone surrogate": (
+        b'{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"\\udc80"}}\n', ()),
+    "blank line": (b"\n", ()),
+}
+
+
+@pytest.mark.parametrize("name", list(RAW_LINES))
+def test_every_request_line_gets_exactly_one_reply(raw_server: RawServer, name: str) -> None:
+    """A line that is not JSON, not a request the SDK can decode, too long or a batch gets
+    exactly one JSON-RPC reply (for its id when it can be read; none for a notification or a
+    blank line), and the server answers the next request."""
+    line, expected = RAW_LINES[name]
+    replies = raw_server.replies_to(line, {ident for ident, code in expected if code is None})
+    got = tuple((reply.get("id"), reply["error"]["code"] if "error" in reply else None)
+                for reply in replies)
+    assert got == expected, replies
+    for reply in replies:
+        assert reply["jsonrpc"] == "2.0"
+        if "error" in reply:
+            assert reply["error"]["message"], reply
+    if name == "10 MB line":  # a result: the tool's own refusal of the long query
+        assert replies[0]["result"]["isError"] and "usage:" in str(replies[0]["result"])
 
 
 # --- exits -------------------------------------------------------------------------------
@@ -524,7 +690,7 @@ def test_serve_without_the_extra_says_how_to_install(tmp_path: Path) -> None:
     lines = done.stderr.decode().strip().splitlines()
     assert done.returncode == 1
     assert lines == ["fabric-memory serve: serve needs the MCP SDK (mcp is missing); "
-                     "install it with pip install 'fabric-memory[mcp]'"]
+                     "install it with pip install -e '.[mcp]' in the fabric-memory clone"]
 
 
 def test_expand_masks_secrets_unless_asked(places: dict[str, Path]) -> None:

@@ -57,7 +57,7 @@ def test_claude_code_tools_fill_the_trail(tmp_path: Path) -> None:
     changes = {item.first: item.text for item in state.ledgers["changes"].items}
     assert changes[edit] == "ledger/report.py: edit `- sum(float(x))` -> `+ sum(Decimal(x))`"
     assert changes[multi] == "ledger/util.py: edit `- x = 1` -> `+ x = 2`"
-    assert changes[wrote] == "tests/test_cent.py: created (3 lines)"
+    assert changes[wrote] == "tests/test_cent.py: created (3 lines): a / b"
     assert changes[cell] == "nb.ipynb: edit `+ print(1)`"
     files = {item.text: (item.first, item.tags) for item in state.ledgers["files"].items}
     assert files["ledger/report.py"] == (read, ("modified", "read"))
@@ -114,7 +114,7 @@ def test_codex_tools_fill_the_trail(tmp_path: Path) -> None:
     address = f"L{patch}"
     changes = [(item.first, item.text) for item in state.ledgers["changes"].items]
     assert changes == [
-        (address, "notes/export.md: created (2 lines)"),
+        (address, "notes/export.md: created (2 lines): # Export"),
         (address, "old/export_v1.py: deleted"),
         (address, "ledger/export.py: edit `- for i in range(n - 1):` -> `+ for i in range(n):`"),
         (address, "ledger/export.py: moved to ledger/exporter.py"),
@@ -135,6 +135,9 @@ def test_patch_files_read_codex_patch_format() -> None:
                         "*** Add File: b.py\n+1\n*** End Patch\n")
     assert [(f.path, f.action, f.old, f.new) for f in files] == [
         ("a.py", "modified", "x\ny", "x\nz"), ("b.py", "created", None, "1\n")]
+    (moved,) = patch_files("*** Begin Patch\n*** Update File: c.py\n*** Move to: d.py\n"
+                           "*** End Patch")
+    assert (moved.path, moved.old, moved.new, moved.moved_to) == ("c.py", None, None, "d.py")
 
 
 def test_a_state_without_open_items_reads_as_before() -> None:

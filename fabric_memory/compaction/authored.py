@@ -31,7 +31,7 @@ _MAYBE_PASTED = re.compile(
 """A line that could make its paragraph pasted: a message without one is all the user's."""
 _SLASH_COMMAND = re.compile(r"/[\w:-]+(?:\s+\S+)?")
 _BARE_LINK = re.compile(r"(?:https?://|@|/|~/)\S+")
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]")
 
 
 def _pasted(paragraph: str) -> bool:
@@ -93,3 +93,29 @@ def sentences_within(text: str, max_bytes: int) -> str:
             break
         cut = end.end()
     return text[:cut] if cut else text
+
+
+_HOST_BLOCK = re.compile(
+    r"^(?:Conversation info|Sender|Thread starter|Replied message|Forwarded message)"
+    r" \(untrusted[^)]*\):\s*```(?:json)?\n.*?\n```\s*",
+    re.DOTALL | re.MULTILINE,
+)
+_HOST_LINE = re.compile(r"^\[message_id: [^\]\n]*\]\s*", re.MULTILINE)
+_HOST_TIME = re.compile(r"^\[(?:[A-Z][a-z]{2} )?\d{4}-\d\d-\d\d[ T][\d:]{4,8}[^\]\n]{0,24}\]\s*",
+                        re.MULTILINE)
+_SENDER_ID = re.compile(r'"sender_id":\s*"([^"\n]{1,80})"')
+
+
+def without_host_metadata(text: str) -> str:
+    """``text`` without what a host prepends to a user's message: "Conversation info
+    (untrusted metadata)" and "Sender (untrusted metadata)" blocks, ``[message_id: …]``
+    lines, a leading ``[Wed 2026-03-25 08:29 GMT+8]`` time and the sender id a chat host
+    puts before the words (``ou_…: ``)."""
+    if "(untrusted" not in text and "[message_id:" not in text and not text.startswith("["):
+        return text
+    sender = _SENDER_ID.search(text)
+    text = _HOST_LINE.sub("", _HOST_BLOCK.sub("", text))
+    text = _HOST_TIME.sub("", text.lstrip())
+    if sender:
+        text = re.sub(rf"^{re.escape(sender.group(1))}: ", "", text, flags=re.MULTILINE)
+    return text.strip()

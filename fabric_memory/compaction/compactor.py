@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
 from ..errors import clipped
+from ..redact import SIGNATURE_REACH
 from ..sources.registry import TOOLS
-from ..sources.tools import DONE, FileWork
+from ..sources.tools import DONE, FileWork, Use
 from ..trace import (
     FabricExecutionTraceOperationV1,
     FabricResult,
@@ -30,7 +31,7 @@ from ..trace import (
     phase_address,
 )
 from ..view import EntryView, ToolCall, content_text
-from .authored import authored, is_request, sentences_within
+from .authored import authored, is_request, sentences_within, without_host_metadata
 from .closure import entry_ids, index_tool_calls, safe_cut, window_start
 from .details import (
     Coverage,
@@ -40,10 +41,13 @@ from .details import (
     build_details,
     previous_state,
 )
-from .ledger import CAPS, LEDGERS, Item, LedgerBuilder, LedgerName, Pending, Run
+from .digest import content_digest, printed
+from .facts import SOURCE_WEIGHT, Kind, facts, first_error_line, rank, reports_error
+from .ledger import CAPS, LEDGERS, Item, Ledger, LedgerBuilder, LedgerName, Pending, Run
 from .render import render_summary
 from .text import (
     blocks_text,
+    bounded,
     clip,
     clip_collapsed,
     collapse,
@@ -52,14 +56,17 @@ from .text import (
     plain_ids,
     target_key,
     target_of,
+    whole_or_ends,
 )
 from .work import Run as ShellRun
 from .work import checks as check_commands
 from .work import (
     first_changed_line,
     interesting,
+    is_check,
     moves,
     no_match,
+    programs,
     shell_run,
     vcs_events,
     written_lines,
@@ -78,12 +85,36 @@ STATEMENT_BYTES: Final = 300
 FACT_BYTES: Final = 600
 TARGET_BYTES: Final = 120
 ERROR_BYTES: Final = 160
-USER_SNIPPET_BYTES: Final = 200
-ASSISTANT_SNIPPET_BYTES: Final = 160
 STATUS_BYTES: Final = 300
 CHANGE_LINE_BYTES: Final = 90
 """An edit's changed line, on each side."""
 COMMAND_BYTES: Final = 80
+SHOWN_COMMAND_BYTES: Final = 200
+"""A command as the commands section shows it (and groups its runs by)."""
+PRINTED_BYTES: Final = 400
+"""What a command printed, per command."""
+DIGEST_BYTES: Final = 300
+"""What a write put in its file, per write."""
+CONCLUSION_CHARS: Final = 1000
+"""How much of the end of a turn's last assistant reply is read for exact facts."""
+TOOL_FACT_CHARS: Final = 1500
+"""A result of another tool (not a file's, not a shell's) this short is read for exact facts
+(a status, a lookup); a longer one is content, not a report."""
+ERROR_TEXT_CHARS: Final = 4000
+OUTPUT_CHARS: Final = 65_536
+"""A command's output longer than this is digested by its start."""
+"""How much of a failed tool result is read for exact facts."""
+USER_CHARS: Final = 600
+"""A user's message up to this many characters is carried whole (longer: start and end)."""
+ASSISTANT_CHARS: Final = 160
+"""An assistant's reply per turn in a large span; a small span gives each turn more."""
+MESSAGE_CHARS: Final = 2000
+"""The most of one user message a small span carries whole."""
+REPLY_CHARS: Final = 800
+"""The most of one assistant reply a small span carries (its start and end)."""
+SPAN_CHARS: Final = 16_000
+"""Characters of user and assistant text a span's turns may share before the bounds above."""
+_SHELLS: Final = frozenset({"cmd", "cmd.exe", "bash", "sh", "zsh", "powershell", "pwsh"})
 EVENT_BYTES: Final = 200
 CHANGES_PER_FILE: Final = 3
 """A file's latest changes kept in the state (older ones leave it as newer ones come)."""
@@ -100,18 +131,37 @@ _GOAL_WORDS: Final = ("goal",)
 _FACT_WORDS: Final = ("remember", "don't forget", "do not forget", "keep in mind", "note that")
 
 
-def _words(words: tuple[str, ...]) -> re.Pattern[str]:
-    """Any of ``words`` as a whole word, case-insensitively. The lookahead on the words'
-    first letters (same flags, so it admits exactly what the words' own first letters
-    would) lets the search skip most positions cheaply: ~3x faster on user messages."""
-    firsts = "".join(sorted({word[0] for word in words}))
-    return re.compile(rf"\b(?=[{firsts}])(?:{'|'.join(words)})\b", re.IGNORECASE)
+_CJK_CONSTRAINT_WORDS: Final = ("必须", "不要", "不能", "禁止", "务必", "一定要", "绝不", "不许",
+                                "してはいけない", "しないで", "必ず", "하지 마", "반드시")
+_CJK_GOAL_WORDS: Final = ("目标", "目的", "目標", "목표")
+_CJK_FACT_WORDS: Final = ("记住", "别忘了", "注意", "覚えて", "忘れないで", "기억해")
+"""Statement words of scripts written without spaces: matched anywhere (there is no word
+boundary between two such characters)."""
 
 
-_CONSTRAINT = _words(_CONSTRAINT_WORDS)
-_GOAL = _words(_GOAL_WORDS)
-_FACT = _words(_FACT_WORDS)
-_STATEMENT = _words(_CONSTRAINT_WORDS + _GOAL_WORDS + _FACT_WORDS)
+class _Words:
+    """Any of some words as a whole word, or of words of scripts without spaces anywhere,
+    case-insensitively. The lookahead on the words' first letters (same flags, so it admits
+    exactly what the words' own first letters would) lets the search skip most positions
+    cheaply: ~3x faster on user messages; an ASCII text is never searched for the others."""
+
+    __slots__ = ("cjk", "spaced")
+
+    def __init__(self, words: tuple[str, ...], cjk: tuple[str, ...]) -> None:
+        firsts = "".join(sorted({word[0] for word in words}))
+        self.spaced = re.compile(rf"\b(?=[{firsts}])(?:{'|'.join(words)})\b", re.IGNORECASE)
+        self.cjk = re.compile("|".join(cjk))
+
+    def search(self, text: str) -> bool:
+        return self.spaced.search(text) is not None or (
+            not text.isascii() and self.cjk.search(text) is not None)
+
+
+_CONSTRAINT = _Words(_CONSTRAINT_WORDS, _CJK_CONSTRAINT_WORDS)
+_GOAL = _Words(_GOAL_WORDS, _CJK_GOAL_WORDS)
+_FACT = _Words(_FACT_WORDS, _CJK_FACT_WORDS)
+_STATEMENT = _Words(_CONSTRAINT_WORDS + _GOAL_WORDS + _FACT_WORDS,
+                    _CJK_CONSTRAINT_WORDS + _CJK_GOAL_WORDS + _CJK_FACT_WORDS)
 """Any statement word: a text without one states nothing (one search instead of three)."""
 _STATEMENT_PARTS: Final = tuple(
     word for word in (_CONSTRAINT_WORDS + _GOAL_WORDS + _FACT_WORDS)
@@ -128,7 +178,7 @@ def _may_state(text: str) -> bool:
     the many texts without one. Elsewhere the regex alone (lower() and IGNORECASE differ
     on a few characters)."""
     if not text.isascii():
-        return _STATEMENT.search(text) is not None
+        return _STATEMENT.search(text)
     lowered = text.lower()
     for part in _STATEMENT_PARTS:  # noqa: SIM110 (any() over a generator or map: ~1.7x slower)
         if part in lowered:
@@ -136,7 +186,10 @@ def _may_state(text: str) -> bool:
     return False
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_SYSTEM_NOTICE = re.compile(r"^\s*(?:\[[^\]\n]{1,40}\]\s*)?System(?: \(untrusted\))?:",
+                            re.IGNORECASE)
+"""A host's system notice delivered as a user message (``System: [time] …``)."""
 _STATEMENT_LEDGERS: Final[Mapping[str, LedgerName]] = {
     "goal": "goal",
     "constraint": "constraints",
@@ -296,8 +349,8 @@ class _Turn:
     """One user turn over a contiguous run of entries; ``continued`` when the run starts
     inside a turn an earlier cycle began (a split turn)."""
 
-    __slots__ = ("assistant", "failures", "first", "last", "notes", "operations", "tools",
-                 "user")
+    __slots__ = ("assistant", "assistant_at", "failures", "first", "last", "notes", "operations",
+                 "tools", "user")
 
     def __init__(self, first: str, user: str | None) -> None:
         self.first = first
@@ -305,6 +358,7 @@ class _Turn:
         self.user = user
         self.assistant = ""
         """The latest assistant text, whitespace not yet collapsed."""
+        self.assistant_at = ""
         self.tools: dict[str, int] = {}
         self.operations = 0
         self.failures = 0
@@ -318,10 +372,14 @@ class _Turn:
         """Settings and system entries before the first user message say nothing."""
         return not (self.user or self.assistant or self.tools or self.operations or self.notes)
 
-    def text(self) -> str:
-        parts = [f'user: "{clip(self.user, USER_SNIPPET_BYTES)}"'] if self.user else []
+    def text(self, bounds: _Bounds) -> str:
+        """The turn in one line: the user's message whole when short (else its start and
+        end), the assistant's latest reply within the span's bound, the tools it called."""
+        parts = [f'user: "{whole_or_ends(self.user, bounds.user)}"'] if self.user else []
         if self.assistant:
-            assistant = clip_collapsed(self.assistant, ASSISTANT_SNIPPET_BYTES)
+            assistant = (clip_collapsed(self.assistant, bounds.assistant)
+                         if bounds.assistant <= ASSISTANT_CHARS
+                         else whole_or_ends(self.assistant, bounds.assistant))
             parts.append(f'assistant: "{assistant}"')
         if self.tools:
             named = ((mask(name), n) for name, n in self.tools.items())
@@ -335,6 +393,37 @@ class _Turn:
         return " | ".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """Characters per turn the span's size allows: a small span carries more of each turn
+    (:func:`span_bounds`)."""
+
+    user: int = USER_CHARS
+    assistant: int = ASSISTANT_CHARS
+
+
+def span_bounds(turns: int) -> _Bounds:
+    """The bounds for a span of ``turns`` user turns: :data:`SPAN_CHARS` shared among them,
+    never under the large-span bounds, never over :data:`MESSAGE_CHARS` a user message and
+    :data:`REPLY_CHARS` an assistant reply."""
+    share = SPAN_CHARS // max(turns, 1)
+    return _Bounds(max(USER_CHARS, min(MESSAGE_CHARS, share)),
+                   max(ASSISTANT_CHARS, min(REPLY_CHARS, share // 2)))
+
+
+# Built per value on the hook's path; not frozen (see OperationEvent).
+@dataclass(slots=True)
+class _Sighting:
+    """Where an exact value was seen, by whom (the weightiest source) and how often."""
+
+    kind: str
+    first: str
+    last: str
+    source: str
+    count: int
+    order: int
+
+
 class _Touched:
     """A file this cycle touched: its first and latest address and every action on it."""
 
@@ -346,15 +435,52 @@ class _Touched:
         self.tags = tags
 
 
+def _head(text: str, chars: int) -> str:
+    """At most the first ``chars`` characters of ``text``, without the run the cut falls in
+    (a secret cut short may no longer look like one)."""
+    if len(text) <= chars:
+        return text
+    head = text[:chars]
+    return head.rsplit(None, 1)[0] if not text[chars].isspace() else head
+
+
+def _tail(text: str, chars: int) -> str:
+    """At most the last ``chars`` characters of ``text``, without the run the cut falls in."""
+    if len(text) <= chars:
+        return text
+    tail = text[-chars:]
+    return tail.split(None, 1)[-1] if not text[-chars - 1].isspace() else tail
+
+
+def _main_program(command: str) -> tuple[str, ...]:
+    """The simple command whose output matters most: the last well-known one (``git``,
+    ``ls``, a test run), else the last one (``cd x && git status`` is ``git status``)."""
+    found = programs(command)
+    for words in found:  # ``cmd /c "…"``, ``bash -lc '…'``: the command inside
+        if len(words) >= 3 and words[0] in _SHELLS and words[1] in ("/c", "-c", "-lc", "/C"):
+            return _main_program(words[2])
+    for words in reversed(found):
+        if (words and words[0] in ("git", "ls", "dir", "tree")) or is_check(words):
+            return words
+    return found[-1] if found else ()
+
+
 # --- one cycle -----------------------------------------------------------------------
 
 
 class _Cycle:
     """The previous state advanced entry by entry (each entry's view is read once)."""
 
-    def __init__(self, previous: CumulativeState, calls: Mapping[str, ToolCall]) -> None:
+    def __init__(self, previous: CumulativeState, calls: Mapping[str, ToolCall],
+                 bounds: _Bounds | None = None) -> None:
         self.previous = previous
         self.calls = calls
+        self.bounds = bounds or _Bounds()
+        self.seen: dict[str, _Sighting] = {}
+        self.sightings = 0
+        """Exact values this cycle, by value (masked when the state is taken)."""
+        self.command_runs: dict[str, int] = {}
+        """This cycle's runs per shown command (earlier cycles' are in their items' tags)."""
         self.ledgers = {name: LedgerBuilder(previous.ledgers[name]) for name in LEDGERS}
         goals = previous.ledgers["goal"].total
         self.goal_known = bool(goals) and (goals >= GOAL_ITEMS or any(
@@ -391,7 +517,8 @@ class _Cycle:
         self.last = address
         role = view.role
         if role == "user":
-            text = collapse(blocks_text(view.text, view.blocks))
+            said = without_host_metadata(blocks_text(view.text, view.blocks))
+            text = collapse(said)
             self._close_turn()
             self.turn = _Turn(address, text)
             self.turns += 1
@@ -399,12 +526,14 @@ class _Cycle:
                 # Only a text with a statement word (or before the goal is known) is read
                 # for what the user wrote apart from what they pasted: most texts have none.
                 if not self.goal_known or _may_state(text):
-                    own = authored(view.text)
-                    own = text if own is view.text else collapse(own)
+                    own = authored(said)
+                    own = text if own is said else collapse(own)
                     if own:
                         self._state(address, own)
                 self.status["user"] = (address, text)
-                self.user_said = view.text
+                self.user_said = said
+                system = _SYSTEM_NOTICE.match(said) is not None
+                self._facts(address, text, "system" if system else "user")
             return
         turn = self.turn
         if turn is None:
@@ -415,6 +544,7 @@ class _Cycle:
             text = blocks_text(view.text, view.blocks)
             if text and not text.isspace():
                 turn.assistant = text
+                turn.assistant_at = address
                 self.status["assistant"] = (address, text)
             if view.tool_calls:
                 tools = turn.tools
@@ -436,14 +566,17 @@ class _Cycle:
                 exit_code = message.get("exitCode")
                 turn.notes.append(f"ran `{shown}` (exit {mask(str(exit_code))})")
                 output = message.get("output")
+                run = shell_run(output if isinstance(output, str) else "", False, exit_code)
+                self._command(address, command, message, run)
                 if interesting(command):
-                    run = shell_run(output if isinstance(output, str) else "", False, exit_code)
                     self._shell(address, command, run)
         elif view.type == "branch_summary":
             turn.notes.append("returned from another branch")
         elif view.type == "custom_message":
             kind = view.raw.get("customType")
             turn.notes.append(f"{mask(kind) if isinstance(kind, str) else 'custom'} message")
+            if view.text:
+                self._facts(address, view.text, "system")
 
     def _state(self, address: str, text: str) -> None:
         """What ``text`` (the user's own words, collapsed) states; the goal is the first
@@ -462,16 +595,45 @@ class _Cycle:
         turn = self.turn
         if turn is None or turn.empty():
             return
+        if turn.assistant:  # the turn's conclusion: the end of the assistant's latest reply
+            # (with the reach a secret's name may have before its value, masked as context)
+            self._facts(turn.assistant_at,
+                        _tail(turn.assistant, CONCLUSION_CHARS + SIGNATURE_REACH), "assistant")
         turns = self.ledgers["turns"]
+        bounds = self.bounds
         if turn.continued:
             prior = turns.pop_last()
             if prior is not None:
-                turns.add(Item(prior.first, turn.last, f"{prior.text} | {turn.text()}"))
+                turns.add(Item(prior.first, turn.last, f"{prior.text} | {turn.text(bounds)}"))
             else:
-                turns.add(Item(turn.first, turn.last, f"(continued) | {turn.text()}"))
+                turns.add(Item(turn.first, turn.last, f"(continued) | {turn.text(bounds)}"))
             return
         first, last = turn.first, turn.last
-        turns.add_pending(Pending(first, last, lambda: Item(first, last, turn.text())))
+        turns.add_pending(Pending(first, last, lambda: Item(first, last, turn.text(bounds))))
+
+    def _facts(self, address: str, text: str, source: str) -> None:
+        """Note each exact value ``text`` holds as seen at ``address`` by ``source``: read
+        from the text masked whole (a value is masked by its context: ``token: …``), which
+        is done only when the text holds a value at all (most hold none, and masking adds
+        none)."""
+        if not facts(text):
+            return
+        seen = self.seen
+        for kind, value in facts(mask(text)):
+            self._sighting(address, kind, value, source, seen)
+
+    def _sighting(self, address: str, kind: Kind | str, value: str, source: str,
+                  seen: dict[str, _Sighting]) -> None:
+        order = self.sightings = self.sightings + 1
+        found = seen.get(value)
+        if found is None:
+            seen[value] = _Sighting(kind, address, address, source, 1, order)
+            return
+        found.last = address
+        found.count += 1
+        found.order = order
+        if SOURCE_WEIGHT.get(source, 1) > SOURCE_WEIGHT.get(found.source, 1):
+            found.source = source
 
     def _fabric(self, fabric: FabricResult, turn: _Turn) -> None:
         counts = self.counts
@@ -517,21 +679,42 @@ class _Cycle:
         arguments = call.arguments if call is not None else {}
         message = view.message or {}
         failed = message.get("isError") is True
+        details = message.get("details")
+        exit_code = message.get("exitCode")
+        if type(details) is dict:  # a host's structured outcome (OpenClaw: status, exitCode)
+            exit_code = details.get("exitCode", exit_code)
+            failed = failed or details.get("status") == "error"
         tool = TOOLS.get(name)
         use = tool.use(arguments) if tool is not None else None
         command = use.command if use is not None else None
         interrupted = message.get("interrupted") is True
-        if command is not None and interesting(command):
-            run = shell_run(content_text(message.get("content")), failed,
-                            message.get("exitCode"))
-            if failed and no_match(command, run):
+        output: str | None = None
+        if command is not None:
+            failed = failed or (type(exit_code) is int and exit_code != 0)
+            if not (failed or interesting(command)):  # its output is read only if kept
+                self._command(view.id, command, message, None)
+                return self._done(name, use, arguments, view.id)
+            output = content_text(message.get("content"))
+            run = shell_run(output, failed, exit_code)
+            failed = failed or run.failed
+            self._command(view.id, command, message, run)
+            if run.failed and no_match(command, run):
                 self.counts["searchesWithoutMatch"] += 1
-                return
-            self._shell(view.id, command, run, interrupted)
+                return None
+            if interesting(command):
+                self._shell(view.id, command, run, interrupted)
+        if output is None and tool is None:  # a tool the trail does not know: a report?
+            output = content_text(message.get("content"))
+            if not failed and reports_error(output):
+                failed = True
+            elif not failed and len(output) <= TOOL_FACT_CHARS:
+                self._facts(view.id, output, "tool")
         target = use.target if use is not None and use.target is not None else None
         if target is None:
             target = target_of(arguments)
         if failed or interrupted:
+            self._error_facts(view.id, output if output is not None
+                              else content_text(message.get("content")))
             key = self._error(OperationEvent(view.id, name, target,
                                              "interrupted" if interrupted else "failed", None,
                                              None, "tool"))
@@ -539,14 +722,60 @@ class _Cycle:
                 failed_checks = self._failed_checks()
                 for check in check_commands(command):
                     failed_checks.setdefault(clip(check, COMMAND_BYTES), []).append(key)
-            return
+            return None
+        return self._done(name, use, arguments, view.id, target)
+
+    def _done(self, name: str, use: Use | None, arguments: Mapping[str, Any], address: str,
+              target: str | None = None) -> None:
+        """A call that succeeded: the errors it resolves and what it did to files and plans."""
+        if target is None:
+            target = use.target if use is not None and use.target is not None else None
+            if target is None:
+                target = target_of(arguments)
         self._resolve_target(name, target)
         if use is None:
             return
         for work in use.files:
-            self._file_work(work, view.id)
+            self._file_work(work, address)
         if use.plan is not None:
-            self._plan(use.plan, view.id)
+            self._plan(use.plan, address)
+
+    def _error_facts(self, address: str, text: str) -> None:
+        """A failed result's first error line and the exact values in it."""
+        text = mask(_head(text, ERROR_TEXT_CHARS))
+        line = first_error_line(text)
+        if line:
+            self._sighting(address, "error", line, "error", self.seen)
+        seen = self.seen
+        for kind, value in facts(text):
+            self._sighting(address, kind, value, "error", seen)
+
+    def _command(self, address: str, command: str, message: Mapping[str, Any],
+                 run: ShellRun | None) -> None:
+        """A shell command's latest run under its shown text, with its exit status and what
+        it printed that matters (:func:`~.digest.printed`, written only if kept; ``run``:
+        None when it succeeded and nothing read its output yet)."""
+        key = clip(collapse(command), SHOWN_COMMAND_BYTES)
+        commands = self.ledgers["commands"]
+        runs = self.command_runs.get(key, 0) + 1
+        for item in commands.remove(key):
+            if isinstance(item, Item):  # an earlier cycle's latest run, with its count
+                tag = item.tags[0] if item.tags else ""
+                runs += int(tag.split()[0]) if tag[:1].isdigit() else 1
+        self.command_runs[key] = runs
+
+        def write() -> Item:
+            done = run or shell_run(content_text(message.get("content")), False)
+            output = done.output
+            # Masked whole (a value is masked by its context); a huge output by its start.
+            output = mask(output if len(output) <= OUTPUT_CHARS else _head(output, OUTPUT_CHARS))
+            said = printed(_main_program(command), output, done.failed)
+            status = f"exit {done.exit_code}" if done.failed else "ok"
+            text = f"`{key}` -> {status}" + (f": {clip(said, PRINTED_BYTES)}" if said else "")
+            return Item(address, address, text, key=key,
+                        tags=(f"{runs} runs",) if runs > 1 else ())
+
+        commands.add(Pending(address, address, write, key))
 
     def _file_work(self, work: FileWork, address: str) -> None:
         """A file a call touched (its path masked where it enters the state) and, but for
@@ -639,6 +868,16 @@ class _Cycle:
                 return
             created = work.action == "created" or not seen
             change = f"{'created' if created else 'overwritten'} ({count} lines)"
+            digest = content_digest(work.new or "")
+            if digest:
+                change += f": {clip(digest, DIGEST_BYTES)}"
+            # A file's writes are kept apart from its edits: later edits never push out
+            # what an earlier version held.
+            self.ledgers["changes"].add_latest(
+                Item(address, address, f"{shown}: {change}", key=target_key(shown, "written")),
+                CHANGES_PER_FILE,
+            )
+            return
         self.ledgers["changes"].add_latest(
             Item(address, address, f"{shown}: {change}", key=shown), CHANGES_PER_FILE
         )
@@ -737,12 +976,60 @@ class _Cycle:
             self.last or previous.coverage.last,
             previous.coverage.entries + self.entries,
         )
+        ledgers = {name: self.ledgers[name].settle(CAPS[name]) for name in LEDGERS}
+        ledgers["identifiers"] = self._identifiers(ledgers["files"])
         return CumulativeState(
             coverage,
             {key: value for key, value in sorted(counts.items()) if value},
             tuple(status[role] for role in ("user", "assistant") if role in status),
-            {name: self.ledgers[name].settle(CAPS[name]) for name in LEDGERS},
+            ledgers,
         )
+
+    def _identifiers(self, files: Ledger) -> Ledger:
+        """The exact values of every cycle so far, ranked (:func:`~.facts.rank`), the best
+        within the ledger's bytes, best first; a path the files section lists is left out.
+        Each item is ``kind: `value``` keyed by the (masked) value, tagged with who said it
+        and, when more than once, how many times."""
+        previous = self.previous.ledgers["identifiers"]
+        if not self.seen:
+            return previous
+        known = {item.key for item in files.items}
+        merged: dict[str, _Sighting] = {}
+        for at, item in enumerate(previous.items):
+            kind, _, _ = item.text.partition(": ")
+            source = item.tags[0] if item.tags else "assistant"
+            count = int(item.tags[1].split()[1]) if len(item.tags) > 1 else 1
+            merged[item.key] = _Sighting(kind, item.first, item.last, source, count,
+                                         at - len(previous.items))
+        for value, seen in self.seen.items():
+            key = mask(value)
+            if seen.kind == "path" and key in known:
+                continue
+            earlier = merged.get(key)
+            if earlier is None:
+                merged[key] = seen  # (this cycle's own: nothing else reads it)
+                continue
+            earlier.last, earlier.order = seen.last, seen.order
+            earlier.count += seen.count
+            if SOURCE_WEIGHT.get(seen.source, 1) > SOURCE_WEIGHT.get(earlier.source, 1):
+                earlier.source = seen.source
+        total = max(self.sightings, 1)
+        ranked = sorted(merged.items(), key=lambda pair: -rank(
+            pair[1].source, pair[1].count, max(pair[1].order, 0), total))
+        kept: list[Item] = []
+        room = CAPS["identifiers"].head
+        for at, (key, seen) in enumerate(ranked):
+            times = (f"seen {seen.count} times",) if seen.count > 1 else ()
+            item = Item(seen.first, seen.last, f"{seen.kind}: `{bounded(key, ERROR_BYTES)}`",
+                        key, (seen.source, *times))
+            if item.weight > room:
+                rest = ranked[at:]
+                return Ledger(tuple(kept), (), previous.dropped + len(rest),
+                              previous.dropped_first or rest[0][1].first, rest[-1][1].last)
+            room -= item.weight
+            kept.append(item)
+        return Ledger(tuple(kept), (), previous.dropped, previous.dropped_first,
+                      previous.dropped_last)
 
 
 # --- compacting a branch -------------------------------------------------------------
@@ -782,9 +1069,10 @@ def compact_branch(
             "call with its result"
         )
     previous, resume = previous_state(branch, safe)
+    span = branch[resume:safe]
     with masking_once():
-        cycle = _Cycle(previous, calls)
-        for view in branch[resume:safe]:
+        cycle = _Cycle(previous, calls, span_bounds(sum(view.role == "user" for view in span)))
+        for view in span:
             cycle.add(view)
         state = cycle.state()
         kept = branch[safe].id if safe < len(branch) else ""

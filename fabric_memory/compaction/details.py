@@ -5,9 +5,10 @@ The details carry the :class:`CumulativeState` (coverage, counts, the latest sta
 every ledger as the summary showed it) under a compactor name and a version. The next
 cycle resumes from that state, never from the summary text; details another compactor
 (or another version) wrote, or damaged ones, make it rebuild from the branch. The state
-names the redaction rules its texts were masked under (``rules``); one read back under
-other rules, or none, is masked again (:func:`remasked`): it is shown in the next
-summary, and it may have been written before a rule existed.
+names the redaction rules its texts were masked under (``rules``), but whatever it names,
+a state read back is masked again by today's rules (:func:`remasked`) before any of it is
+shown in the next summary or carried on: it may have been written before a rule existed,
+or edited since by anything that can write the session file.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ COMPACTOR: Final = "fabric-memory"
 DETAILS_VERSION: Final = 1
 STATE_VERSION: Final = 2
 """2: the ``changes``, ``commits`` and ``checks`` ledgers (a version 1 state is rebuilt)."""
-OPTIONAL_LEDGERS: Final[frozenset[LedgerName]] = frozenset({"plan"})
+OPTIONAL_LEDGERS: Final[frozenset[LedgerName]] = frozenset({"plan", "identifiers", "commands"})
 """Ledgers added within version 2: written only when they hold something, read as empty
 when absent (a state written before them stays valid, and a session without them keeps
 the same details)."""
@@ -183,8 +184,7 @@ def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeSta
     state = read_state(stored)
     if state is None:
         return CumulativeState(), 0
-    if not (isinstance(stored, Mapping) and stored.get("rules") == RULES_FINGERPRINT):
-        state = remasked(state)  # (a state masked under today's rules is kept as it is)
+    state = remasked(state)  # trusting no fingerprint: masking it costs little
     if state.coverage.last is None:
         return state, 0
     resume = next((i for i, e in enumerate(branch) if e.id == state.coverage.last), None)

@@ -1,5 +1,5 @@
 """Ledgers: the sampled lists a compaction carries (goal, constraints, facts, errors, open
-items, files, file changes, commits, checks, activity, turns).
+items, exact identifiers, files, file changes, commits, commands, checks, activity, turns).
 
 A :class:`Ledger` keeps the earliest items (``head``), a counted gap of items that no
 longer fit (``dropped``, with the addresses that bound it) and the latest items
@@ -19,8 +19,8 @@ from .._js import is_count
 from .text import utf8_size
 
 LedgerName = Literal[
-    "goal", "constraints", "facts", "errors", "plan", "files", "changes", "commits", "checks",
-    "activity", "turns",
+    "goal", "constraints", "facts", "errors", "plan", "identifiers", "files", "changes",
+    "commits", "commands", "checks", "activity", "turns",
 ]
 LEDGERS: Final[tuple[LedgerName, ...]] = (
     "goal",
@@ -28,9 +28,11 @@ LEDGERS: Final[tuple[LedgerName, ...]] = (
     "facts",
     "errors",
     "plan",
+    "identifiers",
     "files",
     "changes",
     "commits",
+    "commands",
     "checks",
     "activity",
     "turns",
@@ -195,9 +197,11 @@ CAPS: Final[Mapping[LedgerName, Cap]] = {
     "facts": Cap(2048, 4096),
     "errors": Cap(3072, 9216),
     "plan": Cap(1024, 3072),
+    "identifiers": Cap(4096, 0),
     "files": Cap(2048, 9216),
     "changes": Cap(1024, 6144),
     "commits": Cap(1024, 3072),
+    "commands": Cap(1024, 7168),
     "checks": Cap(512, 2560),
     "activity": Cap(4096, 16384),
     "turns": Cap(4096, 16384),

@@ -177,3 +177,26 @@ def bounded_id(value: str) -> str:
     """An id the details store for display only (the session id), cut to :data:`ID_CHARS`
     characters."""
     return value if len(value) <= ID_CHARS else value[:ID_CHARS] + "..."
+
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s|(?<=[。！？；])")
+
+
+def whole_or_ends(text: str, max_chars: int) -> str:
+    """``text`` (collapsed, masked) whole when it has at most ``max_chars`` characters;
+    else its start and its end, each cut at a sentence break when one is near (any script:
+    ``.!?;`` before a space, or ``。！？；``), joined by `` ... ``."""
+    text = mask(collapse(text))
+    if len(text) <= max_chars:
+        return text
+    head_room = max_chars * 2 // 3
+    tail_room = max_chars - head_room - 5
+    head = text[:head_room]
+    breaks = [match.end() for match in _SENTENCE_BREAK.finditer(head)]
+    if breaks and breaks[-1] > head_room // 2:
+        head = head[: breaks[-1]]
+    tail = text[-tail_room:]
+    found = _SENTENCE_BREAK.search(tail)
+    if found and found.end() < tail_room // 2:
+        tail = tail[found.end() :]
+    return f"{head.rstrip()} ... {tail.lstrip()}"

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
+from .facts import first_error_line
+
 PIPED_TAIL: Final = 8192
 """How much of a passing check's output is searched for the failure a pipe hid."""
 
@@ -40,9 +42,6 @@ _SUBCOMMAND_CHECKS: Final = {
 }
 _PACKAGE_MANAGERS: Final = frozenset({"npm", "pnpm", "yarn", "bun"})
 _SEARCHES: Final = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "find", "diff", "cmp"})
-_FAILING = re.compile(
-    r"error|fail|✗|×|✖|panic|exception|traceback|cannot|not found", re.IGNORECASE
-)
 _PIPED_FAILURE = re.compile(
     r"^(?:npm ERR!|npm error|error TS\d+|.*: error TS\d+|FAIL\b|.*\b[1-9]\d* (?:failed|errors?)\b"
     r"|Found [1-9]\d* errors?)",
@@ -189,9 +188,9 @@ def outcome(run: Run) -> tuple[bool, str]:
             return True, ""
         end = output.find("\n", piped.end())
         return False, output[piped.start() : end if end >= 0 else len(output)].strip()
-    lines = [line.strip() for line in _EXIT.sub("", output).splitlines() if line.strip()]
-    failing = next((line for line in lines if _FAILING.search(line)), lines[-1] if lines else "")
-    return False, failing
+    body = _EXIT.sub("", output)
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    return False, first_error_line(body) or (lines[-1] if lines else "")
 
 
 def first_changed_line(old: str, new: str) -> tuple[str, str]:

@@ -81,7 +81,8 @@ def dask_engine(address: str) -> Iterator[DaskEngine]:
     try:
         if local is not None:
             cluster = LocalCluster(n_workers=local, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   scheduler_port=0, dashboard_address=":0",
+                                   silence_logs=logging.ERROR)
             client = Client(cluster)
         else:
             client = Client(address, timeout=CONNECT_SECONDS)

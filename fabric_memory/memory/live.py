@@ -93,7 +93,7 @@ def watch_sessions(
     except ImportError:
         raise MissingExtraError(
             "watching needs the watchfiles package; install it with "
-            "pip install 'fabric-memory[watch]' (or '[mcp]')"
+            "pip install -e '.[watch]' (or '.[mcp]') in the fabric-memory clone"
         ) from None
     where = index_root(index)
     roots = default_roots(sessions, where, agents)[0]

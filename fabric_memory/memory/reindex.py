@@ -97,6 +97,7 @@ class _Parsed:
 @dataclass(frozen=True, slots=True)
 class _Sharding:
     cluster: str | None
+    sharded: bool
     shard_bytes: int
 
 
@@ -117,21 +118,24 @@ def reindex(
     session: str | os.PathLike[str] | None = None,
     agents: str | None = None,
     cluster: str | None = None,
+    sharded: bool = False,
     shard_bytes: int = SHARD_BYTES,
 ) -> ReindexReport:
     """Index every changed ``*.jsonl`` session under the sessions roots (``full``: all of
     them); with ``session``, only that file (it must lie under one of the roots).
     ``agents`` (``pi,codex``; else ``$FABRIC_MEMORY_AGENTS``) reads only those agents' files.
 
-    With ``cluster`` (a Dask scheduler's address, or ``local:N``), or when ``index`` is a
-    sharded index, the index is built as shards of about ``shard_bytes`` session bytes,
-    one task each, on that cluster or this machine (docs/scale.md).
+    With ``cluster`` (a Dask scheduler's address, or ``local:N``), ``sharded``, or when
+    ``index`` is a sharded index already, the index is built as shards of about
+    ``shard_bytes`` session bytes, one task each, on that cluster or else on this machine
+    (``workers`` processes: a cluster of one; docs/scale.md).
 
     With the default roots, a pass that indexes sessions naming new project folders looks
     for agent folders inside them (Catui's traces) and indexes those too, in the same call.
     """
+    sharding = _Sharding(cluster, sharded or cluster is not None, shard_bytes)
     report = _reindex(sessions, index, full, workers, progress, lock_timeout, commit_every,
-                      max_line_bytes, session, agents, _Sharding(cluster, shard_bytes))
+                      max_line_bytes, session, agents, sharding)
     while sessions is None and session is None and not os.environ.get(SESSIONS_ENV) \
             and "shards" not in report:
         _, handle = default_roots(None, index)
@@ -141,7 +145,7 @@ def reindex(
         if not later:
             break
         more = _reindex(os.pathsep.join(later), index, full, workers, progress, lock_timeout,
-                        commit_every, max_line_bytes, None, agents, _Sharding(None, 0))
+                        commit_every, max_line_bytes, None, agents, _Sharding(None, False, 0))
         add_report(report, more)
     return report
 
@@ -177,10 +181,13 @@ def _reindex(
     files, outside = _inside(roots, (path for path in candidates if not skipped(str(path))))
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
-    if sharding.cluster is not None or isinstance(handle, ShardedIndex):
-        if session is not None:
-            raise UsageError("--session: a sharded index is rebuilt by shard; drop --session "
-                             "(only the shards whose files changed are rebuilt)")
+    if sharding.sharded or isinstance(handle, ShardedIndex):
+        if session is not None and sharding.cluster is not None:
+            raise UsageError("--session: a cluster builds shards of many sessions; drop "
+                             "--cluster to index the one file into the index's delta")
+        if session is not None:  # the Pi extension's step after a compaction: the delta
+            return _update_paths(handle, roots, files, lock_timeout, max_line_bytes, narrowed,
+                                 fresh=False)
         with _engine(sharding.cluster, count) as engine:
             build_shards(root=handle.root, roots=roots, files=files, engine=engine,
                          function=build_shard, report=report, full=full,

@@ -26,7 +26,7 @@ from typing import Protocol
 import orjson
 import xxhash
 
-from ..errors import UsageError
+from ..errors import MemoryIndexError, UsageError
 from ..redact import RULES_FINGERPRINT
 from ..session import hash_file
 from .catalog import Catalog, now_iso, stat_key
@@ -173,7 +173,7 @@ def build_shards(
     with IndexLock(root) as lock:
         lock.acquire(lock_timeout)
         _refuse_single(root)
-        old = read_manifest(root) if is_sharded(root) else None
+        old = _last_manifest(root, full, report)
         if old is not None and (old["schemaVersion"], old["rulesFingerprint"]) != (
                 SCHEMA_TAG, RULES_FINGERPRINT):
             report["notices"].append(f"sharded index at {root} had schema "
@@ -200,6 +200,20 @@ def build_shards(
                         "engine": engine.where}
     report["workers"] = engine.workers
     return report
+
+
+def _last_manifest(root: Path, full: bool, report: ReindexReport) -> Manifest | None:
+    """The manifest of the last build; with ``full``, a damaged one is rebuilt from the
+    sessions instead (nothing of it is kept anyway)."""
+    if not is_sharded(root):
+        return None
+    try:
+        return read_manifest(root)
+    except MemoryIndexError as exc:
+        if not full:
+            raise
+        report["notices"].append(f"{exc.message.split('; ')[0]}; rebuilt from the sessions")
+        return None
 
 
 def _refuse_single(root: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypedDict
 
+from ..arguments import MAX_JSON_BYTES, json_value, lone_surrogate
 from ..errors import LocationRefusedError, UsageError
 from ..memory.expand import expand_request
 from ..memory.locations import working_folder
@@ -26,6 +27,23 @@ TOOLS: Final[dict[str, tuple[Callable[[Mapping[str, Any]], Any], Callable[[Any, 
     "memory_recall": (recall_request, render_recall),
     "memory_expand": (expand_request, render_expand),
 }
+
+
+def read_arguments(name: str, data: bytes) -> Any:
+    """A tool's arguments from the bytes of its stdin: one JSON value, of Unicode text, at
+    most :data:`~fabric_memory.arguments.MAX_JSON_BYTES`; else a usage error saying where."""
+    if len(data) > MAX_JSON_BYTES:
+        raise UsageError(f"{name}: the arguments are over {MAX_JSON_BYTES:,} bytes; send one "
+                         "JSON object of arguments of a few kilobytes")
+    try:
+        arguments = json_value(data.decode("utf-8", "replace"))
+    except ValueError as exc:
+        raise UsageError(f"{name}: stdin is not a JSON object of arguments: {exc}") from None
+    where = lone_surrogate(arguments)
+    if where is not None:
+        raise UsageError(f"{name}: {where} holds a lone surrogate (a \\ud800-\\udfff escape "
+                         "alone), which is not Unicode text; send valid Unicode")
+    return arguments
 
 
 class ToolAnswer(TypedDict):

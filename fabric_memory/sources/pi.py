@@ -74,13 +74,15 @@ def _omp_homes(projects: Collection[str]) -> tuple[Path, ...]:
 
 
 TOOLS: dict[str, Tool] = {
-    "read": file_tool("read", "read", "path"),
-    "edit": file_tool("edit", "modified", "path", ("oldText", "old_string"),
+    "read": file_tool("read", "read", ("path", "file_path")),
+    "edit": file_tool("edit", "modified", ("path", "file_path"), ("oldText", "old_string"),
                       ("newText", "new_string")),
-    "write": file_tool("write", "written", "path", (), ("content",)),
+    "write": file_tool("write", "written", ("path", "file_path"), (), ("content",)),
     "bash": shell_tool("command"),
+    "exec": shell_tool("command"),
 }
-"""Pi's (and oh-my-pi's) tools as the work trail reads them."""
+"""Pi's (and oh-my-pi's) tools as the work trail reads them; also those of OpenClaw, which
+writes Pi's format (``exec`` for its shell, ``file_path`` beside ``path``)."""
 
 PI = SourceReader("pi", is_pi_session, _read_pi, _pi_homes, tools=TOOLS)
 """Pi's sessions; also every Pi-format file no other reader claims by its location."""

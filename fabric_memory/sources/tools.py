@@ -69,13 +69,15 @@ def argument(arguments: Mapping[str, Any], *keys: str) -> str | None:
     return None
 
 
-def file_tool(kind: Kind, action: Action, path_key: str, old_keys: tuple[str, ...] = (),
-              new_keys: tuple[str, ...] = ()) -> Tool:
-    """A tool that touches the file named by ``path_key`` (an edit's texts under the first
-    of ``old_keys``/``new_keys`` it holds, a write's content under ``new_keys``)."""
+def file_tool(kind: Kind, action: Action, path_key: str | tuple[str, ...],
+              old_keys: tuple[str, ...] = (), new_keys: tuple[str, ...] = ()) -> Tool:
+    """A tool that touches the file named by ``path_key`` (or the first of several it
+    holds; an edit's texts under the first of ``old_keys``/``new_keys`` it holds, a write's
+    content under ``new_keys``)."""
+    path_keys = (path_key,) if isinstance(path_key, str) else path_key
 
     def use(arguments: Mapping[str, Any]) -> Use:
-        path = argument(arguments, path_key)
+        path = argument(arguments, *path_keys)
         if not path:
             return Use()
         old = argument(arguments, *old_keys) if old_keys else None
