@@ -25,10 +25,10 @@ def _hit(session: str, address: str, **extra: Any) -> dict[str, Any]:
 
 RESPONSE: Any = {
     "total": 12, "matched": "any", "allWords": 1, "offset": 0,
-    "hits": [_hit("one", "L3", role="user", words={"held": 3, "of": 3}),
+    "hits": [_hit("one", "L3", role="user", wordsHeld=3, queryWords=3),
              _hit("two", "L9", role="toolResult", tool="bash", isError=True,
-                  words={"held": 2, "of": 3}),
-             _hit("one", "L7", role="assistant", words={"held": 1, "of": 3})],
+                  wordsHeld=2, queryWords=3),
+             _hit("one", "L7", role="assistant", wordsHeld=1, queryWords=3)],
     "next": {"query": "the 'odd' parser", "limit": 3, "offset": 3, "mode": "literal",
              "index": "/idx"},
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
@@ -174,10 +174,8 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
 def _words(hit: RecallHit) -> str:
     """`` (2/3 words)``: how many of the query's words the hit holds, when the index says
     (a query of one word says nothing)."""
-    words = cast(Mapping[str, Any], hit).get("words")
-    if isinstance(words, Mapping) and isinstance(words.get("of"), int) and words["of"] > 1:
-        return f"  ({words.get('held')}/{words['of']} words)"
-    return ""
+    held, of = hit.get("wordsHeld"), hit.get("queryWords")
+    return f"  ({held}/{of} words)" if held is not None and of is not None and of > 1 else ""
 
 
 def render_expand(page: ExpandPage, door: Door = "cli") -> str:
