@@ -422,6 +422,9 @@ class _Sighting:
     source: str
     count: int
     order: int
+    """When it was last seen (sightings counted over the cycle; an earlier cycle's: below 0)."""
+    start: int
+    """When it was first seen."""
 
 
 class _Touched:
@@ -633,7 +636,7 @@ class _Cycle:
         order = self.sightings = self.sightings + 1
         found = seen.get(value)
         if found is None:
-            seen[value] = _Sighting(kind, address, address, source, 1, order)
+            seen[value] = _Sighting(kind, address, address, source, 1, order, order)
             return
         found.last = address
         found.count += 1
@@ -1007,7 +1010,7 @@ class _Cycle:
             source = item.tags[0] if item.tags else "assistant"
             count = int(item.tags[1].split()[1]) if len(item.tags) > 1 else 1
             merged[item.key] = _Sighting(kind, item.first, item.last, source, count,
-                                         at - len(previous.items))
+                                         at - len(previous.items), at - len(previous.items))
         for key, seen in self.seen.items():
             if seen.kind == "path" and key in known:
                 continue
@@ -1029,9 +1032,12 @@ class _Cycle:
             item = Item(seen.first, seen.last, f"{seen.kind}: `{bounded(key, ERROR_BYTES)}`",
                         key, (seen.source, *times))
             if item.weight > room:
-                rest = ranked[at:]
+                # The gap is bounded in source order (the items are in rank order).
+                rest = [seen for _, seen in ranked[at:]]
+                first = min(rest, key=lambda seen: seen.start).first
+                last = max(rest, key=lambda seen: seen.order).last
                 return Ledger(tuple(kept), (), previous.dropped + len(rest),
-                              previous.dropped_first or rest[0][1].first, rest[-1][1].last)
+                              previous.dropped_first or first, last)
             room -= item.weight
             kept.append(item)
         return Ledger(tuple(kept), (), previous.dropped, previous.dropped_first,
