@@ -26,6 +26,7 @@ CODEX_PARENT = (AGENTS / "codex"
 CODEX_RESUMED = (AGENTS / "codex"
                  / "rollout-2025-11-20T14-02-11-019a9f3e-5b6c-7d8e-9f01-23456789abcd.jsonl")
 CLAUDE_COLOURED = AGENTS / "claude-code" / "compact_coloured.jsonl"
+FABRO_EXPORT = AGENTS / "fabro" / "exports" / "01KCG2M4N5P6Q7R8S9T0V1W2XY.jsonl"
 
 # Words from inside the sentences of the Chinese session (no space around any of them),
 # each with the entry whose sentence holds it.
@@ -140,6 +141,23 @@ def test_ids_in_structural_fields_are_recalled_to_their_entry(tmp_path: Path) ->
     parent = recall("0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d", match="all", **roots)["hits"]
     assert {(Path(hit["path"]).name, hit["address"]) for hit in parent} == {
         (CODEX_PARENT.name, "L1"), (CODEX_RESUMED.name, "L2")}
+
+
+def test_session_and_stage_ids_find_the_entry_where_they_start(tmp_path: Path) -> None:
+    """A Claude Code session id and a Fabro agent session's and stage's ids (envelope
+    fields) each find the first entry under them, and only that one; a reader is not
+    shown them as text."""
+    roots = _index(tmp_path, CLAUDE_COLOURED, FABRO_EXPORT)
+    for query, address in (
+        ("0e26ec2f-937e-482c-b889-bc126f996913", "801d461f-636a-431e-a961-070c91c8ae3e"),
+        ("ses_01KCG2N0A1B2C3D4E5F6G7H8J9", "019b3a11-7b03-7d10-8e22-000000000003"),
+        ("migrate@1", "019b3a11-7b02-7d10-8e22-000000000002"),
+    ):
+        hits = recall(query, match="all", **roots)["hits"]
+        assert [hit["address"] for hit in hits] == [address], query
+    page = expand("01KCG2M4N5P6Q7R8S9T0V1W2XY",
+                  addresses=["019b3a11-7b02-7d10-8e22-000000000002"], **roots)
+    assert "migrate@1" not in page["entries"][0]["text"]
 
 
 # --- ranking ---------------------------------------------------------------------------
