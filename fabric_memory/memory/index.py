@@ -1258,7 +1258,9 @@ def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Quer
         # a mask, so "neither a record nor a mask" is the same filter as "an item", and
         # excluding those few is far cheaper than intersecting every match with the
         # posting list of all items.
-        clauses.append((tantivy.Occur.MustNot, _any_of("kind", (SESSION_KIND, MASK_KIND))))
+        # (Two term queries: a term set costs a single index's recall ~40% more.)
+        clauses.extend((tantivy.Occur.MustNot, tantivy.Query.term_query(SCHEMA, "kind", kind))
+                       for kind in (SESSION_KIND, MASK_KIND))
     else:
         kinds = tantivy.Query.const_score_query(_any_of("kind", spec.kinds), 0.0)
         clauses.insert(0, (tantivy.Occur.Must, kinds))
