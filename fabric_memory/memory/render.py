@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
@@ -172,12 +172,10 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
 
 
 def _words(hit: RecallHit) -> str:
-    """`` (2/3 words)``: how many of the query's words the hit holds, when the index says."""
-    held = cast(Mapping[str, Any], hit).get("wordsHeld")
-    of = cast(Mapping[str, Any], hit).get("queryWords")
-    if isinstance(held, int) and isinstance(of, int) and of > 1:
-        return f"  ({held}/{of} words)"
-    return ""
+    """`` (2/3 words)``: how many of the query's words the hit holds, when the index says
+    (a query of one word says nothing)."""
+    held, of = hit.get("wordsHeld"), hit.get("queryWords")
+    return f"  ({held}/{of} words)" if held is not None and of is not None and of > 1 else ""
 
 
 def render_expand(page: ExpandPage, door: Door = "cli") -> str:

@@ -285,10 +285,11 @@ def patch_files(patch: str) -> tuple[FileWork, ...]:
     new: list[str] = []
 
     def close() -> None:
-        if found and found[-1].action != "deleted":
-            last = found[-1]
-            last.new = "\n".join(new) + ("\n" if new and last.action == "created" else "")
-            last.old = None if last.action == "created" else "\n".join(old)
+        last = found[-1] if found else None
+        if last is not None and last.action == "created":
+            last.new = "\n".join(new) + ("\n" if new else "")
+        elif last is not None and last.action == "modified" and (old or new):
+            last.old, last.new = "\n".join(old), "\n".join(new)
         old.clear()
         new.clear()
 
