@@ -471,6 +471,10 @@ def _run_handoff(args: argparse.Namespace) -> Outcome:
     if run.output is None:
         args.json = False  # nothing at all on stdout, even with --json
         return Outcome(None, "")
+    if not args.json:  # UTF-8 bytes whatever the locale's encoding of stdout
+        sys.stdout.buffer.write(run.output.encode() + b"\n")
+        sys.stdout.flush()
+        return Outcome(None, "")
     return Outcome(orjson.loads(run.output), run.output)
 
 

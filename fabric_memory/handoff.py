@@ -159,8 +159,14 @@ class Line:
 class Section:
     title: str
     lines: list[Line]
-    keep_latest: bool = True
-    """When cut, keep the latest lines (else the earliest)."""
+    words: bool = False
+    """The user's words: when cut, the first (the task) and the latest lines are kept, and
+    their text is never rewritten; other sections keep their latest lines."""
+
+    def preference(self) -> list[int]:
+        """Line indexes in the order they are given room."""
+        latest = list(range(len(self.lines) - 1, -1, -1))
+        return latest[-1:] + latest[:-1] if self.words else latest
 
 
 def _core(text: str) -> str:
@@ -206,14 +212,14 @@ def packet_sections(span: Span, project: str | None = None) -> list[Section]:
         Section("Commits", [Line(i.first, i.last, i.text) for i in ledgers["commits"].items]),
         Section("File changes", [Line(i.first, i.last, i.text)
                                  for i in ledgers["changes"].items]),
-        Section("The user's words", words, keep_latest=False),
+        Section("The user's words", words, words=True),
         Section("Checks", passed),
         Section("Where to look", files),
     ]
     if project and project.startswith("/"):
         inside = project.rstrip("/") + "/"
         for section in sections:
-            if section.keep_latest:  # (the user's words stay as they wrote them)
+            if not section.words:  # (the user's words stay as they wrote them)
                 for line in section.lines:
                     line.text = line.text.replace(inside, "")
     if span.host_summary:
@@ -245,8 +251,8 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
                   project: str | None = None) -> str:
     """The hook's stdout: ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
     "additionalContext": <packet>}}`` within ``max_bytes`` (the whole line). Each section
-    shows its first three lines before any section gets more; a section cut names what it
-    left out and the exact call that reads it."""
+    shows three lines (:meth:`Section.preference`) before any section gets more; a section
+    cut names what it left out and the exact call that reads it."""
     from .compaction.text import shown_id
 
     session = shown_id(session_id)
@@ -264,28 +270,31 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
              for section in sections]
     sizes = [[_escaped_size(text) for text in shown] for shown in lines]
     headings = [f"\n## {section.title} ({len(section.lines)})\n" for section in sections]
-    omission_reserve = 160
+    # A section shown in part ends with its omission line: its room is held from its first
+    # line on (at its widest) and given back once the section is shown whole.
+    cut_line = [_escaped_size(_omission(session, len(section.lines), widest, widest))
+                if len(section.lines) > 1 else 0
+                for section in sections
+                for widest in [max((shown_id(a) for line in section.lines
+                                    for a in (line.first, line.last)), key=len, default="")]]
     chosen: list[list[int]] = [[] for _ in sections]
     used = 0
     for limit in (3, None):
         for at, section in enumerate(sections):
-            if not lines[at]:
-                continue
-            order = list(range(len(lines[at])))
-            if section.keep_latest:
-                order.reverse()
-            heading = 0 if chosen[at] else _escaped_size(headings[at])
-            for index in order:
+            for index in section.preference():
                 if index in chosen[at]:
                     continue
                 if limit is not None and len(chosen[at]) >= limit:
                     break
-                cost = sizes[at][index] + heading
-                if used + cost + omission_reserve > room:
+                cost = sizes[at][index]
+                if not chosen[at]:
+                    cost += _escaped_size(headings[at]) + cut_line[at]
+                if len(chosen[at]) + 1 == len(lines[at]):
+                    cost -= cut_line[at]
+                if used + cost > room:
                     break
                 chosen[at].append(index)
                 used += cost
-                heading = 0
     body = []
     for at, section in enumerate(sections):
         if not chosen[at]:
@@ -294,10 +303,8 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
         text = headings[at] + "".join(lines[at][index] for index in shown)
         left = [line for index, line in enumerate(section.lines) if index not in shown]
         if left:
-            first_left, last_left = left[0].first, left[-1].last
-            text += (f"- ... {len(left)} more [{shown_id(first_left)} ... {shown_id(last_left)}]: "
-                     f"`fabric-memory expand {session} --range "
-                     f"{shown_id(first_left)}:{shown_id(last_left)}`\n")
+            text += _omission(session, len(left), shown_id(left[0].first),
+                              shown_id(left[-1].last))
         body.append(text)
     packet = head + "".join(body)
     output = orjson.dumps(_output(packet))
@@ -306,6 +313,12 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
         packet = head + "".join(body)
         output = orjson.dumps(_output(packet))
     return output.decode()
+
+
+def _omission(session: str, count: int, first: str, last: str) -> str:
+    """The line that names what a cut section left out and the call that reads it."""
+    return (f"- ... {count} more [{first} ... {last}]: "
+            f"`fabric-memory expand {session} --range {first}:{last}`\n")
 
 
 def _output(packet: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from fabric_memory.handoff import (
     run_handoff,
 )
 
+from .agent_homes import mcp_answers
 from .transcripts import ClaudeTranscript, CodexRollout, exec_output
 
 ADDRESS = re.compile(r"^- \[([^\]]+)\] ", re.MULTILINE)
@@ -233,8 +234,9 @@ def test_the_hook_fails_open(case: str, tmp_path: Path) -> None:
     t = ClaudeTranscript()
     t.user("hello")
     data = FAILURES[case](tmp_path)
-    done, _ = _hook(data, tmp_path / "home")
+    done, took = _hook(data, tmp_path / "home")
     assert (done.returncode, done.stdout) == (0, b"")
+    assert took < 2.0 + 1.5  # the budget, and the interpreter's start
     log = (tmp_path / "home" / "handoff.log").read_text().splitlines()
     assert len(log) == 1 and " handoff " in log[0]
 
@@ -424,3 +426,50 @@ def test_a_real_second_compaction_speaks_of_the_work_after_the_first(tmp_path: P
         assert f"commit {hash_} " in packet
     for file in facts["files"]:
         assert f"] {file.removeprefix(project)}: edit" in packet
+
+
+def test_the_mcp_expand_tool_reads_a_packets_address_before_any_reindex(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MCP `expand` tool, with the arguments the packet names, finds the session in
+    Claude Code's folder although no index exists yet."""
+    t, marks = _claude_two_compactions()
+    folder = tmp_path / "claude" / "projects" / "-home-dev-projects-ledger"
+    folder.mkdir(parents=True)
+    path = t.write(folder / f"{t.session_id}.jsonl")
+    packet = _packet(_run(_event(t.session_id, path), tmp_path)[0])
+    assert f'{{"session": "{t.session_id}", "addresses": ["<address>"]}}' in packet
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("FABRIC_MEMORY_SESSIONS", raising=False)
+    (page,) = mcp_answers([("expand", {"session": t.session_id, "addresses": [marks["commit"]],
+                                       "raw": True})])
+    assert [entry["address"] for entry in page["entries"]] == [marks["commit"]]
+    assert "7c1d2e3" in page["entries"][0]["text"]
+
+
+def test_the_command_leaves_at_once_past_its_budget(tmp_path: Path) -> None:
+    """Past --budget the process exits 0 at once with nothing on stdout (the read it gave
+    up on is not waited for), the reason in the log."""
+    t = ClaudeTranscript()
+    t.user("Read many files.")
+    for n in range(3000):
+        t.tool("Read", {"file_path": f"src/m{n}.py"}, "x" * 2000)
+    path = t.write(tmp_path / "s.jsonl")
+    done, took = _hook(_event(t.session_id, path), tmp_path / "home", "--budget", "0.05")
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert took < 3.5  # (the interpreter's start and imports, on a loaded machine)
+    assert "time budget of 0.05 s passed" in (tmp_path / "home" / "handoff.log").read_text()
+
+
+def test_a_cut_keeps_the_task_and_the_latest_corrections(tmp_path: Path) -> None:
+    """With more of the user's words than fit, the packet keeps the first (the task) and
+    the latest ones, and names the ones between with the call that reads them."""
+    t = ClaudeTranscript()
+    said = [t.user(f"Request number {n}: " + "please do the next careful thing " * 6)
+            for n in range(40)]
+    path = t.write(tmp_path / "s.jsonl")
+    packet = _packet(_run(_event(t.session_id, path), tmp_path, max_bytes=2048)[0])
+    assert f"[{said[0]}] task: \"Request number 0:" in packet
+    assert f"[{said[-1]}] then: \"Request number 39:" in packet
+    assert f"more [{said[1]} ... " in packet

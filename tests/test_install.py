@@ -104,7 +104,11 @@ def test_claude_fresh_install_writes_both_files(home: Path,
     assert out.splitlines() == [
         f"added MCP server fabric-memory to {home / '.claude.json'}: {program} serve",
         f"added SessionStart(compact) hook to {home / '.claude' / 'settings.json'}: "
-        f"{program} handoff"]
+        f"{program} handoff",
+        "Claude Code reads these when a session starts: start a new session (or restart "
+        "it) for the change to take effect"]
+    status, out, _ = run_cli(capsys, "install", "claude")
+    assert status == 0 and out.startswith("already in ") and "restart" not in out
 
 
 CLAUDE_JSON = """{
@@ -184,9 +188,17 @@ def test_claude_keeps_other_tools_and_uninstall_gives_the_files_back(home: Path)
 
 def test_claude_reinstall_from_another_environment_replaces_the_path(home: Path) -> None:
     """An install from another virtual environment updates the hook and the server in place
-    instead of adding a second hook."""
+    instead of adding a second hook, keeping the user's env and extra arguments."""
     install_claude(program=Path("/old/venv/bin/fabric-memory"))
+    servers = home / ".claude.json"
+    data = json.loads(servers.read_text())
+    data["mcpServers"]["fabric-memory"].update(env={"FABRIC_MEMORY_HOME": "/x"},
+                                               args=["serve", "--agents", "claude-code"])
+    servers.write_text(json.dumps(data))
     assert actions(install_claude(program=PROGRAM)) == ["updated", "updated"]
+    assert json.loads(servers.read_text())["mcpServers"]["fabric-memory"] == {
+        "type": "stdio", "command": str(PROGRAM), "args": ["serve", "--agents", "claude-code"],
+        "env": {"FABRIC_MEMORY_HOME": "/x"}}
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert [h["command"] for g in settings["hooks"]["SessionStart"] for h in g["hooks"]] == [HOOK]
     assert json.loads((home / ".claude.json").read_text())["mcpServers"]["fabric-memory"][
@@ -293,7 +305,8 @@ def test_codex_fresh_install_trusts_its_hook(home: Path,
         "mcp_servers": {"fabric-memory": {"command": str(program), "args": ["serve"]}},
         "hooks": {"SessionStart": [{"matcher": "compact", "hooks": [handler]}],
                   "state": {key: {"trusted_hash": trust_hash("compact", handler)}}}}
-    assert len(out.splitlines()) == 3 and out.startswith("added MCP server fabric-memory")
+    assert len(out.splitlines()) == 4 and out.startswith("added MCP server fabric-memory")
+    assert out.splitlines()[-1].startswith("Codex reads these when a session starts")
 
 
 def test_codex_keeps_comments_and_others_and_uninstall_gives_the_file_back(home: Path) -> None:
@@ -364,22 +377,9 @@ def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:
     assert listed["echo hello"]["trustStatus"] == "untrusted"
 
 
-HOOKS_JSON = """{
-  "hooks": {
-    "SessionStart": [
-      {
-        "matcher": "startup",
-        "hooks": [
-          {
-            "type": "command",
-            "command": "echo hello"
-          }
-        ]
-      }
-    ]
-  }
-}
-"""
+HOOKS_JSON = json.dumps({"hooks": {"SessionStart": json.loads(SETTINGS_JSON)["hooks"][
+    "SessionStart"]}}, indent=2) + "\n"
+"""The user's startup hook, in Codex's hooks.json (two-space, as written by hand)."""
 
 
 def test_codex_uses_hooks_json_when_the_user_keeps_hooks_there(home: Path,

@@ -17,9 +17,11 @@ from fabric_memory.memory.index import (
     SearchSpec,
     analyze,
     open_index,
+    query_words,
 )
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
+from fabric_memory.words import words
 
 from .memory_builder import SessionBuilder
 
@@ -99,9 +101,26 @@ def test_tantivy_errors_arrive_as_engine_errors(indexed: dict[str, Path]) -> Non
 
 
 def test_tokenizer_keeps_unicode_words_whole() -> None:
-    """Words are Unicode letters/digits, lowercased, without folding (ü stays ü)."""
+    """Words are Unicode letters/digits, lowercased, without folding (ü stays ü); a CJK
+    character is a word of its own."""
     assert analyze("HOLDOUT_FACT_003 Zürich→東京 ✓ src/Überblick.ts") == [
-        "holdout", "fact", "003", "zürich", "東京", "src", "überblick", "ts"]
+        "holdout", "fact", "003", "zürich", "東", "京", "src", "überblick", "ts"]
+
+
+PARITY_TEXTS = (
+    "Fix src/Überblick.ts: HOLDOUT_FACT_003 at 12.5 ΟΔΟΣ",
+    "钩子配置在网关里，身份验证失败 (gateway.auth) 检查 openclaw.json",
+    "サーバーを起動しました。エラー: ECONNREFUSED",
+    "서버에서 오류가 발생했습니다 rate-limit 429",
+    "mixed 中文English混合 text ー々 東京2026",
+)
+
+
+@pytest.mark.parametrize("text", PARITY_TEXTS)
+def test_query_words_are_the_shared_words(text: str) -> None:
+    """The index reads a query's words as fabric_memory.words does (a CJK pair as the
+    phrase of its two characters), so the summary ranks the words recall finds."""
+    assert ["".join(word) for _, word in query_words(text)] == words(text)
 
 
 def test_words_up_to_128_characters_are_kept() -> None:

@@ -70,15 +70,20 @@ def test_rare_fact_is_recalled_from_a_cold_session(
 
 
 def test_unicode_fact_is_recalled_exactly(memory_corpus: MemoryCorpus) -> None:
-    """A Unicode word (no ASCII folding) finds the one planted entry, from a cold session."""
-    response = _recall(memory_corpus, UNICODE_WORD)
+    """A Unicode word (no ASCII folding) finds the one planted entry, from a cold session;
+    a CJK word is its character pairs, so every pair holds only there, and a shorter word
+    inside it finds it too."""
+    response = _recall(memory_corpus, UNICODE_WORD, match="all")
     assert response["total"] == 1
     hit = response["hits"][0]
     assert hit["path"] == str(memory_corpus.unicode_session)
     assert hit["tier"] == "cold"
     assert UNICODE_FACT in expand_request(hit["follow"])["entries"][0]["text"]
+    loose = _recall(memory_corpus, UNICODE_WORD)
+    assert loose["allWords"] == 1
+    assert loose["hits"][0]["address"] == hit["address"]
     assert _recall(memory_corpus, "ФАКТ Ω 東京タワー", mode="phrase")["total"] == 1
-    assert _recall(memory_corpus, "東京タワ")["total"] == 0
+    assert _recall(memory_corpus, "京タワ", match="all")["hits"][0]["address"] == hit["address"]
 
 
 def test_structural_selection_then_hydration(memory_corpus: MemoryCorpus) -> None:

@@ -135,6 +135,9 @@ def test_patch_files_read_codex_patch_format() -> None:
                         "*** Add File: b.py\n+1\n*** End Patch\n")
     assert [(f.path, f.action, f.old, f.new) for f in files] == [
         ("a.py", "modified", "x\ny", "x\nz"), ("b.py", "created", None, "1\n")]
+    (moved,) = patch_files("*** Begin Patch\n*** Update File: c.py\n*** Move to: d.py\n"
+                           "*** End Patch")
+    assert (moved.path, moved.old, moved.new, moved.moved_to) == ("c.py", None, None, "d.py")
 
 
 def test_a_state_without_open_items_reads_as_before() -> None:

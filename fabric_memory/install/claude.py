@@ -19,8 +19,8 @@ from typing import Any
 from ..errors import UsageError
 from .command import executable, hook_command
 from .files import edit_json
-from .hooks import EVENT, MATCHER, add_hook, remove_hook
-from .report import Action, Change, HostReport
+from .hooks import EVENT, MATCHER, add_hook, remove_hook, server_action
+from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
 WHAT = "Claude Code's settings"
@@ -61,6 +61,7 @@ def install_claude(project: str | os.PathLike[str] | None = None, *,
         report["notes"].append(
             f"Claude Code asks once before it starts a project's MCP server: approve "
             f"{SERVER} when it asks, at its next start in {servers.parent}")
+    note_new_sessions(report, "Claude Code")
     return report
 
 
@@ -79,12 +80,8 @@ def _server(data: dict[str, Any], program: Path, where: Path,
         if not servers:
             del data["mcpServers"]
         return "removed", detail
-    current = servers.get(SERVER)
-    if current == wanted:
-        return "unchanged", detail
-    servers[SERVER] = wanted
     data["mcpServers"] = servers
-    return ("added" if current is None else "updated"), detail
+    return server_action(servers, SERVER, wanted), detail
 
 
 def _hook(data: dict[str, Any], command: str, where: Path,

@@ -52,8 +52,16 @@ from .files import (
     remove_or_empty,
     write_through,
 )
-from .hooks import EVENT, MATCHER, Placed, add_hook, holds_hook, remove_hook
-from .report import Action, Change, HostReport
+from .hooks import (
+    EVENT,
+    MATCHER,
+    Placed,
+    add_hook,
+    holds_hook,
+    remove_hook,
+    server_action,
+)
+from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
 WHAT = "Codex's config"
@@ -117,6 +125,7 @@ def install_codex(*, uninstall: bool = False, program: Path | None = None) -> Ho
     make_folder(path.parent, "Codex's home folder")
     with locked(path, "another writer (Codex?)"):
         _edit(path, program, uninstall, report)
+    note_new_sessions(report, "Codex")
     return report
 
 
@@ -242,16 +251,10 @@ def _server(doc: Config, program: Path, where: str,
             del doc["mcp_servers"]
         return "removed", detail
     wanted = {"command": str(program), "args": ["serve"]}
-    if isinstance(current, Mapping) and all(current.get(k) == v for k, v in wanted.items()):
-        return "unchanged", detail
-    if isinstance(current, MutableMapping):
-        current.update(wanted)
-        return "updated", detail
     if servers is None:
         doc["mcp_servers"] = {SERVER: wanted}
-    else:
-        servers[SERVER] = wanted
-    return ("added" if current is None else "updated"), detail
+        return "added", detail
+    return server_action(servers, SERVER, wanted), detail
 
 
 def _states(doc: Config, create: bool) -> MutableMapping[str, Any] | None:

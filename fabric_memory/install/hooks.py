@@ -1,7 +1,7 @@
-"""The SessionStart(compact) hook in a host's hooks table: Claude Code's ``settings.json``
-and Codex's ``config.toml`` share one shape (``hooks.SessionStart`` is a list of matcher
-groups, each with a list of handlers), so one function adds it and one removes it, over
-plain JSON values and tomlkit's tables alike."""
+"""What Claude Code and Codex share in shape, edited over plain JSON values and tomlkit's
+tables alike: the SessionStart(compact) hook in a hooks table (``hooks.SessionStart`` is a
+list of matcher groups, each with a list of handlers: one function adds it, one removes
+it) and the MCP server's entry (``server_action``)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,26 @@ def remove_hook(settings: MutableMapping[str, Any], where: str) -> Placed:
     if not hooks:
         del settings["hooks"]
     return Placed("removed", found[0][0], found[0][1], removed)
+
+
+def server_action(servers: MutableMapping[str, Any], name: str,
+                  wanted: Mapping[str, Any]) -> Action:
+    """Make ``servers[name]`` run ``wanted``'s command with arguments starting with
+    ``serve``: an entry that already does is left as it is (the user's ``env`` and extra
+    arguments such as ``--sessions`` kept); one of an older install gets the new command,
+    keeping the rest."""
+    current = servers.get(name)
+    if not isinstance(current, MutableMapping):
+        servers[name] = dict(wanted)
+        return "added" if current is None else "updated"
+    args = current.get("args")
+    if current.get("command") == wanted["command"] and isinstance(args, list) and args[:1] == [
+            "serve"]:
+        return "unchanged"
+    current["command"] = wanted["command"]
+    if not (isinstance(args, list) and args[:1] == ["serve"]):
+        current["args"] = list(wanted["args"])
+    return "updated"
 
 
 def holds_hook(settings: Mapping[str, Any]) -> bool:

@@ -25,6 +25,13 @@ class HostReport(TypedDict):
     notes: list[str]
 
 
+def note_new_sessions(report: HostReport, host: str) -> None:
+    """A host reads these files when a session starts: say so when they changed."""
+    if any(change["action"] in ("added", "updated", "removed") for change in report["changes"]):
+        report["notes"].append(f"{host} reads these when a session starts: start a new "
+                               "session (or restart it) for the change to take effect")
+
+
 _VERB = {
     "added": "added {item} to {file}: {detail}",
     "updated": "updated {item} in {file}: {detail}",

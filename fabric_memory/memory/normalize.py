@@ -1,8 +1,9 @@
 """Session → index documents: one per entry, one child per operation of a valid trace.
 
 What is searchable is decided here and only here, and every searchable text passes
-once through :func:`fabric_memory.redact.redact_texts` on its way into an item (see
-docs/secrets.md): the index never holds a secret. Before that, what only the entry's
+once through :func:`fabric_memory.words.searchable` (terminal control codes removed, so a
+coloured word is a word) and then :func:`fabric_memory.redact.redact_texts` on its way into
+an item (see docs/secrets.md): the index never holds a secret. Before that, what only the entry's
 structure tells is masked where it is read: an argument's value by its key's name
 (:func:`~fabric_memory.redact.mask_named`, the rule ``expand`` uses), a secret cut between
 two text blocks of one content list (:func:`~fabric_memory.redact.mask_blocks`).
@@ -26,6 +27,7 @@ from ..redact import is_secret_name, mask_blocks, mask_named, redact_texts
 from ..session import Entry, LineProblem, Session, decode_line, glued_objects, migrated_id
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
+from ..words import searchable
 
 ItemKind = Literal["entry", "operation"]
 FABRIC_TOOL = "fabric_exec"
@@ -102,7 +104,8 @@ def normalize_session(session: Session) -> NormalizedSession:
             for op in fabric.operations:
                 items.append(_operation_item(parent, op, redacted))
                 operations += 1
-    texts = redact_texts([item.text for item in items], redacted)
+    # Terminal codes go first: a colour code inside a secret would hide it from redaction.
+    texts = redact_texts([searchable(item.text) for item in items], redacted)
     for at, (item, text) in enumerate(zip(items, texts, strict=True)):
         if text is not item.text:
             items[at] = replace(item, text=text)

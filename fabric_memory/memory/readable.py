@@ -6,7 +6,8 @@ sessions of every agent whose reader builds that view read the same way. A head 
 the message text, the thinking text (never its signature), each tool call as
 ``call name(arguments)`` with long or multi-line arguments below it, a tool result's text,
 a compaction's summary, and a size note for data left out (images). Bookkeeping (usage,
-cost, signatures, API and model names, ids) is left out; ``raw`` gives the verbatim line.
+cost, signatures, API and model names, ids) and terminal control codes (colours, cursor
+moves) are left out; ``raw`` gives the verbatim line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import orjson
 
 from ..sources.registry import TOOLS
 from ..view import EntryView, ToolCall, content_text
+from ..words import strip_controls
 
 INLINE_CHARS: Final = 120
 """Longest string argument shown inside ``name(...)``; a longer or multi-line one is shown
@@ -73,7 +75,8 @@ def render_entry(view: EntryView, address: str) -> str:
         _message(view, lines)
     else:
         _other(view, lines)
-    return "\n".join(lines)
+    # A tool's coloured output reads as its words (raw keeps the bytes).
+    return strip_controls("\n".join(lines))
 
 
 def _edits(tool: str | None) -> bool:

@@ -113,6 +113,11 @@ class RecallHit(TypedDict):
     snippet: str
     follow: ExpandRequest
     score: NotRequired[float]
+    wordsHeld: NotRequired[int]
+    """With query text (not a regex): how many of the query's words the hit holds."""
+    queryWords: NotRequired[int]
+    """... of how many: the words the query ranks by (without the stop words, all of them
+    when every word must match; a run of CJK characters counts as its overlapping pairs)."""
     parentId: NotRequired[str]
     role: NotRequired[str]
     tool: NotRequired[str]
@@ -227,7 +232,8 @@ def recall(
     else:  # (nothing of that folder indexed: the request says nothing of it)
         request.pop("preferProject", None)
         page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
-    hits = [_hit(hit, view.catalog, view.hot, view.unrefreshed, locations) for hit in page.hits]
+    hits = [_hit(hit, page.words, view.catalog, view.hot, view.unrefreshed, locations)
+            for hit in page.hits]
     notes: dict[str, Any] = {}
     if page.all_words is not None and page.all_words < page.total:
         notes.update(matched="any", allWords=page.all_words)
@@ -248,7 +254,8 @@ def _project_first(handle: Memory, spec: SearchSpec, paths: tuple[str, ...], lim
                          snippet_chars=SNIPPET_CHARS)
     words = (None if first.all_words is None and rest.all_words is None
              else (first.all_words or 0) + (rest.all_words or 0))
-    return HitPage(first.total + rest.total, first.hits + rest.hits[:max(wanted, 0)], words)
+    return HitPage(first.total + rest.total, first.hits + rest.hits[:max(wanted, 0)], words,
+                   first.words if first.words is not None else rest.words)
 
 
 def recall_request(request: Mapping[str, Any]) -> RecallResponse:
@@ -292,6 +299,7 @@ def _time(text: str | None, option: str) -> int | None:
 
 def _hit(
     hit: Hit,
+    words: int | None,
     catalog: Catalog,
     hot: frozenset[str],
     unrefreshed: frozenset[str],
@@ -325,6 +333,9 @@ def _hit(
     }
     if hit.score is not None:
         result["score"] = round(hit.score, 4)
+    if hit.words is not None and words is not None:
+        result["wordsHeld"] = hit.words
+        result["queryWords"] = words
     optional = cast(dict[str, Any], result)
     for name, key in (("parent_id", "parentId"), ("role", "role"), ("tool", "tool"),
                       ("ref", "ref"), ("provider", "provider"), ("action", "action"),

@@ -259,7 +259,8 @@ class ShardedIndex:
         hits = [next(read[number]) for number, _ in page]
         words = [ranking.all_words for ranking in rankings]
         all_words = None if any(w is None for w in words) else sum(w or 0 for w in words)
-        return HitPage(sum(ranking.total for ranking in rankings), hits, all_words)
+        return HitPage(sum(ranking.total for ranking in rankings), hits, all_words,
+                       rankings[0].words if rankings else None)
 
     def lookup(
         self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()

@@ -168,7 +168,8 @@ def _raw(item: TraceEvent, calls: dict[str, _Call]) -> dict[str, Any]:
         tool, arguments = payload["toolName"], payload.get("input")
         calls[call_id] = _Call(tool, arguments)
         return message("assistant", [
-            text_block(f"{tool} {call_id} requested (input {payload['inputFingerprint']})"),
+            text_block(f"{tool} {call_id} requested (input {payload['inputFingerprint']}), "
+                       f"event {item.event_id}"),
             tool_call_block(call_id, tool, arguments if type(arguments) is dict else (
                 {} if arguments is None else {"input": arguments}))])
     if kind == "checkpoint.resolved":
@@ -179,7 +180,7 @@ def _raw(item: TraceEvent, calls: dict[str, _Call]) -> dict[str, Any]:
     if call is not None:
         _remember(call, kind, payload)
     if kind == "tool.completed":
-        return tool_result(call_id, payload["toolName"], _outcome(payload, call),
+        return tool_result(call_id, payload["toolName"], _outcome(item, call),
                            is_error=payload["outcome"] != "success")
     return event(kind, _event_text(item, call))
 
@@ -195,25 +196,32 @@ def _remember(call: _Call, kind: str, payload: Mapping[str, Any]) -> None:
         call.checkpoint = f"checkpoint {payload['checkpointId']}: {payload['resolution']}"
 
 
-def _outcome(payload: Mapping[str, Any], call: _Call | None) -> str:
+def _outcome(item: TraceEvent, call: _Call | None) -> str:
     """A tool call's result as memory keeps it: the call, the decision, the outcome."""
+    payload = item.payload
     lines = [f"{payload['toolName']} {payload['toolCallId']}: {payload['outcome']}"]
     if call is not None:
         lines.extend(part for part in (call.policy, call.checkpoint) if part)
         if call.input is not None:
             lines.append(f"input: {orjson.dumps(call.input).decode()}")
     lines.append(f"output {payload['outputFingerprint']}")
+    lines.append(f"event {item.event_id}")
     return "\n".join(lines)
 
 
 def _event_text(item: TraceEvent, call: _Call | None) -> str:
     """The event's payload on one line (after the tool's name, where the call is known; a
-    run's first event names the Catui session the run belongs to). The event's kind is the
-    entry's ``customType``, searchable beside it."""
+    run's first event names the run and the Catui session it belongs to), then the event's
+    own id and its turn's. The event's kind is the entry's ``customType``, searchable
+    beside it."""
     fields = [f"{key} {value}" for key, value in item.payload.items()
               if isinstance(value, str | int | float) and not isinstance(value, bool)]
-    if item.kind == "run.started" and item.session_id is not None:
-        fields.insert(0, f"session {item.session_id}")
+    if item.kind == "run.started":
+        fields[:0] = [f"run {item.run_id}"] + (
+            [f"session {item.session_id}"] if item.session_id is not None else [])
+    fields.append(f"event {item.event_id}")
+    if item.turn_id is not None:
+        fields.append(f"turn {item.turn_id}")
     subject = f"{call.tool}: " if call is not None else ""
     return subject + ", ".join(fields)
 

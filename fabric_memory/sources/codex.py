@@ -2,16 +2,17 @@
 moves ``~/.codex``).
 
 Two shapes are read. The current one: every line ``{timestamp, type, payload}`` with
-``type`` one of ``session_meta`` (id, cwd, git), ``response_item`` (the conversation:
-``message``, ``reasoning``, ``function_call`` / ``function_call_output``,
-``custom_tool_call`` / ``custom_tool_call_output``, ``local_shell_call``,
-``web_search_call``), ``event_msg`` (only ``error`` events are read: the rest repeat
-response items or report progress), ``turn_context`` and ``compacted`` (Codex's own
-compaction summary). The earlier one: a first line ``{id, timestamp, instructions, git}``
-(``instructions`` and ``git`` optional), then bare response items separated by
-``{"record_type": "state"}`` lines, without a time per line. Any other first line is
-``unsupported version``. Codex lines have no id of
-their own: each entry's address is its line, ``L<line>``, its parent the entry before it.
+``type`` one of ``session_meta`` (id, cwd, git; a resumed or forked session repeats its
+parent's), ``response_item`` (the conversation: ``message``, ``reasoning``,
+``function_call`` / ``function_call_output``, ``custom_tool_call`` /
+``custom_tool_call_output``, ``local_shell_call``, ``web_search_call``, and
+``ghost_snapshot``, the commit Codex makes before a turn), ``event_msg`` (only ``error``
+events are read: the rest repeat response items or report progress), ``turn_context``
+and ``compacted`` (Codex's own compaction summary). The earlier one: a first line
+``{id, timestamp, instructions, git}`` (``instructions`` and ``git`` optional), then bare
+response items separated by ``{"record_type": "state"}`` lines, without a time per line.
+Any other first line is ``unsupported version``. Codex lines have no id of their own:
+each entry's address is its line, ``L<line>``, its parent the entry before it.
 """
 
 from __future__ import annotations
@@ -132,8 +133,11 @@ def _meta(path: str, line: SourceLine) -> tuple[dict[str, Any], bool]:
 
 
 def _meta_text(meta: dict[str, Any]) -> str:
+    """What a ``session_meta`` says: the session's id (a resumed or forked session's file
+    holds its parent's ``session_meta`` too, so the parent's id finds it), folder, client and
+    git state."""
     git = meta.get("git")
-    words = [meta.get("cwd"), meta.get("originator"), meta.get("cli_version")]
+    words = [meta.get("id"), meta.get("cwd"), meta.get("originator"), meta.get("cli_version")]
     if type(git) is dict:
         words.extend(git.get(key) for key in ("repository_url", "branch", "commit_hash"))
     return " ".join(word for word in words if isinstance(word, str) and word)
@@ -189,8 +193,21 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
         text, failed, code = _output(item.get("output"))
         _add(entries, line, tool_result(call_id, tools.get(call_id), text, is_error=failed,
                                         exit_code=code), stamp)
+    elif kind == "ghost_snapshot":
+        _add(entries, line, event("ghost_snapshot", _ghost_text(item.get("ghost_commit"))), stamp)
     else:
         entries.note(line, f"response item of type {clipped(given)} not read")
+
+
+def _ghost_text(commit: object) -> str:
+    """A ghost snapshot (the git commit Codex makes of the work tree before a turn, for
+    undo): its commit id and parent, so either recalls the turn."""
+    if type(commit) is not dict:
+        return ""
+    words = [f"{key} {value}" for key, value in (("commit", commit.get("id")),
+                                                 ("parent", commit.get("parent")))
+             if isinstance(value, str) and value]
+    return ", ".join(words)
 
 
 def _add(entries: Entries, line: SourceLine, raw: dict[str, Any], stamp: str | None) -> None:
@@ -268,10 +285,11 @@ def patch_files(patch: str) -> tuple[FileWork, ...]:
     new: list[str] = []
 
     def close() -> None:
-        if found and found[-1].action != "deleted":
-            last = found[-1]
-            last.new = "\n".join(new) + ("\n" if new and last.action == "created" else "")
-            last.old = None if last.action == "created" else "\n".join(old)
+        last = found[-1] if found else None
+        if last is not None and last.action == "created":
+            last.new = "\n".join(new) + ("\n" if new else "")
+        elif last is not None and last.action == "modified" and (old or new):
+            last.old, last.new = "\n".join(old), "\n".join(new)
         old.clear()
         new.clear()
 

@@ -1,0 +1,230 @@
+"""Words in any script, clean tokens, every id findable, and ranking by held words:
+recall over real files of several agents (fixtures/chinese, fixtures/agents)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabric_memory.memory.expand import expand
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.memory.render import render_recall
+
+from .memory_builder import SessionBuilder
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+CHINESE = FIXTURES / "chinese" / "9c13c07d-7031-4f49-b5b9-0cbb37779d85.jsonl"
+AGENTS = FIXTURES / "agents"
+CATUI_RUN = (AGENTS / "catui" / "catui-demo" / ".catui" / "traces"
+             / "run-4f70e336-cbd4-47f2-94e4-0aed03609a99.jsonl")
+CODEX_PARENT = (AGENTS / "codex"
+                / "rollout-2025-10-03T09-15-00-0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d.jsonl")
+CODEX_RESUMED = (AGENTS / "codex"
+                 / "rollout-2025-11-20T14-02-11-019a9f3e-5b6c-7d8e-9f01-23456789abcd.jsonl")
+CLAUDE_COLOURED = AGENTS / "claude-code" / "compact_coloured.jsonl"
+
+# Words from inside the sentences of the Chinese session (no space around any of them),
+# each with the entry whose sentence holds it.
+CHINESE_WORDS = [
+    ("反引号", "94c645a2"),  # 问题出在使用了反引号作为模板字符串，…
+    ("模板字符串", "b56e5d40"),  # …里面使用反引号和模板字符串时遇到了问题。
+    ("精确匹配", "dfdae447"),  # 匹配失败可能是空格或缩进问题。让我精确匹配，包括缩进。
+    ("换行符", "b4a4c808"),  # …第二行末尾的实际字符，有换行符但我的字符串…
+    ("缩进", "dfdae447"),
+    ("单引号", "b56e5d40"),  # 让我用单引号包裹字符串内容，并在其中转义单引号。
+    ("嵌套", "6247c482"),  # 问题在于 shell 的引号嵌套。
+    ("双引号", "6247c482"),  # …整个代码是用双引号包裹的，…
+    ("时间线", "bfbd708b"),  # "description": "情感时间线 - 记录每次session的…
+    ("追加", "81caa3b3"),  # 现在我需要把这个记录追加到意识觉醒训练日志.md 文件末尾。
+]
+
+
+def _index(tmp_path: Path, *files: Path) -> dict[str, Path]:
+    roots = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    for file in files:
+        target = roots["sessions"] / file.parent.name / file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, target)
+    report = reindex(**roots, workers=1)
+    assert report["invalid"] == [], report["invalid"]
+    return roots
+
+
+@pytest.fixture(scope="module")
+def chinese(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return _index(tmp_path_factory.mktemp("chinese"), CHINESE)
+
+
+@pytest.mark.parametrize(("word", "address"), CHINESE_WORDS, ids=[w for w, _ in CHINESE_WORDS])
+def test_a_chinese_word_inside_a_sentence_finds_its_entry(
+    chinese: dict[str, Path], word: str, address: str
+) -> None:
+    """A word written inside a Chinese sentence (no spaces) ranks the entry whose sentence
+    holds it among the first five; every one of those hits holds the word, and its snippet
+    shows it."""
+    response = recall(word, limit=5, **chinese)
+    hits = response["hits"]
+    assert address in [hit["address"] for hit in hits]
+    top = next(hit for hit in hits if hit["address"] == address)
+    assert top["wordsHeld"] == top["queryWords"]
+    assert response.get("allWords", response["total"]) >= 1
+    assert word in expand(CHINESE.stem, addresses=[address], **chinese)["entries"][0]["text"]
+
+
+def test_a_chinese_question_finds_its_answers(chinese: dict[str, Path]) -> None:
+    """A question in Chinese (one run of characters, no spaces: "why must the backticks in
+    a template string be escaped") ranks first the three entries that discuss it: its
+    character pairs are the query's words, and they hold most of them."""
+    hits = recall("为什么模板字符串里的反引号要转义", limit=5, **chinese)["hits"]
+    assert {hit["address"] for hit in hits[:3]} == {"6247c482", "94c645a2", "b56e5d40"}
+    assert all(hit["wordsHeld"] >= 9 and "反引号" in hit["snippet"] for hit in hits[:3])
+    assert all(hit["wordsHeld"] <= 3 for hit in hits[3:])
+
+
+def test_a_coloured_claude_code_output_is_found_by_its_plain_words(tmp_path: Path) -> None:
+    """A real Claude Code line printed in terminal colours (``\\u001b[2mCompacted``) is found
+    by its plain word; its snippet and readable expand carry no control code, raw keeps
+    the bytes."""
+    roots = _index(tmp_path, CLAUDE_COLOURED)
+    hits = recall("Compacted ctrl see full summary", match="all", **roots)["hits"]
+    assert [hit["address"] for hit in hits] == ["6b911413-edc7-479e-83d0-acbaddbc8ba7"]
+    assert "\x1b" not in hits[0]["snippet"] and "Compacted (ctrl+o" in hits[0]["snippet"]
+    session = "0e26ec2f-937e-482c-b889-bc126f996913"
+    readable = expand(session, addresses=[hits[0]["address"]], **roots)["entries"][0]["text"]
+    assert "\x1b" not in readable and "Compacted (ctrl+o to see full summary)" in readable
+    raw = expand(session, addresses=[hits[0]["address"]], raw=True, **roots)["entries"][0]
+    assert "\\u001b[2mCompacted" in raw["text"]
+
+
+def test_a_colour_coded_test_failure_is_found_by_its_test_name(tmp_path: Path) -> None:
+    """Vitest's coloured failure (``\\x1b[2m > \\x1b[22mgetInitials``, an escape written out
+    as ``\\u001b[31m`` in JSON output too) is found by ``getInitials`` and ``AssertionError``."""
+    builder = SessionBuilder(tmp_path / "sessions" / "--repo--" / "s.jsonl")
+    builder.bash("npx vitest run", " \x1b[31m×\x1b[39m src/user.test.ts\x1b[2m > "
+                 "\x1b[22mgetInitials\x1b[2m > \x1b[22mjoins initials\n\x1b[31m\x1b[1m"
+                 "AssertionError\x1b[22m: expected 'J' to be 'JD'\x1b[39m", exit_code=1)
+    failing = builder.leaf
+    builder.user('{"output": "\\u001b[31mFAIL\\u001b[39m formatName \\u001b[2m>'
+                 ' \\u001b[22mtrimsSpaces"}')
+    written = builder.leaf
+    builder.write()
+    roots = {"sessions": tmp_path / "sessions", "index": tmp_path / "index"}
+    reindex(**roots, workers=1)
+    for word, address in (("getInitials", failing), ("AssertionError", failing),
+                          ("trimsSpaces", written)):
+        assert [hit["address"] for hit in recall(word, **roots)["hits"]] == [address], word
+
+
+def test_ids_in_structural_fields_are_recalled_to_their_entry(tmp_path: Path) -> None:
+    """A Catui event id, a Codex ghost-snapshot commit id and the parent id a resumed Codex
+    session repeats in its second session_meta each find their entry first."""
+    roots = _index(tmp_path, CATUI_RUN, CODEX_PARENT, CODEX_RESUMED)
+    resumed = str((roots["sessions"] / "codex" / CODEX_RESUMED.name).resolve())
+    for query, path, address in (
+        ("afec20fd-31b8-4059-a150-0ded9f3622fb", None,
+         "run-4f70e336-cbd4-47f2-94e4-0aed03609a99:8"),  # tool.completed's eventId
+        ("f2d38857-55bf-4b17-b06a-c3b4df0e5ed5", None,
+         "run-4f70e336-cbd4-47f2-94e4-0aed03609a99:1"),  # run.started's eventId
+        ("7e1f0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b", resumed, "L6"),  # the ghost commit
+    ):
+        hit = recall(query, match="all", **roots)["hits"][0]
+        assert hit["address"] == address, query
+        assert path is None or hit["path"] == path
+    head = recall("9d3c2b1a0f9e8d7c6b5a49382716f5e4d3c2b1a0", **roots)  # the ghost's parent
+    assert {(hit["path"], hit["address"]) for hit in head["hits"]} == {
+        (resumed, "L1"), (resumed, "L6")}  # the session's git commit, the snapshot's parent
+    parent = recall("0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d", match="all", **roots)["hits"]
+    assert {(Path(hit["path"]).name, hit["address"]) for hit in parent} == {
+        (CODEX_PARENT.name, "L1"), (CODEX_RESUMED.name, "L2")}
+
+
+# --- ranking ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ranked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A session of entries holding some of the words "kestrel harbor migration" (rare:
+    kestrel, harbor; common: migration), beside 40 filler entries that say "migration"."""
+    base = tmp_path_factory.mktemp("ranked")
+    builder = SessionBuilder(base / "sessions" / "--repo--" / "ranked.jsonl")
+    ids = {}
+    for n in range(40):
+        builder.user(f"routine migration step {n} finished without surprises")
+    ids["two_rare"] = builder.user("the kestrel flew over the harbor while we waited")
+    ids["one_rare_often"] = builder.user("kestrel kestrel kestrel kestrel")
+    ids["rare_and_common"] = builder.user("kestrel notes for the migration")
+    ids["apart"] = builder.user("harbor lights were on; far away, on the hill, a bird: kestrel")
+    ids["together"] = builder.user("the harbor kestrel returned to its nest")
+    builder.write()
+    roots = {"sessions": base / "sessions", "index": base / "index"}
+    reindex(**roots, workers=1)
+    return {"roots": roots, "ids": ids}
+
+
+def _addresses(ranked: dict[str, Any], query: str) -> list[str]:
+    return _paged(ranked, 50, query)[0]
+
+
+def test_more_and_rarer_words_rank_first(ranked: dict[str, Any]) -> None:
+    """Of entries holding only some words, one holding two rare words outranks one that
+    repeats one rare word four times in a short text; every entry holding a rare word
+    outranks the 40 holding only the common word."""
+    ids = ranked["ids"]
+    order = _addresses(ranked, "kestrel harbor migration")
+    assert order.index(ids["two_rare"]) < order.index(ids["one_rare_often"])
+    common_only = [a for a in order if a not in ids.values()]
+    assert len(common_only) == 40
+    assert max(order.index(ids[k]) for k in ids) < min(order.index(a) for a in common_only)
+
+
+def test_words_held_are_reported_per_hit(ranked: dict[str, Any]) -> None:
+    """Each hit says how many of the query's words it holds (stop words not counted), in
+    the JSON and in the text answer."""
+    ids = ranked["ids"]
+    response = recall("the kestrel harbor migration", limit=50, **ranked["roots"])
+    hits = response["hits"]
+    text = render_recall(response)
+    assert f"{ids['two_rare']} user" in text and "(2/3 words)" in text and "(1/3 words)" in text
+    held = {hit["address"]: (hit["wordsHeld"], hit["queryWords"]) for hit in hits}
+    assert held[ids["two_rare"]] == (2, 3)
+    assert held[ids["rare_and_common"]] == (2, 3)
+    assert held[ids["one_rare_often"]] == (1, 3)
+    assert sorted({h for h, _ in held.values()}) == [1, 2]
+
+
+def test_words_standing_together_rank_above_the_same_words_apart(ranked: dict[str, Any]) -> None:
+    """Two entries hold the same two words; the one where they stand as in the question
+    ranks first (the proximity bonus), the other one close behind."""
+    ids = ranked["ids"]
+    order = _addresses(ranked, "harbor kestrel")
+    assert order.index(ids["together"]) < order.index(ids["apart"])
+    assert order.index(ids["together"]) < order.index(ids["two_rare"])
+
+
+@pytest.mark.parametrize("limit", [1, 3, 7])
+def test_pages_join_into_the_whole_ranking(ranked: dict[str, Any], limit: int) -> None:
+    """Paging by any limit returns each hit once, in the order pages of 50 give, and every
+    page reports the same total (the every-word part, then the some-words part)."""
+    reference, (total,) = _paged(ranked, 50)
+    pages, totals = _paged(ranked, limit)
+    assert pages == reference
+    assert totals == {total} and total == len(pages) == 45
+
+
+def _paged(ranked: dict[str, Any], limit: int,
+           query: str = "the kestrel harbor migration") -> tuple[list[str], set[int]]:
+    """Every hit of ``query``, following ``next``; and the totals the pages said."""
+    addresses: list[str] = []
+    totals = set()
+    offset = 0
+    while True:
+        page = recall(query, limit=limit, offset=offset, **ranked["roots"])
+        totals.add(page["total"])
+        addresses += [hit["address"] for hit in page["hits"]]
+        if page["next"] is None:
+            return addresses, totals
+        offset = page["next"]["offset"]
