@@ -34,7 +34,7 @@ import orjson
 
 from fabric_memory.compaction import Compaction, compact_branch
 from fabric_memory.compaction.prepare import CompactionSettings, prepare_compaction
-from fabric_memory.session import read_session
+from fabric_memory.sources.registry import read_source
 from fabric_memory.view import EntryView, view_entry
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +46,9 @@ HELD_OUT = Path(__file__).with_name("handoff_probes_heldout.json")
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """One compaction point of a dev session: our summary and Pi's (None when Pi never
-    compacted there)."""
+    """One compaction point of a dev session (``kept``: its first kept entry, or the
+    compaction's own id when the host kept nothing, as Claude Code does): our summary and
+    the host's LLM summary (None when the host never compacted there)."""
 
     file: str
     kept: str
@@ -70,19 +71,21 @@ def cuts(file: str, wanted: Sequence[str] = ()) -> list[Cut]:
     """Every cut of ``file`` (Pi's compactions, in order; else each of ``wanted`` that is
     an entry id, or Pi's default cut at the end), with our summary made over our own
     earlier compactions."""
-    session = read_session(_path(file))
+    session = read_source(_path(file))
     branch = session.active_branch()
     views = [entry.view for entry in branch]
     found: list[Cut] = []
     for at, view in enumerate(views):
         if view.type != "compaction":
             continue
-        kept = view.raw.get("firstKeptEntryId")
+        kept = view.raw.get("firstKeptEntryId", "")  # Claude Code keeps nothing: ""
         if not isinstance(kept, str):
             continue
         outcome = _ours(views[:at], kept, session.session_id)
         pi = view.raw.get("summary")
-        found.append(Cut(file, kept, outcome.summary, pi if isinstance(pi, str) else None))
+        # A cut is named by its first kept entry, or by the compaction when it keeps none.
+        found.append(Cut(file, kept or view.id, outcome.summary,
+                         pi if isinstance(pi, str) else None))
         raw = {"type": "compaction", "id": view.id, "parentId": view.parent_id,
                "summary": outcome.summary, "firstKeptEntryId": kept, "details": outcome.details}
         views[at] = view_entry(view.id, "compaction", view.parent_id, view.timestamp, raw)

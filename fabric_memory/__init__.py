@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         CompactionError,
         ExpandError,
         FabricMemoryError,
+        HandoffError,
         HookInputError,
         IndexBusyError,
         IndexLockedError,
@@ -88,7 +89,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ".audit": ("audit_sessions",),
     # errors a caller catches (all under FabricMemoryError)
     ".errors": (
-        "ClusterError", "CompactionError", "ExpandError", "FabricMemoryError", "HookInputError",
+        "ClusterError", "CompactionError", "ExpandError", "FabricMemoryError", "HandoffError",
+        "HookInputError",
         "IndexBusyError", "IndexLockedError", "LineTooLongError", "LocationRefusedError",
         "MemoryIndexError", "MissingExtraError", "NotASessionError",
         "QueryError", "SessionChangedError", "SessionError", "TraceError", "UsageError",
@@ -127,6 +129,7 @@ __all__ = [
     "ExpandError",
     "FabricMemoryError",
     "FabricResult",
+    "HandoffError",
     "HookInputError",
     "IndexBusyError",
     "IndexLockedError",

@@ -69,12 +69,15 @@ INSTRUCTIONS = """\
 Memory of past coding-agent sessions (Pi, oh-my-pi, Claude Code, Codex, Catui and Fabro),
 searchable by words and by structure. Use `recall` before redoing work or when the user
 refers to something from an earlier session (a decision, an error, a file, a command, an
-identifier): ask in plain words, as you would ask a colleague. Each hit carries `follow`:
-pass that object unchanged to `expand` to read the entries as text. The addresses a
-compaction summary prints (`L12`, `[L12 ... L31]`, `a1b2c3d4/3`) go to `expand` as they
-are: `addresses`, or `range: "L12:L31"`. `stale_pointer` from `expand` means the session
-changed since the hit: call `recall` again. Long answers are paged: pass a response's
-`next` object unchanged to the same tool for the following page."""
+identifier): ask in plain words, as you would ask a colleague. Answers are text that
+prints the exact next calls as a tool name and its JSON arguments: under each session's
+hits, `expand: expand {...}` reads them; `more: ...` continues a paged answer; a long
+entry cut in a range says the `expand` call that reads it on. Make those calls as
+written. The addresses a compaction summary prints (`L12`, `[L12 ... L31]`,
+`a1b2c3d4/3`) go to `expand` as they are: `addresses`, or `range: "L12:L31"`.
+`stale_pointer` from `expand` means the session changed since the hit: call `recall`
+again. (The structured content holds the same answer as JSON: each hit's `follow` and a
+page's `next` are those calls' arguments.)"""
 
 RECALL_DESCRIPTION = """\
 Search past sessions. Ask in plain words (a sentence or its key words): every entry

@@ -253,3 +253,17 @@ def secret_session(path: Path) -> SessionBuilder:
              "result": SECRETS["audit"]}
     builder.fabric_result("call-1", [op], outer=f"read {SECRETS['outer']}", audits=[audit])
     return builder
+
+
+def refuse_opening(monkeypatch: Any, folder: Path) -> None:
+    """Make ``os.open`` of any file under ``folder`` fail the test (a run that must read
+    none of them: a no-op reindex)."""
+    inside = str(folder)
+    real_open = os.open
+
+    def guarded(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).startswith(inside):
+            raise AssertionError(f"opened {path}, which this run must not read")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", guarded)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,52 @@ def test_expand_prints_text_takes_summary_ranges_and_clamps(
     head = capsys.readouterr().out.split("\n")[:2]
     assert re.fullmatch(r"\d+ hits \(\d+ with every word, ranked first\), showing 1-\d+", head[0])
     assert head[1] == "note: limit 500 is above its maximum; 50 used"
+
+
+CLI_CALL = re.compile(r"(?:^  expand: |^more: |characters cut; the rest from character \d+: )"
+                      r"(fabric-memory (?:recall|expand) .*?)\]?$", re.MULTILINE)
+"""A next call as the CLI's text prints it: a whole shell command."""
+
+
+def _printed(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[str, Any]:
+    """The text a command prints, and its --json value."""
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    return said, _json(capsys, [*argv, "--json"])
+
+
+def test_printed_commands_are_the_next_calls(
+    pi_mono: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """recall's text prints each session's path once, above its hits, and the commands it
+    and expand's text print (a session's hits, the next page, the rest of a cut entry) run
+    as written and answer exactly what the JSON's follow, next and rest ask for."""
+    from fabric_memory.memory.expand import expand_request
+    from fabric_memory.memory.recall import recall_request
+
+    where = ["--sessions", str(pi_mono["sessions"]), "--index", str(pi_mono["index"])]
+    said, answer = _printed(capsys, ["recall", "theme watcher reload", "--limit", "6", *where])
+    paths = [hit["path"] for hit in answer["hits"]]
+    assert len(set(paths)) > 1 and len(paths) > len(set(paths))
+    lines = [line.strip() for line in said.splitlines()]
+    for hit in answer["hits"]:
+        head = f"{hit['path']}  sourceHash {hit['follow']['expectedSourceHash']}"
+        assert lines.count(head) == 1 and sum(hit["path"] in line for line in lines) == 1
+    commands = CLI_CALL.findall(said)
+    assert len(commands) == len(set(paths)) + 1
+    for command in commands[:-1]:
+        page = _json(capsys, [*shlex.split(command)[1:], "--json"])
+        hits = [h for h in answer["hits"] if h["sessionId"] == page["sessionId"]]
+        assert page == expand_request({**hits[0]["follow"],
+                                       "addresses": [h["address"] for h in hits]})
+    assert _json(capsys, [*shlex.split(commands[-1])[1:], "--json"]) == recall_request(
+        answer["next"])
+
+    said, page = _printed(capsys, ["expand", "large-session.jsonl", "--range", "L70:L230",
+                                   *where])
+    assert f"{page['selected']} entries, showing 1-{len(page['entries'])}" in said
+    commands = CLI_CALL.findall(said)
+    rests = [entry["rest"] for entry in page["entries"] if "rest" in entry]
+    assert rests and len(commands) == len(rests) + 1
+    for command, rest in zip(commands, [*rests, page["next"]], strict=True):
+        assert _json(capsys, [*shlex.split(command)[1:], "--json"]) == expand_request(rest)

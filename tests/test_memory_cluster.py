@@ -22,7 +22,9 @@ from fabric_memory.memory.reindex import reindex
 from fabric_memory.memory.report import ReindexReport
 from fabric_memory.memory.sharded import read_manifest
 from fabric_memory.session import iter_session_files
-from tests.cluster_host import LoopbackCluster, loopback_cluster
+
+from .cluster_host import LoopbackCluster, loopback_cluster
+from .memory_builder import refuse_opening
 
 pytestmark = pytest.mark.slow
 
@@ -181,15 +183,7 @@ def test_a_noop_rerun_reads_no_session_file(
     """With nothing changed, a re-run opens no session file and builds no shard."""
     reindex(sessions=built.sessions, index=built.sharded, cluster=cluster.address,
             shard_bytes=SHARD_BYTES)
-    inside = str(built.sessions)
-    real_open = os.open
-
-    def guarded(path: Any, *args: Any, **kwargs: Any) -> int:
-        if str(path).startswith(inside):
-            raise AssertionError(f"a no-op re-run opened {path}")
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", guarded)
+    refuse_opening(monkeypatch, built.sessions)
     again = reindex(sessions=built.sessions, index=built.sharded, cluster=cluster.address,
                     shard_bytes=SHARD_BYTES)
     assert (again["shards"]["built"], again["indexed"]) == (0, 0)

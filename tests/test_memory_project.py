@@ -74,10 +74,10 @@ def test_pi_tools_rank_the_working_folders_sessions_first(
     monkeypatch.setenv("FABRIC_MEMORY_HOME", str(two_projects["index"].parent))
     two_projects["alpha"].mkdir()
     monkeypatch.chdir(two_projects["alpha"])
-    answer = call_tool("memory_recall", {"query": "rounding", "limit": 2})
+    answer = call_tool("memory_recall", {"query": "rounding", "limit": 2})["details"]
     assert sorted(_projects(answer["hits"])) == ["alpha", "pkg"]
     assert answer["next"]["preferProject"] == os.getcwd()
-    assert _projects(call_tool("memory_recall", answer["next"])["hits"]) == ["beta"]
+    assert _projects(call_tool("memory_recall", answer["next"])["details"]["hits"]) == ["beta"]
 
 
 def test_the_mcp_server_started_in_a_project_ranks_it_first(

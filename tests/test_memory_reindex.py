@@ -25,7 +25,7 @@ from fabric_memory.memory.reindex import reindex
 from fabric_memory.session import read_session
 
 from .conftest import REPO
-from .memory_builder import SessionBuilder, clone_sessions, copy_corpus
+from .memory_builder import SessionBuilder, clone_sessions, copy_corpus, refuse_opening
 
 
 def _roots(tmp_path: Path) -> dict[str, Path]:
@@ -488,15 +488,7 @@ def test_a_noop_reindex_of_several_agents_opens_no_session_file(
                     ignore=shutil.ignore_patterns("*.md"))
     first = reindex(**roots, workers=1)
     assert (first["indexed"], first["invalid"]) == (10, [])
-    inside = str(roots["sessions"])
-    real_open = os.open
-
-    def guarded(path: Any, *args: Any, **kwargs: Any) -> int:
-        if str(path).startswith(inside):
-            raise AssertionError(f"a no-op reindex opened {path}")
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", guarded)
+    refuse_opening(monkeypatch, roots["sessions"])
     again = reindex(**roots, workers=1)
     assert (again["indexed"], again["skipped"], again["commits"]) == (0, 10, 0)
 

@@ -75,6 +75,28 @@ def test_a_rerun_on_this_machine_is_the_same_build(roots: dict[str, Path]) -> No
     assert _total("capybara", roots) == 1
 
 
+@pytest.mark.parametrize("limit", [1, 4])
+def test_pages_of_a_sharded_recall_neither_overlap_nor_skip(
+    roots: dict[str, Path], tmp_path: Path, limit: int
+) -> None:
+    """Page after page (each following ``next``), a recall over the shards returns every hit
+    of a single index over the same files exactly once, with the same total each page."""
+    single = tmp_path / "single"
+    reindex(sessions=roots["sessions"], index=single, workers=1)
+    expected = {(h["path"], h["address"])
+                for h in recall("shared words", index=single, sessions=roots["sessions"],
+                                limit=50)["hits"]}
+    seen: list[tuple[str, str]] = []
+    page = recall("shared words", **roots, limit=limit)  # type: ignore[arg-type]
+    while True:
+        assert page["total"] == len(expected)
+        seen.extend((h["path"], h["address"]) for h in page["hits"])
+        if page["next"] is None:
+            break
+        page = recall(**page["next"])  # type: ignore[arg-type]
+    assert len(seen) == len(set(seen)) and set(seen) == expected
+
+
 def test_the_live_index_writes_a_new_session_into_the_delta(roots: dict[str, Path]) -> None:
     """A new session named to the live index's step goes into the delta beside the shards:
     recall, expand and sessions see it; the manifest is untouched."""

@@ -101,17 +101,18 @@ TOOL_FACT_CHARS: Final = 1500
 """A result of another tool (not a file's, not a shell's) this short is read for exact facts
 (a status, a lookup); a longer one is content, not a report."""
 ERROR_TEXT_CHARS: Final = 4000
-OUTPUT_CHARS: Final = 65_536
+OUTPUT_CHARS: Final = 16_384
 """A command's output longer than this is digested by its start."""
 """How much of a failed tool result is read for exact facts."""
 USER_CHARS: Final = 600
 """A user's message up to this many characters is carried whole (longer: start and end)."""
 ASSISTANT_CHARS: Final = 160
-"""An assistant's reply per turn in a large span; a small span gives each turn more."""
+"""Bytes of an assistant's reply per turn in a large span; a small span gives each turn
+more."""
 MESSAGE_CHARS: Final = 2000
 """The most of one user message a small span carries whole."""
 REPLY_CHARS: Final = 800
-"""The most of one assistant reply a small span carries (its start and end)."""
+"""The most of one assistant reply a small span carries (bytes of its start)."""
 SPAN_CHARS: Final = 16_000
 """Characters of user and assistant text a span's turns may share before the bounds above."""
 _SHELLS: Final = frozenset({"cmd", "cmd.exe", "bash", "sh", "zsh", "powershell", "pwsh"})
@@ -377,9 +378,8 @@ class _Turn:
         end), the assistant's latest reply within the span's bound, the tools it called."""
         parts = [f'user: "{whole_or_ends(self.user, bounds.user)}"'] if self.user else []
         if self.assistant:
-            assistant = (clip_collapsed(self.assistant, bounds.assistant)
-                         if bounds.assistant <= ASSISTANT_CHARS
-                         else whole_or_ends(self.assistant, bounds.assistant))
+            # Its start, in bytes (a long reply is never masked whole for its start alone).
+            assistant = clip_collapsed(self.assistant, bounds.assistant)
             parts.append(f'assistant: "{assistant}"')
         if self.tools:
             named = ((mask(name), n) for name, n in self.tools.items())
@@ -591,12 +591,14 @@ class _Cycle:
         if goal:
             self.goal_known = request or len(self.ledgers["goal"].keys) >= GOAL_ITEMS
 
-    def _close_turn(self) -> None:
+    def _close_turn(self, final: bool = False) -> None:
         turn = self.turn
         if turn is None or turn.empty():
             return
-        if turn.assistant:  # the turn's conclusion: the end of the assistant's latest reply
-            # (with the reach a secret's name may have before its value, masked as context)
+        if turn.assistant and (turn.tools or turn.operations or final):
+            # The conclusion of a turn that did work (or of the span's last turn): the end of
+            # the assistant's latest reply, with the reach a secret's name may have before
+            # its value (masked as context). A chat reply alone states no new value.
             self._facts(turn.assistant_at,
                         _tail(turn.assistant, CONCLUSION_CHARS + SIGNATURE_REACH), "assistant")
         turns = self.ledgers["turns"]
@@ -946,7 +948,7 @@ class _Cycle:
         self.touched[path] = touched  # (re)inserted last: the dict is in order of last touch
 
     def state(self) -> CumulativeState:
-        self._close_turn()
+        self._close_turn(final=True)
         files = self.ledgers["files"]
         for path, touched in self.touched.items():
             tags = tuple(tag for tag in FILE_TAG_ORDER if tag in touched.tags)
@@ -988,8 +990,9 @@ class _Cycle:
     def _identifiers(self, files: Ledger) -> Ledger:
         """The exact values of every cycle so far, ranked (:func:`~.facts.rank`), the best
         within the ledger's bytes, best first; a path the files section lists is left out.
-        Each item is ``kind: `value``` keyed by the (masked) value, tagged with who said it
-        and, when more than once, how many times."""
+        Each item is ``kind: `value``` keyed by the value (masked already: values are read
+        from masked texts), tagged with who said it and, when more than once, how many
+        times."""
         previous = self.previous.ledgers["identifiers"]
         if not self.seen:
             return previous
@@ -1001,8 +1004,7 @@ class _Cycle:
             count = int(item.tags[1].split()[1]) if len(item.tags) > 1 else 1
             merged[item.key] = _Sighting(kind, item.first, item.last, source, count,
                                          at - len(previous.items))
-        for value, seen in self.seen.items():
-            key = mask(value)
+        for key, seen in self.seen.items():
             if seen.kind == "path" and key in known:
                 continue
             earlier = merged.get(key)
@@ -1014,7 +1016,7 @@ class _Cycle:
             if SOURCE_WEIGHT.get(seen.source, 1) > SOURCE_WEIGHT.get(earlier.source, 1):
                 earlier.source = seen.source
         total = max(self.sightings, 1)
-        ranked = sorted(merged.items(), key=lambda pair: -rank(
+        ranked = sorted(merged.items(), reverse=True, key=lambda pair: rank(
             pair[1].source, pair[1].count, max(pair[1].order, 0), total))
         kept: list[Item] = []
         room = CAPS["identifiers"].head
@@ -1071,7 +1073,7 @@ def compact_branch(
     previous, resume = previous_state(branch, safe)
     span = branch[resume:safe]
     with masking_once():
-        cycle = _Cycle(previous, calls, span_bounds(sum(view.role == "user" for view in span)))
+        cycle = _Cycle(previous, calls, span_bounds([view.role for view in span].count("user")))
         for view in span:
             cycle.add(view)
         state = cycle.state()

@@ -4,7 +4,7 @@ A command's digest is the part of its output a continuing agent would otherwise 
 again for: its first error line when it failed; for well-known commands the result
 itself (``git status``: the branch and the files it lists; ``git log``: hashes and
 messages; ``git diff --stat``: the files and the totals; a test run's summary line;
-``ls``: the names it lists); else its first and last output lines. A written file's
+``ls``: the names it lists); else its first three output lines and its last. A written file's
 digest is its headings, the names it defines or exports, or its first non-empty lines.
 
 Pure functions over text; the compactor bounds and masks what it keeps.
@@ -21,6 +21,8 @@ from .facts import first_error_line
 ITEMS: Final = 8
 """At most this many files, commits, names or headings in one digest."""
 LINE_CHARS: Final = 120
+FIRST_LINES: Final = 3
+"""Any other command's first lines kept (and its last)."""
 
 _STATUS_FILE = re.compile(
     r"^\s*(modified|deleted|new file|renamed|both modified|typechange):\s+(.+)$"
@@ -124,7 +126,7 @@ def listing(output: str) -> str:
 def printed(program: Sequence[str], output: str, failed: bool) -> str:
     """What ``output`` of a command (``program``: its words from the program on) says, in
     one line: the first error line when it ``failed``, else the result of a well-known
-    command, else the first and last output lines."""
+    command, else its first three output lines and its last."""
     if failed:
         line = first_error_line(output)
         if line:
@@ -143,11 +145,10 @@ def printed(program: Sequence[str], output: str, failed: bool) -> str:
     if found:
         return found
     lines = _lines(output)
-    if not lines:
-        return ""
-    if len(lines) == 1:
-        return _clip_line(lines[0])
-    return f"{_clip_line(lines[0])} ... {_clip_line(lines[-1])}"
+    if len(lines) <= FIRST_LINES + 1:
+        return " / ".join(_clip_line(line) for line in lines)
+    first = " / ".join(_clip_line(line) for line in lines[:FIRST_LINES])
+    return f"{first} ... {_clip_line(lines[-1])}"
 
 
 def _looks_like_tests(program: Sequence[str]) -> bool:

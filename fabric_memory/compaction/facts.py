@@ -14,7 +14,8 @@ import re
 from functools import lru_cache
 from typing import Final, Literal
 
-Kind = Literal["url", "id", "scope", "version", "port", "config", "error", "path", "value"]
+Kind = Literal["url", "id", "scope", "version", "port", "config", "error", "path", "value",
+               "name"]
 Source = Literal["user", "system", "error", "assistant", "tool"]
 
 SOURCE_WEIGHT: Final[dict[str, int]] = {
@@ -34,6 +35,7 @@ _FACT = re.compile(
     r"|(?P<hash>(?<![\w.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}(?![\w-]))"
     r"|(?P<color>(?<![\w#&])#?(?=[0-9a-fA-F]{0,5}[a-fA-F])(?=[0-9a-fA-F]{0,5}\d)[0-9a-fA-F]{6}"
     r"(?![\w-]))"
+    r"|(?P<name>(?<=`)[A-Za-z_$][\w$]*(?:[a-z][A-Z]|_|\.)[\w$.]*(?=`))"
     r"|(?P<constant>(?<![\w.-])[A-Z][A-Z0-9]+(?:_[A-Za-z0-9]+)+(?![\w=-]))"
     r"|(?P<prefixed>(?<![\w.-])[a-z]{2,10}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,}(?![\w-]))"
     r"|(?P<scope>(?<![\w:/.-])[a-z][a-z_]{1,30}(?::[a-z][a-z_.]{1,40}){1,3}(?![\w:/-]))"
@@ -50,7 +52,7 @@ _FACT = re.compile(
     r"|(?<![\w/\\:.-])[A-Za-z][\w.-]*/(?=[\w.:-]*\d)(?=[\w.:-]*[A-Za-z])[\w.:-]+(?![\w/]))"
 )
 """The values one whitespace-free run of a text may hold."""
-_SIGNAL = re.compile(r"[/\\_#=@\d]|[.:]\w|[A-Z]{2}|[a-z][A-Z]")
+_SIGNAL = re.compile(r"[/\\_#=@\d`]|[.:]\w|[A-Z]{2}|[a-z][A-Z]")
 """A run without any of these holds no value: most words are skipped for one search."""
 _PHRASE = re.compile(
     r"(?P<port>\b[Pp]ort\s*[:=]?\s*(?:is\s+)?\d{2,5}\b|端口\s*[:：]?\s*\d{2,5})"
@@ -58,7 +60,7 @@ _PHRASE = re.compile(
 )
 """Values that span a space: a port said in words, an HTTP status."""
 _KINDS: Final[dict[str, Kind]] = {
-    "url": "url", "uuid": "id", "color": "value", "constant": "id", "hash": "id",
+    "url": "url", "uuid": "id", "color": "value", "constant": "id", "hash": "id", "name": "name",
     "prefixed": "id", "scope": "scope", "version": "version", "port": "port", "config": "config",
     "code": "error", "path": "path",
 }

@@ -197,7 +197,7 @@ CAPS: Final[Mapping[LedgerName, Cap]] = {
     "facts": Cap(2048, 4096),
     "errors": Cap(3072, 9216),
     "plan": Cap(1024, 3072),
-    "identifiers": Cap(4096, 0),
+    "identifiers": Cap(3072, 0),
     "files": Cap(2048, 9216),
     "changes": Cap(1024, 6144),
     "commits": Cap(1024, 3072),

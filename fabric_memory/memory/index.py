@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -744,32 +744,39 @@ class RecordSnapshot:
 
     def __init__(self, searcher: tantivy.Searcher, where: str) -> None:
         self.where = where
-        self._parts: list[tuple[tantivy.Searcher, list[str]]] = [(searcher, [])]
+        self._parts: list[_RecordPart] = [_RecordPart(searcher)]
 
-    def add(self, searcher: tantivy.Searcher, excluded: Sequence[str] = ()) -> None:
+    def add(self, searcher: tantivy.Searcher, excluded: Sequence[str] = (),
+            holds: Container[str] | None = None) -> None:
         """Read another shard's records too, but those of ``excluded`` paths (a newer shard
-        holds them)."""
-        self._parts.append((searcher, list(excluded)))
+        holds them); ``holds``: the only paths and session ids it has records of (a lookup
+        by path or id skips a shard that cannot have it)."""
+        self._parts.append(_RecordPart(searcher, list(excluded), holds))
 
     def all(self) -> list[bytes]:
         return self._records([])
 
     def by_paths(self, paths: Sequence[str]) -> list[bytes]:
-        if not paths:
-            return []
-        return self._records([tantivy.Query.term_set_query(SCHEMA, "path", list(paths))],
-                             len(paths))
+        found = []
+        for part in self._parts:
+            wanted = [path for path in paths if part.holds is None or path in part.holds]
+            if wanted:
+                query = tantivy.Query.term_set_query(SCHEMA, "path", wanted)
+                found.extend(self._records([query], len(wanted), [part]))
+        return found
 
     def by_id(self, session_id: str) -> list[bytes]:
-        return self._records([tantivy.Query.term_query(SCHEMA, "session_id", session_id)], 2)
+        parts = [p for p in self._parts if p.holds is None or session_id in p.holds]
+        return self._records([tantivy.Query.term_query(SCHEMA, "session_id", session_id)], 2,
+                             parts)
 
     def newest(self, count: int) -> list[bytes]:
         """The records of the ``count`` newest files by mtime (of each shard), and of every
         file that ties with the last of them (the caller orders, cuts and breaks ties)."""
         if count <= 0:
             return []
-        return [record for searcher, excluded in self._parts
-                for record in self._newest(searcher, self._query([], excluded), count)]
+        return [record for part in self._parts
+                for record in self._newest(part.searcher, self._query([], part.excluded), count)]
 
     def _newest(self, searcher: tantivy.Searcher, query: tantivy.Query, count: int) -> list[bytes]:
         limit = count + 16
@@ -799,11 +806,19 @@ class RecordSnapshot:
                           tantivy.Query.term_set_query(SCHEMA, "path", excluded)))
         return tantivy.Query.boolean_query(parts)
 
-    def _records(self, clauses: list[tantivy.Query], expected: int = 64) -> list[bytes]:
-        return [doc["record"] for searcher, excluded in self._parts
-                for doc in _all_docs(searcher, self.where, self._query(clauses, excluded),
-                                     expected, ("record",))
+    def _records(self, clauses: list[tantivy.Query], expected: int = 64,
+                 parts: Sequence[_RecordPart] | None = None) -> list[bytes]:
+        return [doc["record"] for part in (self._parts if parts is None else parts)
+                for doc in _all_docs(part.searcher, self.where,
+                                     self._query(clauses, part.excluded), expected, ("record",))
                 if "record" in doc]
+
+
+@dataclass(frozen=True, slots=True)
+class _RecordPart:
+    searcher: tantivy.Searcher
+    excluded: list[str] = field(default_factory=list)
+    holds: Container[str] | None = None
 
 
 class Writer:
@@ -1245,7 +1260,9 @@ def _combine(text_query: tantivy.Query | None, spec: SearchSpec) -> tantivy.Quer
         # a mask, so "neither a record nor a mask" is the same filter as "an item", and
         # excluding those few is far cheaper than intersecting every match with the
         # posting list of all items.
-        clauses.append((tantivy.Occur.MustNot, _any_of("kind", (SESSION_KIND, MASK_KIND))))
+        # (Two term queries: a term set costs a single index's recall ~40% more.)
+        clauses.extend((tantivy.Occur.MustNot, tantivy.Query.term_query(SCHEMA, "kind", kind))
+                       for kind in (SESSION_KIND, MASK_KIND))
     else:
         kinds = tantivy.Query.const_score_query(_any_of("kind", spec.kinds), 0.0)
         clauses.insert(0, (tantivy.Occur.Must, kinds))

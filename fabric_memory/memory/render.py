@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
@@ -102,11 +102,12 @@ def _call(door: Door, tool: str, request: Mapping[str, Any],
         given = {key: value for key, value in given.items() if key not in LOCATION_KEYS}
         return f"{TOOL_NAMES[door][tool]} {orjson.dumps(given).decode()}"
     words = [TOOL_NAMES[door][tool]]
+    last: list[str] = []  # a positional that looks like an option goes after `--`
     options = CLI_OPTIONS.get(tool, {})
     for key, value in given.items():
         option = options.get(key, "--" + re.sub(r"[A-Z]", lambda m: "-" + m[0].lower(), key))
         if option == "":
-            words.append(shlex.quote(str(value)))
+            (last if str(value).startswith("-") else words).append(shlex.quote(str(value)))
         elif value is True:
             words.append(option)
         elif key == "kinds":
@@ -114,7 +115,7 @@ def _call(door: Door, tool: str, request: Mapping[str, Any],
         else:
             for item in value if isinstance(value, list) else [value]:
                 words.extend((option, shlex.quote(str(item))))
-    return " ".join(words)
+    return " ".join([*words, "--", *last] if last else words)
 
 
 _UNSET: Final = object()
@@ -172,12 +173,10 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
 
 
 def _words(hit: RecallHit) -> str:
-    """`` (2/3 words)``: how many of the query's words the hit holds, when the index says."""
-    held = cast(Mapping[str, Any], hit).get("wordsHeld")
-    of = cast(Mapping[str, Any], hit).get("queryWords")
-    if isinstance(held, int) and isinstance(of, int) and of > 1:
-        return f"  ({held}/{of} words)"
-    return ""
+    """`` (2/3 words)``: how many of the query's words the hit holds, when the index says
+    (a query of one word says nothing)."""
+    held, of = hit.get("wordsHeld"), hit.get("queryWords")
+    return f"  ({held}/{of} words)" if held is not None and of is not None and of > 1 else ""
 
 
 def render_expand(page: ExpandPage, door: Door = "cli") -> str:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import orjson
 import xxhash
@@ -55,7 +55,8 @@ MANIFEST = "manifest.json"
 SHARDS = "shards"
 DELTA = "delta"
 TEMPORARY = ".tmp-"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+"""2: each file names its session id."""
 
 
 class ShardFile(TypedDict):
@@ -66,6 +67,8 @@ class ShardFile(TypedDict):
     """``[mtime_ns, size, ctime_ns]`` (:func:`~.catalog.stat_key`), None when it was gone."""
     sourceHash: str | None
     """Its bytes' hash; None when it was not indexed (invalid, another agent's)."""
+    sessionId: NotRequired[str]
+    """The session's id, when it was indexed."""
 
 
 class ShardEntry(TypedDict):
@@ -137,6 +140,9 @@ class _State:
     shards: tuple[MemoryIndex, ...]
     shard_of: dict[str, int]
     """Path → the shard (by position) that indexed it."""
+    holds: tuple[frozenset[str] | None, ...]
+    """Each shard's paths and session ids: a record lookup asks only the shards that can
+    have it."""
     masked: frozenset[str] = frozenset()
     """Paths whose documents the delta replaced (or removed)."""
     delta_records: frozenset[str] = frozenset()
@@ -208,7 +214,11 @@ class ShardedIndex:
                        for entry in manifest["shards"])
         shard_of = {file["path"]: number for number, entry in enumerate(manifest["shards"])
                     for file in entry["files"]}
-        return _State(key, manifest, shards, shard_of)
+        holds = tuple(frozenset(name for file in entry["files"]
+                                for name in (file["path"], file.get("sessionId")) if name)
+                      if manifest.get("format", 1) >= MANIFEST_FORMAT else None
+                      for entry in manifest["shards"])
+        return _State(key, manifest, shards, shard_of, holds)
 
     def manifest(self) -> Manifest:
         return self._current().manifest
@@ -232,8 +242,9 @@ class ShardedIndex:
         parts = self._parts(state)
         snapshot = parts[0].records()
         hidden = sorted(state.masked | state.delta_records)
-        for part in parts[1:]:
-            snapshot.add(part.searcher(), hidden if part is not self.delta else ())
+        for shard, holds in zip(state.shards, state.holds, strict=True):
+            if shard is not parts[0]:
+                snapshot.add(shard.searcher(), hidden, holds)
         snapshot.where = str(self.root)
         return snapshot
 

@@ -140,8 +140,11 @@ def write_shard(task: ShardTask, index: Callable[[MemoryIndex], ReindexReport]) 
     for path in task.files:
         record = records.get(path)
         checked = record.checked if record is not None else stat_key(path)
-        files.append({"path": path, "checked": list(checked) if checked else None,
-                      "sourceHash": record.source_hash if record is not None else None})
+        file: ShardFile = {"path": path, "checked": list(checked) if checked else None,
+                           "sourceHash": record.source_hash if record is not None else None}
+        if record is not None:
+            file["sessionId"] = record.session_id
+        files.append(file)
     entry: ShardEntry = {
         "name": task.name, "hash": digest, "bytes": size, "sessions": len(records),
         "documents": sum(r.entries + r.operations for r in records.values()), "files": files,
