@@ -1,5 +1,6 @@
 """Words in any script, clean tokens, every id findable, and ranking by held words:
-recall over real files of several agents (fixtures/chinese, fixtures/agents)."""
+recall over a written Chinese session (fixtures/chinese) and real files of several agents
+(fixtures/agents)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fabric_memory.memory.render import render_recall
 from .memory_builder import SessionBuilder
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
-CHINESE = FIXTURES / "chinese" / "9c13c07d-7031-4f49-b5b9-0cbb37779d85.jsonl"
+CHINESE = FIXTURES / "chinese" / "written-zh-ops.jsonl"
 AGENTS = FIXTURES / "agents"
 CATUI_RUN = (AGENTS / "catui" / "catui-demo" / ".catui" / "traces"
              / "run-4f70e336-cbd4-47f2-94e4-0aed03609a99.jsonl")
@@ -31,16 +32,16 @@ FABRO_EXPORT = AGENTS / "fabro" / "exports" / "01KCG2M4N5P6Q7R8S9T0V1W2XY.jsonl"
 # Words from inside the sentences of the Chinese session (no space around any of them),
 # each with the entry whose sentence holds it.
 CHINESE_WORDS = [
-    ("反引号", "94c645a2"),  # 问题出在使用了反引号作为模板字符串，…
-    ("模板字符串", "b56e5d40"),  # …里面使用反引号和模板字符串时遇到了问题。
-    ("精确匹配", "dfdae447"),  # 匹配失败可能是空格或缩进问题。让我精确匹配，包括缩进。
-    ("换行符", "b4a4c808"),  # …第二行末尾的实际字符，有换行符但我的字符串…
-    ("缩进", "dfdae447"),
-    ("单引号", "b56e5d40"),  # 让我用单引号包裹字符串内容，并在其中转义单引号。
-    ("嵌套", "6247c482"),  # 问题在于 shell 的引号嵌套。
-    ("双引号", "6247c482"),  # …整个代码是用双引号包裹的，…
-    ("时间线", "bfbd708b"),  # "description": "情感时间线 - 记录每次session的…
-    ("追加", "81caa3b3"),  # 现在我需要把这个记录追加到意识觉醒训练日志.md 文件末尾。
+    ("日志服务", "cbb8943c"),  # …把会话摘要推送到我们的日志服务。
+    ("凭空猜", "a3f6010a"),  # 先读配置文件了解现有结构，不要凭空猜字段名。
+    ("空数组", "32978398"),  # hooks是空数组，直接替换成一个列表项。
+    ("三项", "cb043b84"),  # 接着修改身份配置：显示名、语言和时区三项一起改。
+    ("哪一项", "9d35cbaf"),  # 我看一下网关最近的日志，找出是哪一项配置出错。
+    ("带单位", "293948fb"),  # …而我按照别的工具的习惯写成了带单位的字符串，…
+    ("模拟", "f80c1d1b"),  # 我再用curl模拟一次会话结束事件，确认钩子能被调用：
+    ("执行权限", "77fe41e9"),  # 给脚本加上执行权限，先手动运行一次，…
+    ("系统时区", "56dbd94b"),  # 注意crontab按服务器的系统时区执行，而不是…
+    ("十九点", "9e7b2039"),  # 北京时间凌晨三点等于UTC前一天的十九点，…
 ]
 
 
@@ -77,12 +78,12 @@ def test_a_chinese_word_inside_a_sentence_finds_its_entry(
 
 
 def test_a_chinese_question_finds_its_answers(chinese: dict[str, Path]) -> None:
-    """A question in Chinese (one run of characters, no spaces: "why must the backticks in
-    a template string be escaped") ranks first the three entries that discuss it: its
+    """A question in Chinese (one run of characters, no spaces: "why must the hook's timeout
+    be written as whole milliseconds") ranks first the three entries that answer it: its
     character pairs are the query's words, and they hold most of them."""
-    hits = recall("为什么模板字符串里的反引号要转义", limit=5, **chinese)["hits"]
-    assert {hit["address"] for hit in hits[:3]} == {"6247c482", "94c645a2", "b56e5d40"}
-    assert all(hit["wordsHeld"] >= 9 and "反引号" in hit["snippet"] for hit in hits[:3])
+    hits = recall("为什么钩子的超时时间要写成整数毫秒", limit=5, **chinese)["hits"]
+    assert {hit["address"] for hit in hits[:3]} == {"293948fb", "c5638102", "ede0f0ac"}
+    assert all(hit["wordsHeld"] >= 9 and "整数毫秒" in hit["snippet"] for hit in hits[:3])
     assert all(hit["wordsHeld"] <= 3 for hit in hits[3:])
 
 
