@@ -72,6 +72,7 @@ def test_a_rerun_on_this_machine_is_the_same_build(roots: dict[str, Path]) -> No
     assert report["shards"] == {"total": len(before["shards"]) + 1, "built": 1,
                                 "kept": len(before["shards"]), "engine": "this machine"}
     assert (report["indexed"], report["skipped"]) == (1, len(WORDS))
+    assert report["sessionsRoots"] == [str(roots["sessions"])]
     assert _total("capybara", roots) == 1
 
 
