@@ -106,11 +106,12 @@ def _call(door: Door, tool: str, request: Mapping[str, Any],
         given = {key: value for key, value in given.items() if key not in LOCATION_KEYS}
         return f"{TOOL_NAMES[door][tool]} {orjson.dumps(given).decode()}"
     words = [TOOL_NAMES[door][tool]]
+    last: list[str] = []  # a positional that looks like an option goes after `--`
     options = CLI_OPTIONS.get(tool, {})
     for key, value in given.items():
         option = options.get(key, "--" + re.sub(r"[A-Z]", lambda m: "-" + m[0].lower(), key))
         if option == "":
-            words.append(shlex.quote(str(value)))
+            (last if str(value).startswith("-") else words).append(shlex.quote(str(value)))
         elif value is True:
             words.append(option)
         elif key == "kinds":
@@ -118,7 +119,7 @@ def _call(door: Door, tool: str, request: Mapping[str, Any],
         else:
             for item in value if isinstance(value, list) else [value]:
                 words.extend((option, shlex.quote(str(item))))
-    return " ".join(words)
+    return " ".join([*words, "--", *last] if last else words)
 
 
 _UNSET: Final = object()
