@@ -36,6 +36,10 @@ def render_reindex(report: ReindexReport) -> str:
         f"in {report['seconds']:.2f}s",
         f"index: {report['index']}",
     ]
+    if "shards" in report:
+        shards = report["shards"]
+        lines.append(f"shards: {shards['built']} built, {shards['kept']} kept of "
+                     f"{shards['total']}, on {shards['engine']}")
     if report["redacted"]:
         masked = ", ".join(f"{kind} {n}" for kind, n in sorted(report["redacted"].items()))
         lines.append(f"secrets masked in the index: {masked}")
