@@ -350,7 +350,8 @@ class Server:
         return {
             "n": self.n,
             "connections": self.connections,
-            "exit": 0 if self.alive_at_end and self.connections == 1 else "died or reconnected",
+            # up to the end on its first connection: it never died and was never replaced
+            "alive": self.alive_at_end and self.connections == 1,
             "stderrTail": errors.strip().splitlines()[-1][:200] if errors.strip() else "",
             "tracebacks": errors.count("Traceback"),
             "samples": [list(sample) for sample in self.samples],
@@ -474,8 +475,8 @@ def _problems(report: dict[str, Any]) -> list[str]:
         problems.append(f"{len(report['hangs'])} hangs, {report['hungActors']} actors stuck")
     for server in report["servers"]:
         name = f"server {server['n']}"
-        if server["exit"] != 0:
-            problems.append(f"{name} exited {server['exit']}: {server['stderrTail']}")
+        if not server["alive"]:
+            problems.append(f"{name} died or was replaced: {server['stderrTail']}")
         if server["tracebacks"]:
             problems.append(f"{name} printed {server['tracebacks']} tracebacks")
         first, last = server["fdsFirstThirdMax"], server["fdsLastThirdMax"]
@@ -508,7 +509,7 @@ def render(report: dict[str, Any]) -> str:
             f"{server['anonLastThirdMaxKiB']} KiB (first to last third; RSS with mapped index "
             f"files max {server['rssMaxKiB']} KiB), fds "
             f"{server['fdsFirstThirdMax']} -> {server['fdsLastThirdMax']} (max "
-            f"{server['fdsMax']}), exit {server['exit']}")
+            f"{server['fdsMax']}), alive to the end: {server['alive']}")
     lines.append("problems: " + ("; ".join(report["problems"]) or "none"))
     return "\n".join(lines)
 

@@ -216,6 +216,11 @@ def _watch(args: argparse.Namespace) -> Outcome:
         from .errors import UsageError
 
         raise UsageError("--watch watches the whole sessions root; drop --session")
+    if args.cluster is not None:
+        from .errors import UsageError
+
+        raise UsageError("--watch keeps an index live on this machine; run the --cluster "
+                         "build first, then --watch without --cluster")
     stop = threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: stop.set())

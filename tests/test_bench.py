@@ -44,6 +44,9 @@ EXPECTED = (
     "live.freshness",
     "live.idle_cpu",
     "cli.recall",
+    "cluster.reindex.1",
+    "cluster.reindex.2",
+    *(f"cluster.recall.{shards}" for shards in (1, 4, 16)),
 )
 
 

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -259,26 +258,29 @@ def test_a_50_mb_transcript_fails_open_within_the_budget(tmp_path: Path) -> None
 
 
 def test_a_transcript_appended_to_while_read_fails_open(tmp_path: Path) -> None:
-    """A transcript another process keeps appending to: exit 0, nothing on stdout, logged."""
+    """A transcript another process keeps appending to (half lines, then the rest): exit 0,
+    nothing on stdout, logged."""
     t, _ = _claude_two_compactions()
     path = t.write(tmp_path / "live.jsonl")
-    line = orjson.dumps(t.lines[-1]) + b"\n"
-    stop = threading.Event()
-
-    def append() -> None:
-        with path.open("ab", buffering=0) as stream:
-            while not stop.is_set():
-                stream.write(line[: len(line) // 2])  # a half-written line, then the rest
-                time.sleep(0.0005)
-                stream.write(line[len(line) // 2:])
-
-    writer = threading.Thread(target=append, daemon=True)
-    writer.start()
+    line = orjson.dumps(t.lines[-1]).decode()
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time\n"
+        "path, stop, line = sys.argv[1], sys.argv[2], sys.argv[3].encode() + b'\\n'\n"
+        "fd = os.open(path, os.O_WRONLY | os.O_APPEND)\n"
+        "end = time.monotonic() + 20\n"
+        "while not os.path.exists(stop) and time.monotonic() < end:\n"
+        "    os.write(fd, line[: len(line) // 2]); time.sleep(0.0002)\n"
+        "    os.write(fd, line[len(line) // 2:])\n"
+    ), str(path), str(stop), line])
     try:
+        started = time.monotonic()
+        while path.stat().st_size < 100 * len(line) and time.monotonic() - started < 20:
+            time.sleep(0.01)  # until it is writing
         output, log = _run(_event(t.session_id, path), tmp_path)
     finally:
-        stop.set()
-        writer.join(5)
+        stop.touch()
+        writer.wait(30)
     assert output is None
     # (on a loaded machine the growing file may outlast the budget first: also a fail-open)
     assert len(log.splitlines()) == 1

@@ -53,14 +53,17 @@ def test_hits_are_grouped_by_session_best_first_with_one_header() -> None:
 
 def test_each_door_writes_the_same_call_its_own_way() -> None:
     """The CLI's call parses back to the request (defaults left out, a quote in the query
-    kept); MCP's and Pi's are the tool's name and the request as JSON, without the places
-    those doors fill in themselves."""
+    kept, a query that starts with a dash after `--`); MCP's and Pi's are the tool's name
+    and the request as JSON, without the places those doors fill in themselves."""
     cli = call("cli", "recall", RESPONSE["next"])
     assert cli == ("fabric-memory recall 'the '\"'\"'odd'\"'\"' parser' --limit 3 --offset 3 "
                    "--index /idx")
     parsed = build_parser().parse_args(shlex.split(cli)[1:])
     assert (parsed.query, parsed.limit, parsed.offset, parsed.index_dir) == (
         "the 'odd' parser", 3, 3, "/idx")
+    dashed = build_parser().parse_args(shlex.split(call("cli", "recall", {
+        "query": "-foo", "offset": 10}))[1:])
+    assert (dashed.query, dashed.offset) == ("-foo", 10)
     for door, name in (("mcp", "recall"), ("pi", "memory_recall")):
         tool, _, arguments = call(door, "recall", RESPONSE["next"]).partition(" ")
         assert (tool, orjson.loads(arguments)) == (

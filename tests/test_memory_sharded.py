@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from fabric_memory.cli import main
 from fabric_memory.errors import ClusterError, MemoryIndexError, UsageError
 from fabric_memory.memory import cluster as dask_cluster
 from fabric_memory.memory.catalog import list_sessions, stats, verify
@@ -72,6 +73,7 @@ def test_a_rerun_on_this_machine_is_the_same_build(roots: dict[str, Path]) -> No
     assert report["shards"] == {"total": len(before["shards"]) + 1, "built": 1,
                                 "kept": len(before["shards"]), "engine": "this machine"}
     assert (report["indexed"], report["skipped"]) == (1, len(WORDS))
+    assert report["sessionsRoots"] == [str(roots["sessions"])]
     assert _total("capybara", roots) == 1
 
 
@@ -248,3 +250,20 @@ def test_an_unreachable_scheduler_is_a_cluster_error(
         reindex(sessions=_sessions(tmp_path / "s"), index=tmp_path / "i",
                 cluster="tcp://127.0.0.1:9")
     assert not (tmp_path / "i" / "manifest.json").exists()
+
+
+def test_the_cli_builds_a_sharded_index_and_reports_its_shards(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`reindex --sharded --shard-mb` prints its shards line (JSON: ``shards``); --watch with
+    --cluster is refused in one line with exit status 2."""
+    sessions = _sessions(tmp_path / "sessions")
+    where = ["--sessions", str(sessions), "--index", str(tmp_path / "index")]
+    assert main(["reindex", *where, "--sharded", "--shard-mb", "1", "--workers", "1"]) == 0
+    assert "shards: 1 built, 0 kept of 1, on this machine" in capsys.readouterr().out
+    assert main(["reindex", *where, "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["shards"] == {
+        "total": 1, "built": 0, "kept": 1, "engine": "this machine"}
+    assert main(["reindex", *where, "--cluster", "local:1", "--watch"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+

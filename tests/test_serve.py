@@ -437,8 +437,8 @@ def test_new_and_deleted_files_follow_the_folder(places: dict[str, Path], watche
 
 def test_a_sharded_index_serves_and_stays_live(places: dict[str, Path], tmp_path: Path) -> None:
     """Over a sharded index (one shard per session), the server's recall, expand and sessions
-    answer as the CLI does, and a session written after start becomes recallable (the
-    live index writes it into the delta beside the shards)."""
+    answer as the CLI does, and a session written after start becomes recallable (the live
+    index's catch-up build takes it into a shard, or a live step into the delta)."""
     places = {**places, "index": tmp_path / "sharded"}
     report = reindex(sessions=places["sessions"], index=places["index"], sharded=True,
                      shard_bytes=1, workers=1)
@@ -462,7 +462,6 @@ def test_a_sharded_index_serves_and_stays_live(places: dict[str, Path], tmp_path
         assert await poll(appeared), "the new session never became recallable"
 
     run(body, places)
-    assert (places["index"] / "delta").is_dir()
 
 
 def test_cli_reindex_while_serving(places: dict[str, Path]) -> None:

@@ -79,6 +79,14 @@ def test_long_words_are_left_out_by_their_utf8_length() -> None:
     assert words("é" * (MAX_WORD_BYTES // 2 + 1)) == []
 
 
+def test_ascii_text_reads_as_it_would_beside_other_scripts() -> None:
+    """Plain ASCII text (read by a quicker path) gives the words it gives beside a word of
+    another script."""
+    text = "Fix_the BUG in src/Parser.ts:42 (" + "a" * 128 + " " + "b" * 129 + ")"
+    assert words(text) == words(text + " é")[:-1]
+    assert words(text) == ["fix", "the", "bug", "in", "src", "parser", "ts", "42", "a" * 128]
+
+
 def test_final_sigma_lowercases_as_the_index_does() -> None:
     """The index lowercases one character at a time, so a final Σ is σ."""
     assert words("ΟΔΟΣ") == ["οδοσ"]

@@ -167,26 +167,19 @@ class IndexLock:
                 f"{self.path}: cannot create the lock ({exc.strerror or exc}); "
                 "pass --index DIR on a writable disk"
             ) from None
-        deadline = time.monotonic() + max(timeout, 0.0)
-        delay = 0.01
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
-                    raise MemoryIndexError(f"{self.path}: cannot lock ({exc.strerror})") from exc
-            if time.monotonic() >= deadline:
-                holder = _read_pid(fd)
-                os.close(fd)
-                who = f" (pid {holder})" if holder else ""
-                raise IndexLockedError(
-                    f"{self.path}: another writer{who} holds the memory index lock after "
-                    f"waiting {timeout:g}s; retry when it finishes"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+        try:
+            taken = _flock_within(fd, timeout, 0.2)
+        except OSError as exc:
+            os.close(fd)
+            raise MemoryIndexError(f"{self.path}: cannot lock ({exc.strerror})") from exc
+        if not taken:
+            holder = _read_pid(fd)
+            os.close(fd)
+            who = f" (pid {holder})" if holder else ""
+            raise IndexLockedError(
+                f"{self.path}: another writer{who} holds the memory index lock after "
+                f"waiting {timeout:g}s; retry when it finishes"
+            )
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
@@ -204,6 +197,25 @@ class IndexLock:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+def _flock_within(fd: int, timeout: float, longest_sleep: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` within ``timeout`` seconds (polling, the sleeps
+    doubling up to ``longest_sleep``); False past it. Raises ``OSError`` when the file
+    cannot be locked at all."""
+    deadline = time.monotonic() + max(timeout, 0.0)
+    delay = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, longest_sleep)
 
 
 def _read_pid(fd: int) -> str:
@@ -1142,27 +1154,17 @@ def await_meta_lock(directory: Path, timeout: float) -> None:
     except OSError:
         return  # no lock file yet: nobody holds it (or Tantivy reports the real problem)
     try:
-        deadline = time.monotonic() + max(timeout, 0.0)
-        delay = 0.001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    return  # flock not supported here: leave it to Tantivy
-            else:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                return
-            if time.monotonic() >= deadline:
-                holder = lock_holder(fd)
-                who = f" (pid {holder})" if holder else ""
-                raise IndexBusyError(
-                    f"{path}: another process{who} has held Tantivy's meta lock for "
-                    f"{timeout:g}s; retry in a moment (if it lasts, that process is stuck: "
-                    "stop it)"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+        if _flock_within(fd, timeout, 0.05):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return
+        holder = lock_holder(fd)
+        who = f" (pid {holder})" if holder else ""
+        raise IndexBusyError(
+            f"{path}: another process{who} has held Tantivy's meta lock for {timeout:g}s; "
+            "retry in a moment (if it lasts, that process is stuck: stop it)"
+        )
+    except OSError:
+        return  # flock not supported here: leave it to Tantivy
     finally:
         os.close(fd)
 

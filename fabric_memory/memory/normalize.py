@@ -25,6 +25,7 @@ import orjson
 from ..errors import clipped
 from ..redact import is_secret_name, mask_blocks, mask_named, redact_texts
 from ..session import Entry, LineProblem, Session, decode_line, glued_objects, migrated_id
+from ..sources.reader import IDS
 from ..trace import FabricResult, TraceOperation, TracePhase
 from ..view import EntryView, view_entry
 from ..words import searchable
@@ -267,9 +268,18 @@ def _operation_item(parent: Item, op: TraceOperation, counts: Counter[str]) -> I
 
 
 def entry_text(view: EntryView, counts: Counter[str] | None = None) -> str:
-    """The searchable text of one entry (see the module docstring for what is left out);
-    what only the entry's structure shows as a secret is masked (counted in ``counts``),
-    the rest is left to :func:`~fabric_memory.redact.redact_texts`."""
+    """The searchable text of one entry (see the module docstring for what is left out),
+    then the ids its reader found in structural fields (:data:`~fabric_memory.sources.
+    reader.IDS`); what only the entry's structure shows as a secret is masked (counted in
+    ``counts``), the rest is left to :func:`~fabric_memory.redact.redact_texts`."""
+    said = _said(view, counts)
+    ids = view.raw.get(IDS)
+    if type(ids) is not list or not ids:
+        return said
+    return _join([said, *(value for value in ids if isinstance(value, str))])
+
+
+def _said(view: EntryView, counts: Counter[str] | None) -> str:
     raw = view.raw
     message = view.message
     if message is not None:

@@ -36,6 +36,10 @@ def render_reindex(report: ReindexReport) -> str:
         f"in {report['seconds']:.2f}s",
         f"index: {report['index']}",
     ]
+    if "shards" in report:
+        shards = report["shards"]
+        lines.append(f"shards: {shards['built']} built, {shards['kept']} kept of "
+                     f"{shards['total']}, on {shards['engine']}")
     if report["redacted"]:
         masked = ", ".join(f"{kind} {n}" for kind, n in sorted(report["redacted"].items()))
         lines.append(f"secrets masked in the index: {masked}")
@@ -102,11 +106,12 @@ def _call(door: Door, tool: str, request: Mapping[str, Any],
         given = {key: value for key, value in given.items() if key not in LOCATION_KEYS}
         return f"{TOOL_NAMES[door][tool]} {orjson.dumps(given).decode()}"
     words = [TOOL_NAMES[door][tool]]
+    last: list[str] = []  # a positional that looks like an option goes after `--`
     options = CLI_OPTIONS.get(tool, {})
     for key, value in given.items():
         option = options.get(key, "--" + re.sub(r"[A-Z]", lambda m: "-" + m[0].lower(), key))
         if option == "":
-            words.append(shlex.quote(str(value)))
+            (last if str(value).startswith("-") else words).append(shlex.quote(str(value)))
         elif value is True:
             words.append(option)
         elif key == "kinds":
@@ -114,7 +119,7 @@ def _call(door: Door, tool: str, request: Mapping[str, Any],
         else:
             for item in value if isinstance(value, list) else [value]:
                 words.extend((option, shlex.quote(str(item))))
-    return " ".join(words)
+    return " ".join([*words, "--", *last] if last else words)
 
 
 _UNSET: Final = object()

@@ -189,6 +189,7 @@ def build_shards(
         built: dict[str, ShardEntry] = {}
         for result in engine.run(function, plan.tasks):
             built[result.entry["name"]] = result.entry
+            result.report["sessionsRoots"] = []  # the run's own, not once per task
             add_report(report, result.report)
             done += len(result.entry["files"])
             if progress is not None:

@@ -29,6 +29,7 @@ from .reader import (
     compaction,
     event,
     message,
+    name_ids,
     string,
     text_block,
     thinking_block,
@@ -118,7 +119,7 @@ def read(path: str, max_line_bytes: int) -> Session:
     """tool_use id -> tool name, to name the result that answers it."""
     links: dict[str, str | None] = {}
     """uuid -> parentUuid of the bookkeeping lines in the parent chain."""
-    session_id = project = None
+    session_id = project = named = None
     for line in lines:
         value = line.value
         if type(value) is not dict:
@@ -126,7 +127,14 @@ def read(path: str, max_line_bytes: int) -> Session:
             continue
         session_id = session_id or string(value.get("sessionId"))
         project = project or string(value.get("cwd"))
+        before = len(entries.entries)
         _read_line(line, value, entries, tools, links)
+        # The first entry under each session id (a resumed session's file holds the turns
+        # of the one it continues) holds that id, so recalling it finds where it starts.
+        line_session = string(value.get("sessionId"))
+        if line_session not in (None, named) and len(entries.entries) > before:
+            name_ids(entries.entries[before].raw, [line_session])
+            named = line_session
     if session_id is None:
         raise NotASessionError(path, None, "no line names its sessionId (not a Claude Code "
                                "transcript, or one holding only summaries)")

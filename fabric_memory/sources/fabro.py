@@ -31,6 +31,7 @@ from .reader import (
     build_session,
     event,
     message,
+    name_ids,
     string,
     text_block,
     tool_call_block,
@@ -59,6 +60,8 @@ def read(path: str, max_line_bytes: int) -> Session:
     tools: dict[str, str] = {}
     """tool_call_id -> tool name, to name a result that does not say it."""
     run_id = project = None
+    named: set[str] = set()
+    """Envelope ids already given to an entry: the first event under each holds it."""
     for line in lines:
         value = line.value
         if type(value) is not dict or not isinstance(value.get("event"), str):
@@ -66,13 +69,21 @@ def read(path: str, max_line_bytes: int) -> Session:
             continue
         run_id = run_id or string(value.get("run_id"))
         project = project or _project(value)
-        entries.add(line, _raw(value, tools), address=_address(value),
-                    parent=entries.last_id, timestamp=string(value.get("ts")))
+        ids = [given for key in STRUCTURAL_IDS
+               if (given := string(value.get(key))) is not None and given not in named]
+        named.update(ids)
+        name_ids(entries.add(line, _raw(value, tools), address=_address(value),
+                             parent=entries.last_id, timestamp=string(value.get("ts"))).raw, ids)
     if not entries.entries:
         raise NotASessionError(path, None, "no Fabro event in the file")
     session_id = run_id or _named_by_file(path)
     return build_session(lines, entries, agent=AGENT, session_id=session_id, project=project,
                          header={"runId": run_id, "cwd": project})
+
+
+STRUCTURAL_IDS: Final = ("session_id", "parent_session_id", "stage_id")
+"""Envelope ids the first event under each is recalled by (an event's own ``id`` is its
+address; its tool call's id is in the call and the result)."""
 
 
 def _address(value: Mapping[str, Any]) -> str | None:

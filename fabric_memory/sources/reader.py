@@ -24,6 +24,10 @@ if TYPE_CHECKING:  # loaded when a file is read (see the module docstring)
     from ..session import Entry, LineProblem, Session
 
 NOT_JSON: Final = object()
+IDS: Final = "ids"
+"""The key of a Pi-shaped entry holding the ids its line had in structural fields: words of
+the entry for recall (:func:`fabric_memory.memory.normalize.entry_text`), not text a
+reader is shown."""
 """What :attr:`SourceReader.recognises` is given when a file's first line is not JSON."""
 
 Recognises = Callable[[Any, str], bool]
@@ -258,6 +262,14 @@ class Entries:
     @property
     def last_id(self) -> str | None:
         return self.entries[-1].id if self.entries else None
+
+
+def name_ids(raw: dict[str, Any], ids: Collection[str | None]) -> None:
+    """Add ``ids`` (the non-empty ones, once each) to the entry's :data:`IDS`: ids its line
+    holds in structural fields (a session's, a stage's), which recall finds the entry by."""
+    named = list(dict.fromkeys([*raw.get(IDS, ()), *(value for value in ids if value)]))
+    if named:
+        raw[IDS] = named
 
 
 def build_session(
