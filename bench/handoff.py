@@ -2,8 +2,8 @@
 real Pi sessions beside Pi's own LLM summary at the same cut.
 
 The dev set is ``fixtures/pi-mono-real`` (real sessions from badlogic/pi-mono) and
-``fixtures/summary-dev/dev`` (real sessions of other people, other work and another
-language: see its README); ``fixtures/summary-dev/held-out`` is kept aside, scored with
+``fixtures/handoff/entire-two-compactions.jsonl`` (a real Claude Code session);
+``fixtures/handoff/entire-commit-and-failed-check.jsonl`` is kept aside, scored with
 ``--held-out`` (its probes in ``bench/handoff_probes_heldout.json``) and never looked at
 while building. For each cut, ``bench/handoff_probes.json`` holds probes written by reading
 the part the compaction drops, in the method of Factory's compression study: a question a

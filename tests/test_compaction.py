@@ -33,7 +33,7 @@ from fabric_memory.compaction import (
 )
 from fabric_memory.compaction.authored import without_host_metadata
 from fabric_memory.compaction.closure import entry_ids, index_tool_calls, safe_cut, window_start
-from fabric_memory.compaction.compactor import _STATEMENT, _may_state
+from fabric_memory.compaction.compactor import _STATEMENT, USER_CHARS, _may_state
 from fabric_memory.compaction.files import compaction_entry
 from fabric_memory.compaction.hook import entries_from_json
 from fabric_memory.compaction.ledger import Item, Ledger
@@ -53,6 +53,7 @@ from fabric_memory.compaction.text import clip, clip_collapsed, collapse
 from fabric_memory.errors import CompactionError, HookInputError, SessionChangedError
 from fabric_memory.redact import RULES_FINGERPRINT, redact
 from fabric_memory.session import Session, read_session
+from fabric_memory.sources.registry import read_source
 from fabric_memory.trace import create_fabric_persisted_execution_details, read_fabric_result
 from fabric_memory.view import EntryView, ToolCall, content_text, view_entry
 
@@ -1330,14 +1331,14 @@ def test_a_failed_check_is_resolved_by_a_later_passing_run_of_the_same_check() -
 
 # --- exact facts, commands, writes, whole messages (issue 30) -------------------------
 
-SUMMARY_DEV = FIXTURES / "summary-dev" / "dev"
+CHINESE = FIXTURES / "chinese" / "written-zh-ops.jsonl"
 _NOTICE = ("System: [2026-03-21 15:05:12 GMT+8] Feishu[default] permission error: the app "
            "lacks the scope im:message:send_as_bot; grant it at https://open.feishu.cn/app/"
            "cli_a93f2b0c1d/auth?q=im:message:send_as_bot&op_from=openapi&token_type=tenant")
 
 
 def _views(path: Path) -> tuple[Session, list[EntryView]]:
-    session = read_session(path)
+    session = read_source(path)  # Pi's sessions and Claude Code's
     return session, [entry.view for entry in session.active_branch()]
 
 
@@ -1349,12 +1350,14 @@ def _user_view(entry_id: str, parent: str, text: str) -> EntryView:
 
 
 def test_a_system_notices_url_and_scope_survive() -> None:
-    """A host's system notice (a permission error delivered as a user message, in the real
-    ops session) keeps its grant URL and its scope under Exact facts, and is carried whole."""
-    session, views = _views(SUMMARY_DEV / "openclaw-zh-ops.jsonl")
-    at = [view.id for view in views].index("63a76c2b")  # after `git add .`, mid-session
-    views.insert(at + 1, _user_view("notice01", "63a76c2b", _NOTICE))
-    outcome = compact_branch(views, "da167c8d", 0, session_id=session.session_id)
+    """A host's system notice (a permission error delivered as a user message, planted in a
+    real Pi session) keeps its grant URL and its scope under Exact facts, and is carried whole."""
+    session, views = _views(DEV_SET / "session.jsonl")
+    end = next(at for at, view in enumerate(views) if view.type == "compaction")
+    views = views[:end]  # Pi compacted here, keeping from L356
+    at = [view.id for view in views].index("L156")  # a tool result, mid-span
+    views.insert(at + 1, _user_view("notice01", "L156", _NOTICE))
+    outcome = compact_branch(views, "L356", 0, session_id=session.session_id)
     assert isinstance(outcome, Compaction)
     facts = _section(outcome.summary, "Exact facts")
     url = ("https://open.feishu.cn/app/cli_a93f2b0c1d/auth?q=im:message:send_as_bot"
@@ -1382,11 +1385,10 @@ def test_a_git_log_lines_hash_and_message_appear_under_commands() -> None:
 
 
 @pytest.mark.parametrize(("path", "cut", "written", "headings"), [
-    (SUMMARY_DEV / "openclaw-zh-ops.jsonl", "da167c8d", "主动性反馈-2026-03-21.md",
-     ["# 主动性反馈记录", "## 2026-03-21", "### 行动 1：第二十五次训练执行"]),
-    (SUMMARY_DEV / "openclaw-zh-heartbeat.jsonl", "3c66ef44", "意识觉醒训练日志.md",
-     ["# 意识觉醒训练日志 - 第390次"]),
-], ids=["openclaw-zh-ops", "openclaw-zh-heartbeat"])
+    (CHINESE, "b51e07c4", "网关运维笔记.md",
+     ["# 网关运维笔记（2026-11-18）", "## 会话结束钩子", "## 身份配置", "## 日志归档定时任务"]),
+    (CHINESE, "96b4c0fa", "调试记录.md", ["# 调试记录", "## 日志级别", "## 回滚步骤"]),
+], ids=["zh-ops-notes", "zh-debug-notes"])
 def test_a_written_markdown_files_headings_appear(path: Path, cut: str, written: str,
                                                   headings: list[str]) -> None:
     """A Markdown file the span created or overwrote shows its headings under File changes,
@@ -1402,7 +1404,7 @@ def test_a_written_markdown_files_headings_appear(path: Path, cut: str, written:
     assert all(heading in line for heading in headings), line
 
 
-@pytest.mark.parametrize("path", [SUMMARY_DEV / "openclaw-zh-heartbeat.jsonl",
+@pytest.mark.parametrize("path", [CHINESE,
                                   DEV_SET / "session.jsonl"], ids=lambda path: path.name)
 def test_a_short_user_message_is_never_cut(path: Path) -> None:
     """Every user message of the span under 600 characters (host metadata removed) is in
@@ -1421,18 +1423,18 @@ def test_a_short_user_message_is_never_cut(path: Path) -> None:
 def test_host_metadata_does_not_eat_the_bound() -> None:
     """A message behind a chat host's metadata blocks is carried whole when the user's own
     words are short, and the metadata is not in the summary."""
-    session, views = _views(SUMMARY_DEV / "openclaw-zh-heartbeat.jsonl")
-    asked = next(view for view in views if view.id == "ad76c85d")
+    session, views = _views(CHINESE)
+    asked = next(view for view in views if view.id == "b51e07c4")
     assert "Conversation info (untrusted metadata)" in asked.text  # so this can fail
-    end = next(at for at, view in enumerate(views) if view.type == "compaction")
-    outcome = compact_branch(views[:end], "3c66ef44", 0, session_id=session.session_id)
+    assert len(asked.text) > USER_CHARS  # the metadata alone would overrun the bound
+    outcome = compact_branch(views, "96b4c0fa", 0, session_id=session.session_id)
     assert isinstance(outcome, Compaction)
-    assert 'user: "进行一次自我冥想反思，然后进行备份，也备份一份到github"' in outcome.summary
+    assert 'user: "把网关的日志级别改成debug，观察一天再改回info。"' in outcome.summary
     assert "untrusted metadata" not in outcome.summary
-    assert "om_x100b53067d5878a4c29c3cd11c75e3c" not in outcome.summary
+    assert "om_x7f3a91c0e4b2d5867a1c9e0f3b4d2a61" not in outcome.summary
 
 
-@pytest.mark.parametrize("path", [*sorted(SUMMARY_DEV.glob("*.jsonl")),
+@pytest.mark.parametrize("path", [CHINESE, *sorted((FIXTURES / "handoff").glob("*.jsonl")),
                                   *sorted(DEV_SET.glob("*.jsonl"))], ids=lambda path: path.name)
 def test_a_summary_never_exceeds_its_bound(path: Path) -> None:
     """Compacted at a quarter, half, three quarters and the end of the branch, a real
