@@ -291,13 +291,18 @@ def _flock_free(path: Path) -> bool:
 
 def test_parser_workers_let_go_of_a_lock_held_as_they_were_forked(tmp_path: Path) -> None:
     """A parser worker forked while a thread of the writer holds Tantivy's meta lock closes
-    its copy: the lock is free as soon as the thread lets go (the cause of the hang)."""
+    its copy as it starts: the lock is free once the thread lets go (the cause of the hang)."""
     lock = tmp_path / TANTIVY_LOCKS[1]
     fd = os.open(lock, os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)  # as a Tantivy reader's watcher thread does to reload
     with reindex_module._workers(2) as pool:
         assert pool is not None
         os.close(fd)  # the thread is done
+        # Each worker closes its copy as it starts, which may be just after the pool returns
+        # (only the first worker is known to have started): wait for that, within a bound.
+        deadline = time.monotonic() + 10
+        while not _flock_free(lock) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _flock_free(lock), "a forked worker still holds the lock"
 
 
