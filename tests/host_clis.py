@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from .conftest import REPO
 
@@ -47,12 +51,11 @@ def codex_hooks(env: dict[str, str], cwd: Path, timeout: float = 30.0) -> list[d
     its ``key``, ``currentHash`` and ``trustStatus``."""
     import json
     import queue
-    import subprocess
     import threading
 
     process = subprocess.Popen([host_cli(CODEX), "app-server"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                               cwd=cwd, text=True)
+                               cwd=cwd, text=True, start_new_session=True)
     assert process.stdin is not None and process.stdout is not None
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout],  # type: ignore[union-attr]
@@ -71,5 +74,26 @@ def codex_hooks(env: dict[str, str], cwd: Path, timeout: float = 30.0) -> list[d
                 assert "result" in answer, answer
                 return [hook for entry in answer["result"]["data"] for hook in entry["hooks"]]
     finally:
-        process.kill()
-        process.wait(timeout=10)
+        end_group(process)
+
+
+def end_group(process: subprocess.Popen[Any]) -> None:
+    """Kill a host started in its own session, and every process under it: npm's ``codex``
+    is a Node launcher whose native child outlives a kill of the launcher alone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def run_host_cli(argv: list[str], cwd: Path, env: dict[str, str],
+             timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a host CLI to its end with no input, in its own session, within ``timeout``
+    seconds; whatever it started is ended with it."""
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    finally:
+        end_group(process)
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)

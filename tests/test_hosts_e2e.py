@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from .agent_homes import fake_home, mcp_answers
-from .host_clis import CLAUDE, CODEX, host_cli, host_env
+from .host_clis import CLAUDE, CODEX, host_cli, host_env, run_host_cli
 from .stub_model import Step, StubModel, serving
 
 RUN_SECONDS = 60
@@ -38,8 +38,7 @@ def install(host: str, env: dict[str, str]) -> None:
 
 
 def run_host(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=RUN_SECONDS, check=False)
+    done = run_host_cli(argv, cwd, env, timeout=RUN_SECONDS)
     assert done.returncode == 0, f"{argv[1:3]} exited {done.returncode}:\n{done.stderr[-2000:]}"
     return done.stdout
 
