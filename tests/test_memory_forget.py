@@ -207,9 +207,11 @@ def live(places: dict[str, Any]) -> Iterator[None]:
 
 def test_the_live_index_does_not_bring_it_back(
         places: dict[str, Any], live: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """With the live index running, an append to the forgotten file is not indexed (a file
-    written after it is: the watcher did run)."""
+    """With the live index running (past its catch-up pass), an append to the forgotten
+    file is not indexed (a file written after it is: the watcher did run)."""
     where = places["where"]
+    session_in(places["sessions"] / "--ours--" / "first.jsonl", "/work/ours", "tulipgantry")
+    wait_for(lambda: found(capsys, where, "tulipgantry") == 1)
     cli(capsys, "forget", places["secret"].session_id, *where)
     places["secret"].append(f"the {LATER} step")
     session_in(places["sessions"] / "--ours--" / "after.jsonl", "/work/ours", "marigoldfence")
