@@ -22,7 +22,7 @@ import orjson
 
 MARKER = ".fabric-memory-ignore"
 IGNORE_ENV = "FABRIC_MEMORY_IGNORE"
-HEAD_BYTES = 64 * 1024
+HEAD_BYTES = 32 * 1024
 HEAD_LINES = 20
 
 
