@@ -364,7 +364,12 @@ def _number(name: str, default: float) -> float:
 def handoff(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     """The packet for the hook input ``data`` (the line to print), or None when the
     source is not a compaction; :class:`~fabric_memory.errors.FabricMemoryError` when no
-    packet can be made."""
+    packet can be made. A UserPromptSubmit input gets the prompt's context instead
+    (:mod:`fabric_memory.prompt_context`)."""
+    from .prompt_context import is_prompt_event, prompt_context
+
+    if is_prompt_event(data):
+        return prompt_context(data)
     from .session import open_regular
     from .sources import read_source
 
