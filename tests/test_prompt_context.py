@@ -38,7 +38,8 @@ def _event(session_id: str, path: Path | None, prompt: str, **extra: Any) -> byt
 
 def _claude(compacted: bool = True) -> tuple[ClaudeTranscript, dict[str, str]]:
     t = ClaudeTranscript()
-    marks = {"task": t.user("Set up the ledger database for local development.")}
+    marks = {"task": t.user("Set up the ledger database for local development; the "
+                            "invoice export to CSV comes later.")}
     marks["fact"] = t.tool("Bash", {"command": "cat .env.local"},
                            f"DATABASE_URL={FACT}\nLEDGER_CURRENCY=EUR")
     marks["error"] = t.tool("Bash", {"command": "alembic upgrade head"},
@@ -106,7 +107,7 @@ def test_an_idle_prompt_gets_nothing(memory: dict[str, Path], prompt: str) -> No
 
 
 @pytest.mark.parametrize("prompt", [
-    "How do I configure Kubernetes horizontal pod autoscaling?",  # never touched
+    "How should Kubernetes autoscale the database pods?",  # never touched (but "database")
     "Where is the invoice export to CSV written?",  # the kept turns show it
 ])
 def test_nothing_when_the_sessions_never_touched_it_or_the_kept_turns_show_it(
