@@ -369,7 +369,7 @@ def handoff(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     from .prompt_context import is_prompt_event, prompt_context
 
     if is_prompt_event(data):
-        return prompt_context(data)
+        return prompt_context(data, log_path().parent)
     from .session import open_regular
     from .sources import read_source
 

@@ -311,10 +311,8 @@ class Given:
     """The passages already given in one session (a JSON list in the fabric-memory home,
     ``prompt-context/<hash of the session id>.json``); unreadable state is an empty one."""
 
-    def __init__(self, session_id: str, home: Path | None = None) -> None:
-        from .handoff import log_path
-
-        folder = (home or log_path().parent) / STATE_FOLDER
+    def __init__(self, session_id: str, home: Path) -> None:
+        folder = home / STATE_FOLDER
         name = hashlib.sha256(session_id.encode()).hexdigest()[:32]
         self.path = folder / f"{name}.json"
         try:
@@ -345,11 +343,12 @@ class Given:
 # --- the hook ---------------------------------------------------------------------------
 
 
-def prompt_context(data: bytes, *, index: str | None = None, sessions: str | None = None,
-                   home: Path | None = None) -> str | None:
+def prompt_context(data: bytes, home: Path, *, index: str | None = None,
+                   sessions: str | None = None) -> str | None:
     """The line a UserPromptSubmit hook prints for the hook input ``data``, or None when
-    nothing earns its place; :class:`~fabric_memory.errors.FabricMemoryError` when the input
-    or the memory cannot be read."""
+    nothing earns its place (``home``: the fabric-memory home, where what was given is
+    kept); :class:`~fabric_memory.errors.FabricMemoryError` when the input or the memory
+    cannot be read."""
     given = read_prompt_input(data)
     query = query_words(given.prompt)
     if not query:

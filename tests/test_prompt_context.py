@@ -67,8 +67,8 @@ def _index(memory: dict[str, Path]) -> None:
 
 
 def _context(memory: dict[str, Path], data: bytes) -> str | None:
-    output = prompt_context(data, index=str(memory["index"]), sessions=str(memory["sessions"]),
-                            home=memory["home"])
+    output = prompt_context(data, memory["home"], index=str(memory["index"]),
+                            sessions=str(memory["sessions"]))
     if output is None:
         return None
     value = orjson.loads(output)
