@@ -76,12 +76,9 @@ class HookInput:
 def read_hook_input(data: bytes) -> HookInput:
     """The host's hook JSON, checked; :class:`~fabric_memory.errors.HandoffError` naming the
     JSON path of what is wrong."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise HandoffError(f"stdin: not JSON ({str(exc).split(':', 1)[0]})") from None
-    if type(value) is not dict:
-        raise HandoffError(f"stdin: expected a JSON object, got {type(value).__name__}")
+    from .hook_json import read_hook_object
+
+    value = read_hook_object(data)
     fields: dict[str, str] = {}
     for key in ("session_id", "transcript_path", "hook_event_name", "source"):
         given = value.get(key)

@@ -25,11 +25,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import orjson
 
 from .errors import HandoffError, QueryError, clipped
+from .hook_json import read_hook_object
 from .words import STOP_WORDS, words
 
 if TYPE_CHECKING:
@@ -84,12 +85,7 @@ def read_prompt_input(data: bytes) -> PromptInput:
     """The host's UserPromptSubmit JSON, checked; :class:`~fabric_memory.errors.HandoffError`
     naming the JSON path of what is wrong (``transcript_path`` may be null: Codex's is when
     the session is not written to a file)."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise HandoffError(f"stdin: not JSON ({str(exc).split(':', 1)[0]})") from None
-    if type(value) is not dict:
-        raise HandoffError(f"stdin: expected a JSON object, got {type(value).__name__}")
+    value = read_hook_object(data)
     for key in ("session_id", "hook_event_name"):
         if not isinstance(value.get(key), str) or not value[key]:
             raise HandoffError(f"stdin: $.{key} must be a non-empty string, got "
@@ -173,15 +169,10 @@ def read_in_view(path: str, session_id: str) -> InView:
     :class:`~fabric_memory.errors.HandoffError` when it is not that session's."""
     from .sources import read_source
 
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise HandoffError(f"{path}: cannot read the transcript ({exc.strerror or exc})") \
-            from None
-    if size > MAX_TRANSCRIPT_BYTES:
-        raise HandoffError(f"{path}: {size / 2**20:.1f} MiB, above the "
+    if os.path.isfile(path) and os.path.getsize(path) > MAX_TRANSCRIPT_BYTES:
+        raise HandoffError(f"{path}: the transcript is above the "
                            f"{MAX_TRANSCRIPT_BYTES // 2**20} MiB a prompt hook reads")
-    session = read_source(path)
+    session = read_source(path)  # (a missing or unreadable file: a located SessionError)
     if session.agent not in AGENTS:
         raise HandoffError(f"{path}: a {session.agent} session, not a Claude Code, Codex or "
                            "Pi one")
@@ -379,8 +370,7 @@ def is_prompt_event(data: bytes) -> bool:
     """Whether the hook input names the UserPromptSubmit event (cheaply: a failed parse is
     the SessionStart reader's to report)."""
     try:
-        value: Any = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        return read_hook_object(data).get("hook_event_name") == EVENT
+    except HandoffError:
         return False
-    return type(value) is dict and value.get("hook_event_name") == EVENT
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomlkit
@@ -374,6 +375,19 @@ def test_codex_follows_codex_home_through_symlinks(home: Path, tmp_path: Path,
     assert dotfiles.read_text() == CONFIG_TOML and (real / "config.toml").is_symlink()
 
 
+def _trusted_by_codex(home: Path, cwd: Path, file: Path) -> dict[tuple[str, str], Any]:
+    """The hooks the real Codex lists, by (command, event); ours, both of them, are
+    trusted under ``file``'s keys (the SessionStart one after the user's startup group)."""
+    listed = {(str(hook["command"]), str(hook["key"]).split(":")[-3]): hook
+              for hook in codex_hooks(host_env(home), cwd)}
+    for event, key in (("session_start", "session_start:1:0"),
+                       ("user_prompt_submit", "user_prompt_submit:0:0")):
+        ours = listed[(HOOK, event)]
+        assert ours["key"] == f"{file}:{key}"
+        assert ours["trustStatus"] == "trusted", ours
+    return listed
+
+
 def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:
     """The real Codex (app-server hooks/list) finds both installed hooks under the keys we
     wrote, with the hashes we computed, and trusts them — beside a user's hook it does not."""
@@ -381,13 +395,7 @@ def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:
     config.parent.mkdir()
     config.write_text(CONFIG_TOML)
     install_codex(program=PROGRAM)
-    listed = {(hook["command"], str(hook["key"]).split(":")[-3]): hook
-              for hook in codex_hooks(host_env(home), tmp_path)}
-    for event, key in (("session_start", "session_start:1:0"),
-                       ("user_prompt_submit", "user_prompt_submit:0:0")):
-        ours = listed[(HOOK, event)]
-        assert ours["key"] == f"{config}:{key}"
-        assert ours["trustStatus"] == "trusted", ours
+    listed = _trusted_by_codex(home, tmp_path, config)
     assert listed[("echo hello", "session_start")]["trustStatus"] == "untrusted"
 
 
@@ -412,13 +420,7 @@ def test_codex_uses_hooks_json_when_the_user_keeps_hooks_there(home: Path,
         ("hooks.json", "added"), ("config.toml", "added")]
     assert "SessionStart" not in tomlkit.parse((codex / "config.toml").read_text()).get(
         "hooks", {})
-    listed = {(hook["command"], str(hook["key"]).split(":")[-3]): hook
-              for hook in codex_hooks(host_env(home), tmp_path)}
-    for event, key in (("session_start", "session_start:1:0"),
-                       ("user_prompt_submit", "user_prompt_submit:0:0")):
-        ours = listed[(HOOK, event)]
-        assert ours["key"] == f"{codex / 'hooks.json'}:{key}"
-        assert ours["trustStatus"] == "trusted", ours
+    _trusted_by_codex(home, tmp_path, codex / "hooks.json")
     assert actions(install_codex(program=PROGRAM)) == ["unchanged"] * 5
     assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["removed"] * 5
     assert (codex / "hooks.json").read_text() == HOOKS_JSON
