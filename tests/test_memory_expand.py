@@ -20,9 +20,9 @@ from fabric_memory.memory.expand import (
     expand_request,
 )
 from fabric_memory.memory.normalize import normalize_session, phase_record, record_text
-from fabric_memory.memory.render import render_expand
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
+from fabric_memory.memory.render import render_expand
 from fabric_memory.session import iter_session_files, read_line, read_session
 from fabric_memory.trace import read_fabric_result
 

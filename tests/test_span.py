@@ -48,7 +48,7 @@ def test_a_cut_between_entries_ends_at_the_entry_before_and_says_so() -> None:
     summary = summarize_session(CLAUDE, until=f"L{gap}")
     assert summary.note is not None and f"--until L{gap} names no entry" in summary.note
     assert int(summary.until.removeprefix("L").split(".")[0]) < gap  # type: ignore[union-attr]
-    with pytest.raises(UsageError, match='--until "nope": no entry of .* has that address'):
+    with pytest.raises(UsageError, match=r'--until "nope": no entry of .* has that address'):
         summarize_session(CLAUDE, until="nope")
 
 
