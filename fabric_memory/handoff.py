@@ -4,11 +4,13 @@ hook adds after the host's own compaction.
 The host's hook JSON arrives on stdin (``session_id``, ``transcript_path``, ``cwd``,
 ``hook_event_name``, ``source``; Codex adds ``model`` and ``permission_mode``). The
 transcript is read by its agent's reader (:mod:`fabric_memory.sources`), the span the host
-just summarized is found (:func:`summarized_span`), the work trail reads that span
-(:func:`fabric_memory.compaction.trail`: the same ledgers a Pi summary carries) and the
-packet lays out what is unfinished, what changed, the user's own words, checks and where
-to look, every line with an address ``fabric-memory expand`` and the MCP ``expand`` tool
-accept back, within a byte bound (:func:`render_packet`).
+just summarized is found (:func:`summarized_span`), the summary engine reads that span
+(:func:`fabric_memory.compaction.summarize_span`: the same ledgers a Pi summary carries) and
+the packet lays out what the host's LLM summary drops — what is really still open, the
+user's own words, exact values and errors, what commands printed, commits, the content
+written — each line with a short line address ``fabric-memory expand`` and the MCP
+``expand`` tool accept back (the header says the call once), within a byte bound
+(:func:`render_packet`).
 
 A hook lives inside its host (:func:`run_handoff`): any error, an unknown format, a
 missing transcript, one being written, or the time budget passed means exit 0 and nothing
@@ -76,12 +78,9 @@ class HookInput:
 def read_hook_input(data: bytes) -> HookInput:
     """The host's hook JSON, checked; :class:`~fabric_memory.errors.HandoffError` naming the
     JSON path of what is wrong."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise HandoffError(f"stdin: not JSON ({str(exc).split(':', 1)[0]})") from None
-    if type(value) is not dict:
-        raise HandoffError(f"stdin: expected a JSON object, got {type(value).__name__}")
+    from .hook_json import read_hook_object
+
+    value = read_hook_object(data)
     fields: dict[str, str] = {}
     for key in ("session_id", "transcript_path", "hook_event_name", "source"):
         given = value.get(key)
@@ -388,7 +387,12 @@ def _number(name: str, default: float) -> float:
 def handoff(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     """The packet for the hook input ``data`` (the line to print), or None when the
     source is not a compaction; :class:`~fabric_memory.errors.FabricMemoryError` when no
-    packet can be made."""
+    packet can be made. A UserPromptSubmit input gets the prompt's context instead
+    (:mod:`fabric_memory.prompt_context`)."""
+    from .prompt_context import is_prompt_event, prompt_context
+
+    if is_prompt_event(data):
+        return prompt_context(data, log_path().parent)
     from .compaction.span import session_addresses
     from .session import open_regular
     from .sources import read_source
