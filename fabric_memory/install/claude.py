@@ -1,6 +1,7 @@
 """``fabric-memory install claude``: Claude Code starts ``fabric-memory serve`` as a
 user-scope MCP server and runs ``fabric-memory handoff`` after each of its compactions
-(a SessionStart hook with matcher ``compact``).
+(a SessionStart hook with matcher ``compact``) and on each prompt (a UserPromptSubmit
+hook: the prompt's context).
 
 Where Claude Code 2.1 keeps them (docs: code.claude.com/docs/en/settings, .../mcp,
 .../hooks; checked with the real ``claude mcp add --scope user``): user-scope MCP
@@ -12,16 +13,16 @@ when that is set), hooks in ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/se
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .command import executable, hook_command
-from .hooks import EVENT, MATCHER, add_hook, remove_hook
+from .hooks import EVENTS, HookEvent, add_hook, remove_hook
 from .mcp_json import SERVER, SERVER_ITEM, Edit, edit_file, server_change
 from .report import Action, HostReport, note_new_sessions
 
 WHAT = "Claude Code's settings"
-HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
 
 
 def claude_files(project: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
@@ -44,7 +45,8 @@ def server_entry(program: Path) -> dict[str, Any]:
 
 def install_claude(project: str | os.PathLike[str] | None = None, *,
                    uninstall: bool = False, program: Path | None = None) -> HostReport:
-    """Register (``uninstall``: remove) the MCP server and the SessionStart(compact) hook."""
+    """Register (``uninstall``: remove) the MCP server and the hooks (SessionStart(compact),
+    UserPromptSubmit)."""
     program = program or executable()
     servers, settings = claude_files(project)
     report: HostReport = {"host": "claude", "executable": str(program), "changes": [],
@@ -52,8 +54,10 @@ def install_claude(project: str | os.PathLike[str] | None = None, *,
     _edit(servers, report,
           lambda data: server_change(data, server_entry(program), servers, uninstall),
           SERVER_ITEM, uninstall)
-    _edit(settings, report, lambda data: _hook(data, hook_command(program), settings,
-                                               uninstall), HOOK_ITEM, uninstall)
+    for event in EVENTS:
+        _edit(settings, report, partial(_hook, command=hook_command(program), where=settings,
+                                        uninstall=uninstall, event=event),
+              event.item, uninstall)
     if project is not None and not uninstall:
         report["notes"].append(
             f"Claude Code asks once before it starts a project's MCP server: approve "
@@ -62,9 +66,10 @@ def install_claude(project: str | os.PathLike[str] | None = None, *,
     return report
 
 
-def _hook(data: dict[str, Any], command: str, where: Path,
-          uninstall: bool) -> tuple[Action, str]:
-    placed = remove_hook(data, str(where)) if uninstall else add_hook(data, command, str(where))
+def _hook(data: dict[str, Any], command: str, where: Path, uninstall: bool,
+          event: HookEvent) -> tuple[Action, str]:
+    placed = (remove_hook(data, str(where), event) if uninstall
+              else add_hook(data, command, str(where), event))
     return placed.action, command
 
 
