@@ -626,6 +626,10 @@ def _install_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the project's .mcp.json and .claude/settings.json instead")
     sub.add_parser("codex", help="Codex: the MCP server, the SessionStart(compact) hook and "
                    "its trust in $CODEX_HOME/config.toml (~/.codex/config.toml)")
+    sub.add_parser("copilot", help="GitHub Copilot CLI: the MCP server in "
+                   "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
+    sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
+                   "~/.cursor/mcp.json")
     pi = sub.add_parser("pi", help="Pi: the extension in packages of Pi's settings (what "
                         "pi install does)")
     pi.add_argument("--agent-dir", default=None, metavar="DIR",
@@ -648,6 +652,10 @@ def _run_install(args: argparse.Namespace) -> Outcome:
         from .install.claude import install_claude
 
         report = install_claude(args.project, uninstall=args.uninstall)
+    elif args.host in ("copilot", "cursor"):
+        from .install.mcp_json import install_json_host
+
+        report = install_json_host(args.host, uninstall=args.uninstall)
     else:
         from .install.codex import install_codex
 
