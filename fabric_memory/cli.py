@@ -521,6 +521,17 @@ def _run_forget(args: argparse.Namespace) -> Outcome:
     return Outcome(report, render_forget(report))
 
 
+def _doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser)
+
+
+def _run_doctor(args: argparse.Namespace) -> Outcome:
+    from .doctor import doctor, render_doctor
+
+    report = doctor(index=args.index_dir, sessions=args.sessions)
+    return Outcome(report, render_doctor(report), 0 if report["healthy"] else 1)
+
+
 # --- hook / compact ---------------------------------------------------------------------
 
 
@@ -796,6 +807,9 @@ COMMANDS: list[Command] = [
             _verify_arguments, _run_verify),
     Command("forget", "take sessions out of memory for good (--undo brings them back); "
             "see docs/privacy.md", _forget_arguments, _run_forget),
+    Command("doctor", "check every host's MCP server and hooks, the index, its lock and the "
+            "hooks' log; print the command that fixes each problem", _doctor_arguments,
+            _run_doctor),
     Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
             "index; needs the mcp extra", _serve_arguments, _run_serve),
     Command("ui", "a local web view of every agent's sessions, search and stats on a live "
