@@ -3,6 +3,7 @@ names the problem, and its printed fix, run as printed, makes it healthy again."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -151,10 +152,8 @@ def orphan_lock(home: Path) -> Iterator[int]:
                           timeout=60)
     child = int(done.stdout)
     yield child
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(child, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def test_a_lock_held_for_a_dead_writer_is_named_with_its_holder(

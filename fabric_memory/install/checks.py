@@ -1,4 +1,4 @@
-"""What ``fabric-memory doctor`` checks of each host: one row per host in :data:`HOST_CHECKS`.
+"""What ``fabric-memory doctor`` checks of each host: one row per host in :func:`host_checks`.
 
 A row names the host as ``install NAME`` does, says whether the host is on this machine,
 and checks what ``install NAME`` puts there: the MCP server's entry (its command exists
