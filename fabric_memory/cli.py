@@ -150,7 +150,7 @@ def _hot(parser: argparse.ArgumentParser) -> None:
 def _agents(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", default=None, metavar="A,B",
                         help="read only these agents' sessions: pi, omp, claude-code, codex, "
-                        "catui, fabro (default $FABRIC_MEMORY_AGENTS, else all)")
+                        "catui, fabro, copilot, kimi (default $FABRIC_MEMORY_AGENTS, else all)")
 
 
 def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -269,7 +269,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro")
+                        "fabro, copilot, kimi")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
@@ -372,7 +372,7 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sessions whose cwd is DIR or a folder inside it")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro")
+                        "fabro, copilot, kimi")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",
@@ -484,8 +484,13 @@ def _run_handoff(args: argparse.Namespace) -> Outcome:
 
 
 def _compact_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session_file", metavar="SESSION_FILE", help="a session .jsonl file")
-    parser.add_argument("--append", action="store_true", help="append the compaction entry")
+    parser.add_argument("session_file", metavar="SESSION_FILE",
+                        help="a session .jsonl file of any agent")
+    parser.add_argument("--until", default=None, metavar="ADDRESS",
+                        help="summarize the active branch through this entry (e.g. L1820); "
+                        "any agent's session, nothing appended")
+    parser.add_argument("--append", action="store_true",
+                        help="append the compaction entry (a Pi session, no --until)")
     parser.add_argument("--keep-recent-tokens", type=int, default=None, metavar="N",
                         help="tokens of recent context to keep verbatim (Pi's default)")
     parser.add_argument("--reserve-tokens", type=int, default=None, metavar="N",
@@ -496,14 +501,16 @@ def _compact_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_compact(args: argparse.Namespace) -> Outcome:
     from .compaction.compactor import Cancel
-    from .compaction.files import compact_session
+    from .compaction.files import SessionCompaction
     from .compaction.prepare import CompactionSettings
+    from .compaction.span import compact_file
 
     given = {"reserve_tokens": args.reserve_tokens, "keep_recent_tokens": args.keep_recent_tokens}
     settings = CompactionSettings(**{k: v for k, v in given.items() if v is not None})
-    result = compact_session(args.session_file, settings, context_window=args.context_window,
-                             append=args.append)
-    return Outcome(result.to_json(), result.describe(), int(isinstance(result.outcome, Cancel)))
+    result = compact_file(args.session_file, settings, until=args.until,
+                          context_window=args.context_window, append=args.append)
+    cancelled = isinstance(result, SessionCompaction) and isinstance(result.outcome, Cancel)
+    return Outcome(result.to_json(), result.describe(), int(cancelled))
 
 
 # --- pi --------------------------------------------------------------------------------
@@ -566,6 +573,10 @@ def _install_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the project's .mcp.json and .claude/settings.json instead")
     sub.add_parser("codex", help="Codex: the MCP server, the SessionStart(compact) hook and "
                    "its trust in $CODEX_HOME/config.toml (~/.codex/config.toml)")
+    sub.add_parser("copilot", help="GitHub Copilot CLI: the MCP server in "
+                   "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
+    sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
+                   "~/.cursor/mcp.json")
     pi = sub.add_parser("pi", help="Pi: the extension in packages of Pi's settings (what "
                         "pi install does)")
     pi.add_argument("--agent-dir", default=None, metavar="DIR",
@@ -588,6 +599,10 @@ def _run_install(args: argparse.Namespace) -> Outcome:
         from .install.claude import install_claude
 
         report = install_claude(args.project, uninstall=args.uninstall)
+    elif args.host in ("copilot", "cursor"):
+        from .install.mcp_json import install_json_host
+
+        report = install_json_host(args.host, uninstall=args.uninstall)
     else:
         from .install.codex import install_codex
 
@@ -683,7 +698,8 @@ COMMANDS: list[Command] = [
     Command("handoff", "SessionStart(compact) hook for Claude Code and Codex: the host's "
             "hook JSON in, an addressed recovery packet about the compacted span out "
             "(nothing on any failure)", _handoff_arguments, _run_handoff),
-    Command("compact", "compact a session file (print it, or --append the compaction entry)",
+    Command("compact", "compact a session file (print it, or --append the compaction entry); "
+            "any agent's session, or --until a cut: the summary through that entry",
             _compact_arguments, _run_compact),
     Command("reindex", "index changed sessions into the memory index",
             _reindex_arguments, _run_reindex),

@@ -89,10 +89,10 @@ Exact filters combine with the words or stand alone: `role`
 (user, assistant, toolResult), `tool` (tool name), `ref` (Fabric operation ref, e.g.
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
 (ISO-8601 times), `session` (id or path), `agent` (pi, omp, claude-code, codex, catui,
-fabro), `branches: "active"` (only the branch the session continues from). Give a query
-or at least one filter. Hits come by relevance (newest first without a query), grouped by
-session in the text (the session's agent, project, path and sourceHash once, then one line
-per hit and its snippet, then the `expand` call that reads the group's hits); the
+fabro, copilot, kimi), `branches: "active"` (only the branch the session continues from).
+Give a query or at least one filter. Hits come by relevance (newest first without a query),
+grouped by session in the text (the session's agent, project, path and sourceHash once, then
+one line per hit and its snippet, then the `expand` call that reads the group's hits); the
 structured answer has each hit's `sessionId`, `agent`, `project`, `address`, `snippet`,
 `tier`, `stale` and `follow`. To read one hit in full, call `expand` with its `follow`
 object exactly as given. `next`
@@ -104,7 +104,8 @@ Read entries of one session as text: each entry's address, role and time, what w
 thinking, tool calls as name(arguments) and tool results (`raw: true` returns the
 verbatim JSON lines instead). Pass a recall hit's `follow` object unchanged, or the
 addresses a compaction summary prints, as they are: `addresses` (["L12"], ["a1b2c3d4/3"])
-or `range` ("L12:L31" for the summary's [L12 ... L31]); `before`/`after` add that many
+or `range` ("L12:L31" for the summary's [L12 ... L31]; an end on a line between entries
+moves to the nearest entry, noted under `snapped`); `before`/`after` add that many
 neighbouring entries around each address. Also: `entries` (entry ids), `indices` (0-based
 entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). In a range
 or neighbourhood each entry shows at most `entryChars` (1200) characters: a longer one
