@@ -182,3 +182,15 @@ def test_any_file_is_read_or_refused_with_a_located_reason(
         assert error.message.startswith(str(path))
     else:
         assert session.agent in AGENTS
+
+
+def test_docs_agents_table_lists_every_agent_and_only_those() -> None:
+    """docs/agents.md's table has one row per agent ``--agent`` takes (its name in the second
+    column), and each name it gives is an agent the registry reads."""
+    text = (Path(__file__).parent.parent / "docs" / "agents.md").read_text()
+    table = [line for line in text.split("\n## ")[0].splitlines()
+             if line.startswith("| ") and not line.startswith("| agent ")]
+    named = [cells[2].strip().strip("`") for cells in (row.split("|") for row in table)
+             if not set(cells[2].strip()) <= {"-"}]
+    assert sorted(named) == sorted(AGENTS)
+    assert {reader.name for reader in READERS} == set(AGENTS)
