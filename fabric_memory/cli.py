@@ -150,7 +150,7 @@ def _hot(parser: argparse.ArgumentParser) -> None:
 def _agents(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", default=None, metavar="A,B",
                         help="read only these agents' sessions: pi, omp, claude-code, codex, "
-                        "catui, fabro, gemini, … (docs/agents.md; default "
+                        "catui, fabro, copilot, kimi, gemini, … (docs/agents.md; default "
                         "$FABRIC_MEMORY_AGENTS, else all)")
 
 
@@ -270,7 +270,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, gemini, … (docs/agents.md)")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
@@ -373,7 +373,7 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sessions whose cwd is DIR or a folder inside it")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, gemini, … (docs/agents.md)")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",

@@ -76,12 +76,9 @@ class HookInput:
 def read_hook_input(data: bytes) -> HookInput:
     """The host's hook JSON, checked; :class:`~fabric_memory.errors.HandoffError` naming the
     JSON path of what is wrong."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise HandoffError(f"stdin: not JSON ({str(exc).split(':', 1)[0]})") from None
-    if type(value) is not dict:
-        raise HandoffError(f"stdin: expected a JSON object, got {type(value).__name__}")
+    from .hook_json import read_hook_object
+
+    value = read_hook_object(data)
     fields: dict[str, str] = {}
     for key in ("session_id", "transcript_path", "hook_event_name", "source"):
         given = value.get(key)
@@ -364,7 +361,12 @@ def _number(name: str, default: float) -> float:
 def handoff(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     """The packet for the hook input ``data`` (the line to print), or None when the
     source is not a compaction; :class:`~fabric_memory.errors.FabricMemoryError` when no
-    packet can be made."""
+    packet can be made. A UserPromptSubmit input gets the prompt's context instead
+    (:mod:`fabric_memory.prompt_context`)."""
+    from .prompt_context import is_prompt_event, prompt_context
+
+    if is_prompt_event(data):
+        return prompt_context(data, log_path().parent)
     from .session import open_regular
     from .sources import read_source
 

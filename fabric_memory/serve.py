@@ -89,11 +89,11 @@ Exact filters combine with the words or stand alone: `role`
 (user, assistant, toolResult), `tool` (tool name), `ref` (Fabric operation ref, e.g.
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
 (ISO-8601 times), `session` (id or path), `agent` (pi, omp, claude-code, codex, catui,
-fabro, gemini, …: docs/agents.md), `branches: "active"` (only the branch the session
-continues from). Give a query
-or at least one filter. Hits come by relevance (newest first without a query), grouped by
-session in the text (the session's agent, project, path and sourceHash once, then one line
-per hit and its snippet, then the `expand` call that reads the group's hits); the
+fabro, copilot, kimi, gemini, …), `branches: "active"` (only the branch the session
+continues from).
+Give a query or at least one filter. Hits come by relevance (newest first without a query),
+grouped by session in the text (the session's agent, project, path and sourceHash once, then
+one line per hit and its snippet, then the `expand` call that reads the group's hits); the
 structured answer has each hit's `sessionId`, `agent`, `project`, `address`, `snippet`,
 `tier`, `stale` and `follow`. To read one hit in full, call `expand` with its `follow`
 object exactly as given. `next`

@@ -3,6 +3,7 @@ write."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -184,13 +185,21 @@ def test_any_file_is_read_or_refused_with_a_located_reason(
         assert session.agent in AGENTS
 
 
-def test_docs_agents_table_lists_every_agent_and_only_those() -> None:
-    """docs/agents.md's table has one row per agent ``--agent`` takes (its name in the second
-    column), and each name it gives is an agent the registry reads."""
-    text = (Path(__file__).parent.parent / "docs" / "agents.md").read_text()
-    table = [line for line in text.split("\n## ")[0].splitlines()
-             if line.startswith("| ") and not line.startswith("| agent ")]
-    named = [cells[2].strip().strip("`") for cells in (row.split("|") for row in table)
-             if not set(cells[2].strip()) <= {"-"}]
-    assert sorted(named) == sorted(AGENTS)
-    assert {reader.name for reader in READERS} == set(AGENTS)
+def test_a_tool_name_two_agents_share_is_read_one_way() -> None:
+    """Where two agents name a tool alike (Pi's and Copilot CLI's `edit`), both tables hold
+    the same reading of it: the merged table cannot pick one agent's over another's."""
+    seen: dict[str, tuple[str, object]] = {}
+    for reader in READERS:
+        for name, tool in reader.tools.items():
+            first = seen.setdefault(name, (reader.name, tool))
+            assert first[1] is tool, f"{first[0]} and {reader.name} read {name!r} differently"
+
+
+AGENT_ROW = re.compile(r"^\| [^|]+ \| `([a-z-]+)` \|", re.MULTILINE)
+
+
+def test_the_agents_table_of_the_docs_names_every_agent() -> None:
+    """docs/agents.md's table has one row per agent --agent takes, in the registry's order,
+    and no row for an agent the registry does not know."""
+    table = (Path(__file__).parent.parent / "docs" / "agents.md").read_text(encoding="utf-8")
+    assert AGENT_ROW.findall(table) == list(AGENTS)

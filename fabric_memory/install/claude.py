@@ -1,6 +1,7 @@
 """``fabric-memory install claude``: Claude Code starts ``fabric-memory serve`` as a
 user-scope MCP server and runs ``fabric-memory handoff`` after each of its compactions
-(a SessionStart hook with matcher ``compact``).
+(a SessionStart hook with matcher ``compact``) and on each prompt (a UserPromptSubmit
+hook: the prompt's context).
 
 Where Claude Code 2.1 keeps them (docs: code.claude.com/docs/en/settings, .../mcp,
 .../hooks; checked with the real ``claude mcp add --scope user``): user-scope MCP
@@ -13,18 +14,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 from .command import executable, hook_command
 from .files import edit_json
-from .hooks import EVENT, MATCHER, add_hook, remove_hook, server_action
+from .hooks import EVENTS, HookEvent, add_hook, remove_hook, server_action
 from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
 WHAT = "Claude Code's settings"
-HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
 SERVER_ITEM = f"MCP server {SERVER}"
 
 
@@ -48,15 +49,18 @@ def server_entry(program: Path) -> dict[str, Any]:
 
 def install_claude(project: str | os.PathLike[str] | None = None, *,
                    uninstall: bool = False, program: Path | None = None) -> HostReport:
-    """Register (``uninstall``: remove) the MCP server and the SessionStart(compact) hook."""
+    """Register (``uninstall``: remove) the MCP server and the hooks (SessionStart(compact),
+    UserPromptSubmit)."""
     program = program or executable()
     servers, settings = claude_files(project)
     report: HostReport = {"host": "claude", "executable": str(program), "changes": [],
                           "removedFiles": [], "notes": []}
     _edit(servers, report, lambda data: _server(data, program, servers, uninstall),
           SERVER_ITEM, uninstall)
-    _edit(settings, report, lambda data: _hook(data, hook_command(program), settings,
-                                               uninstall), HOOK_ITEM, uninstall)
+    for event in EVENTS:
+        _edit(settings, report, partial(_hook, command=hook_command(program), where=settings,
+                                        uninstall=uninstall, event=event),
+              event.item, uninstall)
     if project is not None and not uninstall:
         report["notes"].append(
             f"Claude Code asks once before it starts a project's MCP server: approve "
@@ -84,9 +88,10 @@ def _server(data: dict[str, Any], program: Path, where: Path,
     return server_action(servers, SERVER, wanted), detail
 
 
-def _hook(data: dict[str, Any], command: str, where: Path,
-          uninstall: bool) -> tuple[Action, str]:
-    placed = remove_hook(data, str(where)) if uninstall else add_hook(data, command, str(where))
+def _hook(data: dict[str, Any], command: str, where: Path, uninstall: bool,
+          event: HookEvent) -> tuple[Action, str]:
+    placed = (remove_hook(data, str(where), event) if uninstall
+              else add_hook(data, command, str(where), event))
     return placed.action, command
 
 

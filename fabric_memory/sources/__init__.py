@@ -10,8 +10,8 @@ The contract a reader keeps (read this before adding an agent)
 ``name``
     The agent name hits, ``sessions`` rows and ``--agent`` use: one of
     :data:`~fabric_memory.sources.registry.AGENTS` (``pi``, ``omp``, ``claude-code``,
-    ``codex``, ``catui``, ``fabro``). A module may hold several readers (Catui: its
-    sessions and its run traces), all with the same name.
+    ``codex``, ``catui``, ``fabro``, ``copilot``, ``kimi``). A module may hold several
+    readers (Catui: its sessions and its run traces), all with the same name.
 
 ``recognises(first, path) -> bool``
     Told from the file's **first non-blank line** (its JSON value, or

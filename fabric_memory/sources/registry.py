@@ -16,8 +16,10 @@ from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
 from .codex import CODEX
+from .copilot import COPILOT
 from .fabro import FABRO
 from .gemini import GEMINI
+from .kimi import KIMI
 from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
 from .tools import Tool
@@ -31,6 +33,8 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 READERS: Final[tuple[SourceReader, ...]] = (
     CLAUDE_CODE,
     CODEX,
+    COPILOT,
+    KIMI,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -47,7 +51,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
 """Every agent's tool names → what the work trail reads of their calls (the readers'
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
-AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "gemini")
+AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
+                  "gemini")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
