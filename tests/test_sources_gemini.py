@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from fabric_memory.errors import NotASessionError
+from fabric_memory.compaction.span import session_addresses
 from fabric_memory.handoff import packet_sections, render_packet, summarized_span
 from fabric_memory.memory.expand import expand, expand_request
 from fabric_memory.memory.recall import recall
@@ -31,8 +32,10 @@ a cancelled write."""
 
 
 def _packet(session: Session) -> str:
+    """The packet a compaction hook would get, with the addresses it prints."""
     span = summarized_span([entry.view for entry in session.active_branch()])
-    sections = packet_sections(span, session.project)
+    addresses = session_addresses(session)
+    sections = packet_sections(span, session.project, addresses)
     return render_packet(sections, session.session_id, span.views[0].id, span.views[-1].id,
                          len(span.views), 6000, session.project)
 
@@ -142,8 +145,8 @@ def test_gemini_cli_home_moves_the_folder(tmp_path: Path,
 
 def test_the_trail_and_the_packet_carry_edits_failed_commands_and_the_plan() -> None:
     """The packet of a Gemini chat names the edit with its change, the test run that
-    exited 1, the cancelled write, the open todo items, and the user's task, each with an
-    address."""
+    exited 1, the cancelled write, the open todo items, and the user's task, each with its
+    message-id address (never a line, which the next rewrite of the file moves)."""
     packet = orjson.loads(_packet(read_source(LEGACY)))["hookSpecificOutput"][
         "additionalContext"]
     for line in (f"[{EDIT}.1] ledger/sum.py: edit `- total = float(a) + float(b)` -> "

@@ -282,4 +282,4 @@ def _homes(projects: Collection[str]) -> tuple[Path, ...]:
     return (gemini_tmp_dir(),)
 
 
-GEMINI = SourceReader(AGENT, recognises, read, _homes, tools=TOOLS, lists=lists)
+GEMINI = SourceReader(AGENT, recognises, read, _homes, tools=TOOLS, lists=lists, by_line=False)

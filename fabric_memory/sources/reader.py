@@ -55,6 +55,10 @@ class SourceReader:
     tools: Mapping[str, Tool] = field(default_factory=dict)
     """The agent's tool names → what the work trail reads of their calls
     (:mod:`fabric_memory.sources.tools`)."""
+    by_line: bool = True
+    """Whether an entry is also addressed by its line (``L877``, short where the agent's
+    own ids are long): only where a line stays where it was written. Not for whole-file JSON
+    nodes (a rewrite moves them) nor for a message recorded again further on (Gemini CLI)."""
     lists: Callable[[str], bool] = lambda path: False
     """Whether a file not named ``*.jsonl`` (every such file under a sessions root is
     listed) is one of this agent's sessions, by its path: Gemini CLI's

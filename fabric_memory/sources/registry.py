@@ -86,6 +86,12 @@ def session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
     return iter_session_files(root, listed)
 
 
+def by_line(agent: str) -> bool:
+    """Whether ``agent``'s entries are also addressed by their lines (``SourceReader.by_line``:
+    every reader of that agent says so)."""
+    return all(reader.by_line for reader in READERS if reader.name == agent)
+
+
 def listed(path: str) -> bool:
     """Whether some reader lists ``path``, a file not named ``*.jsonl``, as one of its
     sessions (see ``SourceReader.lists``)."""
