@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fabric_memory.errors import NotASessionError
 from fabric_memory.compaction.span import session_addresses
+from fabric_memory.errors import NotASessionError
 from fabric_memory.handoff import packet_sections, render_packet, summarized_span
 from fabric_memory.memory.expand import expand, expand_request
 from fabric_memory.memory.recall import recall
