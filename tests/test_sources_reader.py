@@ -28,7 +28,8 @@ from fabric_memory.sources.reader import (
 )
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(alphabet=st.sampled_from('ab"\\[]{},: \n\t\u00e9'), max_size=6),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
         st.sampled_from(["messages", "history", "id", '"]', "a"]), inner, max_size=3),
