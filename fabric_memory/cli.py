@@ -493,6 +493,34 @@ def _run_verify(args: argparse.Namespace) -> Outcome:
     return Outcome(report, render_verify(report), 0 if healthy else 1)
 
 
+def _forget_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("named", nargs="*", metavar="SESSION",
+                        help="a session id, or the path of its file")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="the sessions that worked in DIR or a folder inside it")
+    parser.add_argument("--agent", default=None, metavar="NAME", help="one agent's sessions")
+    parser.add_argument("--until", default=None, metavar="T",
+                        help="sessions last modified at or before this ISO time")
+    parser.add_argument("--dry-run", action="store_true", help="only list what would change")
+    parser.add_argument("--undo", action="store_true",
+                        help="bring forgotten sessions back (and index them again)")
+    parser.add_argument("--list", action="store_true", help="list the forgotten sessions")
+    _locations(parser)
+
+
+def _run_forget(args: argparse.Namespace) -> Outcome:
+    from .memory.forget import Selection, forget, forgotten_sessions, undo
+    from .memory.render import render_forget
+
+    if args.list:
+        report = forgotten_sessions(index=args.index_dir)
+    else:
+        act = undo if args.undo else forget
+        report = act(Selection(tuple(args.named), args.project, args.agent, args.until),
+                     dry_run=args.dry_run, index=args.index_dir, sessions=args.sessions)
+    return Outcome(report, render_forget(report))
+
+
 # --- hook / compact ---------------------------------------------------------------------
 
 
@@ -766,6 +794,8 @@ COMMANDS: list[Command] = [
     Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
+    Command("forget", "take sessions out of memory for good (--undo brings them back); "
+            "see docs/privacy.md", _forget_arguments, _run_forget),
     Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
             "index; needs the mcp extra", _serve_arguments, _run_serve),
     Command("ui", "a local web view of every agent's sessions, search and stats on a live "
