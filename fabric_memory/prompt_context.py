@@ -193,12 +193,12 @@ def needed(query: Sequence[str]) -> int:
 
 def clears_bar(hit: RecallHit, query: Sequence[str], view: InView) -> bool:
     """Whether ``hit`` earns its place: it holds enough of the prompt's words, and no turn
-    the model still sees holds as many (the answer is then in view)."""
-    held = hit.get("wordsHeld", 0)
-    if held < needed(query):
+    the model still sees holds every one of them that the hit's passage shows (the answer
+    is then in view: a kept turn that only shares the topic's words does not count)."""
+    if hit.get("wordsHeld", 0) < needed(query):
         return False
-    wanted = set(query)
-    return not any(len(wanted & kept) >= held for kept in view.kept_words)
+    shown = set(query) & set(words(hit["snippet"]))
+    return not any(shown <= kept for kept in view.kept_words)
 
 
 # --- the passages -----------------------------------------------------------------------
