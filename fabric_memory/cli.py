@@ -484,8 +484,13 @@ def _run_handoff(args: argparse.Namespace) -> Outcome:
 
 
 def _compact_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session_file", metavar="SESSION_FILE", help="a session .jsonl file")
-    parser.add_argument("--append", action="store_true", help="append the compaction entry")
+    parser.add_argument("session_file", metavar="SESSION_FILE",
+                        help="a session .jsonl file of any agent")
+    parser.add_argument("--until", default=None, metavar="ADDRESS",
+                        help="summarize the active branch through this entry (e.g. L1820); "
+                        "any agent's session, nothing appended")
+    parser.add_argument("--append", action="store_true",
+                        help="append the compaction entry (a Pi session, no --until)")
     parser.add_argument("--keep-recent-tokens", type=int, default=None, metavar="N",
                         help="tokens of recent context to keep verbatim (Pi's default)")
     parser.add_argument("--reserve-tokens", type=int, default=None, metavar="N",
@@ -496,14 +501,16 @@ def _compact_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_compact(args: argparse.Namespace) -> Outcome:
     from .compaction.compactor import Cancel
-    from .compaction.files import compact_session
+    from .compaction.files import SessionCompaction
     from .compaction.prepare import CompactionSettings
+    from .compaction.span import compact_file
 
     given = {"reserve_tokens": args.reserve_tokens, "keep_recent_tokens": args.keep_recent_tokens}
     settings = CompactionSettings(**{k: v for k, v in given.items() if v is not None})
-    result = compact_session(args.session_file, settings, context_window=args.context_window,
-                             append=args.append)
-    return Outcome(result.to_json(), result.describe(), int(isinstance(result.outcome, Cancel)))
+    result = compact_file(args.session_file, settings, until=args.until,
+                          context_window=args.context_window, append=args.append)
+    cancelled = isinstance(result, SessionCompaction) and isinstance(result.outcome, Cancel)
+    return Outcome(result.to_json(), result.describe(), int(cancelled))
 
 
 # --- pi --------------------------------------------------------------------------------
@@ -683,7 +690,8 @@ COMMANDS: list[Command] = [
     Command("handoff", "SessionStart(compact) hook for Claude Code and Codex: the host's "
             "hook JSON in, an addressed recovery packet about the compacted span out "
             "(nothing on any failure)", _handoff_arguments, _run_handoff),
-    Command("compact", "compact a session file (print it, or --append the compaction entry)",
+    Command("compact", "compact a session file (print it, or --append the compaction entry); "
+            "any agent's session, or --until a cut: the summary through that entry",
             _compact_arguments, _run_compact),
     Command("reindex", "index changed sessions into the memory index",
             _reindex_arguments, _run_reindex),

@@ -104,7 +104,8 @@ Read entries of one session as text: each entry's address, role and time, what w
 thinking, tool calls as name(arguments) and tool results (`raw: true` returns the
 verbatim JSON lines instead). Pass a recall hit's `follow` object unchanged, or the
 addresses a compaction summary prints, as they are: `addresses` (["L12"], ["a1b2c3d4/3"])
-or `range` ("L12:L31" for the summary's [L12 ... L31]); `before`/`after` add that many
+or `range` ("L12:L31" for the summary's [L12 ... L31]; an end on a line between entries
+moves to the nearest entry, noted under `snapped`); `before`/`after` add that many
 neighbouring entries around each address. Also: `entries` (entry ids), `indices` (0-based
 entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). In a range
 or neighbourhood each entry shows at most `entryChars` (1200) characters: a longer one

@@ -37,6 +37,7 @@ from ..errors import ExpandError, MemoryIndexError, SessionError, UsageError, cl
 from ..redact import redact_json, redact_json_text
 from ..session import Entry, Session, hash_file, open_regular
 from ..sources import read_source, reader_for
+from ..sources.reader import LINE_ADDRESS, LINE_AGENTS
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
 from .locations import session_files
@@ -133,6 +134,8 @@ class ExpandPage(TypedDict):
     """With ``kinds``: the selected entries of other kinds, left out."""
     clamped: NotRequired[Clamped]
     """Limits asked above their maximum: key → [asked, used]."""
+    snapped: NotRequired[list[str]]
+    """A ``range`` end that fell between entries, and the entry it was moved to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +171,6 @@ class Source(Protocol):
         ...
 
 
-LINE_AGENTS = frozenset({"pi", "omp"})
-"""Agents whose lines are the entries themselves (Pi's format); another agent's entry is
-what its reader makes of its line (:mod:`fabric_memory.sources`)."""
 
 
 def expand(
@@ -248,13 +248,16 @@ def expand(
             f"{record.path}: lineage fingerprint is {source.lineage_fingerprint}, the pointer "
             f"expects {clipped(expected_lineage_fingerprint)}; the branch changed, recall again",
         )
+    snapped: list[str] = []
     selection = _select(source, record, entries, addresses, indices, range, positions, anchor,
-                        before, after)
+                        before, after, snapped)
     bounds = Bounds(max_entries, max_chars, entry_chars)
     page = _page(source, record, selection, request, bounds, entry_offset, text_offset,
                  show_secrets, raw, wanted)
     if clamped:
         page["clamped"] = clamped
+    if snapped:
+        page["snapped"] = snapped
     return page
 
 
@@ -486,7 +489,7 @@ Target = tuple[str, str | int]
 def _select(
     source: Source, record: SessionRecord, entries: Sequence[str], addresses: Sequence[str],
     indices: Sequence[int], range_: str | None, positions: str | None, anchor: str | None,
-    before: int, after: int,
+    before: int, after: int, snapped: list[str] | None = None,
 ) -> list[Target]:
     """The ordered, de-duplicated selection (addresses are resolved later, per page).
 
@@ -506,7 +509,7 @@ def _select(
                 continue
             located = resolved[target]
             around = _around(source, located.position, before, after)
-            if located.kind == "entry" and located.address == str(target[1]):
+            if located.kind == "entry" and _PHASE.fullmatch(str(target[1])) is None:
                 targets.extend(around)
             else:  # an operation or a phase: itself, amid its entry's neighbours
                 at = around.index(("position", located.position))
@@ -514,7 +517,7 @@ def _select(
     else:
         targets.extend(named)
     if range_ is not None:
-        first, last = _address_range(range_, source, record)
+        first, last = _address_range(range_, source, record, snapped)
         targets.extend(("position", p) for p in range(first, last + 1))
     if positions is not None:
         first, last = _range(positions, source.entries, record)
@@ -534,27 +537,104 @@ _RANGE = re.compile(r"\s*(.+?)\s*(?:\.\.\.?|:|\s)\s*(.+?)\s*")
 """FIRST:LAST, or a summary's ``FIRST ... LAST`` (``..`` too)."""
 
 
-def _address_range(text: str, source: Source, record: SessionRecord) -> tuple[int, int]:
+def _address_range(text: str, source: Source, record: SessionRecord,
+                   snapped: list[str] | None = None) -> tuple[int, int]:
     """The entry positions from address FIRST to address LAST, inclusive.
 
-    Two plain numbers that are not both entry ids of the session are entry positions (the
-    spelling ``--range`` had before it took addresses; ``--position-range`` says it
-    unambiguously).
+    A line address (``L1805``) that names no entry (the line is bookkeeping, or not an
+    entry's) is moved to the nearest entry inside the range (FIRST to the next entry, LAST
+    to the one before), else to the nearest one at all, and ``snapped`` says so. Two plain
+    numbers that are not both entry ids of the session are entry positions (the spelling
+    ``--range`` had before it took addresses; ``--position-range`` says it unambiguously).
     """
     match = _RANGE.fullmatch(text)
     if match is None:
         raise UsageError(f"--range {clipped(text)}: use FIRST:LAST entry addresses, e.g. "
                          "L12:L31 (a summary's [L12 ... L31])")
     first, last = match.group(1), match.group(2)
-    found = source.find([first, last])
+    found = _find(source, [first, last])
     if (first not in found or last not in found) and first.isdigit() and last.isdigit():
         return _range(f"{first}:{last}", source.entries, record)
-    ends = _resolve(source, record, [("address", first), ("address", last)])
-    low, high = ends[("address", first)].position, ends[("address", last)].position
+    ends: list[int] = []
+    for end, address in (("first", first), ("last", last)):
+        line = LINE_ADDRESS.fullmatch(address)
+        number = int(line.group(1)) if line is not None and not line.group(2) else 0
+        at = _snap(source, number, end == "first") if number and address not in found else None
+        if at is not None:
+            to = source.at([at])[at]
+            if snapped is not None:
+                snapped.append(f"--range {end} {address} names no entry; moved to the "
+                               f"{'next' if to.line > number else 'previous'} entry, "
+                               f"{to.address} (line {to.line})")
+            ends.append(at)
+        else:
+            ends.append(_resolve(source, record, [("address", address)])[
+                ("address", address)].position)
+    low, high = ends
     if low > high:
         raise UsageError(f"--range {clipped(text)}: {first} comes after {last} in the session; "
                          "give the earlier address first")
     return low, high
+
+
+def _first_at_line(source: Source, line: int) -> int:
+    """The position of the first entry whose line is ``line`` or later (``entries``: none),
+    by a binary search over positions (entries are in file order)."""
+    low, high = 0, source.entries
+    while low < high:
+        middle = (low + high) // 2
+        if source.at([middle])[middle].line < line:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _snap(source: Source, line: int, forward: bool) -> int | None:
+    """The position of the entry nearest ``line`` on the range's inside (``forward``: the
+    first entry after it, else the last before it; else the one on the other side); None
+    when ``line`` lies past the session's last entry (no entry is near it: it is wrong)."""
+    after = _first_at_line(source, line)
+    if after >= source.entries:
+        return None
+    before = after - 1
+    return after if forward or before < 0 else before
+
+
+def _own(address: str, located: Located) -> str:
+    """``address`` as the session itself spells it: a line address found by its line
+    (``L877``, ``L877/3``, ``L877/phase:0``) becomes the entry's own id, its operation's
+    address, or its phase's; any other address as it is."""
+    if address == located.address or not LINE_ADDRESS.match(address):
+        return address
+    phase = _PHASE.fullmatch(address)
+    if phase is not None:
+        return f"{located.entry_id}/phase:{phase.group(2)}"
+    return located.address
+
+
+def _find(source: Source, addresses: Sequence[str]) -> dict[str, list[Located]]:
+    """:meth:`Source.find`, and a line address (``L877``, ``L877.1``, ``L877/3``) of an
+    entry whose id is not one (a Claude Code entry's is a UUID) found by its line."""
+    found = source.find(addresses)
+    for address in addresses:
+        if address in found:
+            continue
+        head, slash, rest = address.partition("/")
+        line = LINE_ADDRESS.fullmatch(head)
+        if line is None or not source.entries:
+            continue
+        at = _first_at_line(source, int(line.group(1))) + int(line.group(2) or 0)
+        if at >= source.entries:
+            continue
+        entry = source.at([at])[at]
+        if entry.line != int(line.group(1)):
+            continue
+        real = entry.address + slash + rest
+        hits = source.find([real]).get(real)
+        if hits:
+            found[address] = hits
+    return found
 
 
 def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -> dict[
@@ -565,7 +645,7 @@ def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -
     """
     named = {t: _PHASE.fullmatch(str(t[1])) for t in targets if t[0] != "position"}
     lookup = {t: (m.group(1) if m else str(t[1])) for t, m in named.items()}
-    found = source.find(list(dict.fromkeys(lookup.values()))) if lookup else {}
+    found = _find(source, list(dict.fromkeys(lookup.values()))) if lookup else {}
     positions = [int(t[1]) for t in targets if t[0] == "position"]
     at = source.at(positions) if positions else {}
     resolved: dict[Target, Located] = {}
@@ -646,7 +726,7 @@ def _page(
     following: tuple[int, int] | None = None
     for target in window:
         located = resolved[target]
-        address = str(target[1]) if target[0] != "position" else None
+        address = _own(str(target[1]), located) if target[0] != "position" else None
         text = _text(source, located, address, records, raw, show_secrets)
         if offset > len(text) or (offset == len(text) and offset > 0):
             raise ExpandError("text_offset_out_of_bounds",

@@ -197,6 +197,7 @@ def render_expand(page: ExpandPage, door: Door = "cli") -> str:
     lines = [f"session {page['sessionId']}  {page['path']}  sourceHash {page['sourceHash']}",
              f"{held}{shown}"]
     lines.extend(_clamped(page.get("clamped", {})))
+    lines.extend(f"note: {note}" for note in page.get("snapped", ()))
     for entry in entries:
         lines.extend(_entry(entry, door))
     following = page["next"]

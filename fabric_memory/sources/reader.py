@@ -9,7 +9,8 @@ finding the agents' folders, which every recall does, loads no parser.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -262,6 +263,31 @@ class Entries:
     @property
     def last_id(self) -> str | None:
         return self.entries[-1].id if self.entries else None
+
+
+LINE_AGENTS: Final = frozenset({"pi", "omp"})
+"""Agents whose lines are the entries themselves (Pi's format): an entry's address is its
+own id. Another agent's entry is what its reader made of a line, and is also addressed by
+that line (:func:`line_addresses`)."""
+LINE_ADDRESS: Final = re.compile(r"L([1-9][0-9]*)(?:\.([1-9][0-9]*))?")
+"""``L<line>`` (the first entry of a physical line) or ``L<line>.<k>`` (its k-th further
+entry)."""
+
+
+def line_addresses(entries: Iterable[Entry]) -> dict[str, str]:
+    """Entry id → its line address (``L877``; ``L877.1`` for a line's second entry), for the
+    entries whose id is not one already: short, and accepted back by ``expand`` for any
+    agent whose file has lines (a Claude Code entry's own id is a 36-character UUID)."""
+    found: dict[str, str] = {}
+    line = count = 0
+    for entry in entries:
+        if entry.line != line:
+            line, count = entry.line, 0
+        address = f"L{line}" if count == 0 else f"L{line}.{count}"
+        count += 1
+        if address != entry.id:
+            found[entry.id] = address
+    return found
 
 
 def name_ids(raw: dict[str, Any], ids: Collection[str | None]) -> None:
