@@ -275,3 +275,65 @@ def test_codex_sends_our_packet_after_its_compaction(
     session_id = transcript.stem.split("-", 6)[-1]
     addresses_expand_to_their_lines(asked[0], transcript, codex_line, session_id)
     assert idle == asked  # the earlier turn's context is history now; nothing new is added
+
+
+# --- GitHub Copilot CLI ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_copilot_lists_our_server_calls_recall_and_its_session_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `fabric-memory install copilot`, the real Copilot CLI lists our server
+    (`copilot mcp list --json`); in a session against the stub (its custom-provider mode),
+    the model's `fabric-memory-recall` call reaches our server and comes back with the hit
+    of an earlier Copilot session; then a failing command. The session Copilot writes is
+    read by our reader: the call by its name, the command's exit code, and its entries
+    recalled with `--agent copilot` and expanded to their lines byte for byte."""
+    from fabric_memory.memory.expand import expand_request
+    from fabric_memory.memory.recall import recall
+    from fabric_memory.memory.reindex import reindex
+    from fabric_memory.sources import read_source
+
+    from .agent_homes import agent_home, line_at
+    from .host_clis import COPILOT
+
+    home = fake_home(tmp_path, monkeypatch)
+    agent_home(home, "copilot")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    reindex()
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", "copilot"],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+    copilot = host_cli(COPILOT)
+    listed = orjson.loads(run_host([copilot, "mcp", "list", "--json"], work, env))
+    ours = listed["mcpServers"]["fabric-memory"]
+    assert (ours["command"], ours["args"], ours["enabled"]) == (
+        str(Path(sys.executable).parent / "fabric-memory"), ["serve"], True)
+    steps = [Step("fabric-memory-recall", {"query": "zephyrine", "agent": "copilot"}, ""),
+             Step("bash", {"command": "ls /no-such-dir-for-copilot", "description": "list"},
+                  "")]
+    with serving(StubModel(steps)) as stub:
+        env.update(COPILOT_PROVIDER_BASE_URL=stub.url, COPILOT_PROVIDER_TYPE="anthropic",
+                   COPILOT_MODEL="claude-sonnet-4.5", COPILOT_PROVIDER_API_KEY="sk-stub")
+        run_host([copilot, "-p", "what did we do about the footnote backref?",
+                  "--allow-all-tools", "--disable-client-telemetry", "-s"], work, env)
+        results = [block for body in stub.bodies("messages")
+                   for block in body["messages"][-1]["content"]
+                   if isinstance(block, dict) and block.get("type") == "tool_result"]
+    recalled = str(results[0]["content"])
+    assert "8c1d2e3f-0a1b-4c2d-8e3f-4a5b6c7d8e" in recalled and "zephyrine" in recalled
+    written = next((home / ".copilot" / "session-state").glob("*/events.jsonl"))
+    session = read_source(written)
+    assert session.agent == "copilot" and session.project == str(work)
+    calls = [call.name for entry in session.entries for call in entry.view.tool_calls]
+    assert calls == ["fabric-memory-recall", "bash"]
+    failed = [e.raw["message"] for e in session.entries if e.view.role == "toolResult"][-1]
+    assert (failed["isError"], failed["exitCode"]) == (True, 2)
+    reindex()
+    hit = recall("no-such-dir-for-copilot", agent="copilot")["hits"][0]
+    assert hit["sessionId"] == session.session_id
+    entry = expand_request({**hit["follow"], "raw": True})["entries"][0]
+    assert entry["text"] == line_at(written, entry["line"])

@@ -438,3 +438,76 @@ def test_install_pi_is_pi_install(home: Path, capsys: pytest.CaptureFixture[str]
     assert status == 0 and json.loads(out)["action"] == "unchanged"
     status, out, _ = run_cli(capsys, "install", "pi", "--uninstall")
     assert status == 0 and out.startswith("removed ")
+
+
+COPILOT_CONFIG = """{
+    "mcpServers": {
+        "playwright": {
+            "type": "local",
+            "command": "npx",
+            "args": [
+                "@playwright/mcp@latest"
+            ],
+            "tools": [
+                "*"
+            ]
+        }
+    },
+    "futureKey": {
+        "kept": true
+    }
+}
+"""
+"""Another server and a key of a later version, in the layout the hosts write (arrays one
+item a line), with another indent."""
+
+
+@pytest.mark.parametrize(("host", "where", "entry"), [
+    ("copilot", ".copilot/mcp-config.json",
+     {"type": "local", "command": str(PROGRAM), "args": ["serve"], "tools": ["*"]}),
+    ("cursor", ".cursor/mcp.json", {"command": str(PROGRAM), "args": ["serve"], "env": {}}),
+])
+def test_copilot_and_cursor_get_the_server_and_uninstall_gives_the_file_back(
+    home: Path, host: str, where: str, entry: dict[str, object]
+) -> None:
+    """Beside another server and an unknown key (four-space indent), install adds ours in
+    the host's own shape, a second install writes nothing, and --uninstall leaves the file
+    byte-identical; a file install created is deleted again."""
+    from fabric_memory.install.mcp_json import install_json_host
+
+    path = home / where
+    assert actions(install_json_host(host, program=PROGRAM)) == ["added"]
+    assert json.loads(path.read_text()) == {"mcpServers": {"fabric-memory": entry}}
+    assert actions(install_json_host(host, program=PROGRAM, uninstall=True)) == ["removed"]
+    assert not path.exists()
+    path.write_text(COPILOT_CONFIG)
+    assert actions(install_json_host(host, program=PROGRAM)) == ["added"]
+    data = json.loads(path.read_text())
+    assert list(data["mcpServers"]) == ["playwright", "fabric-memory"]
+    assert data["futureKey"] == {"kept": True} and '\n    "mcpServers"' in path.read_text()
+    written = path.read_bytes()
+    assert actions(install_json_host(host, program=PROGRAM)) == ["unchanged"]
+    assert path.read_bytes() == written
+    assert actions(install_json_host(host, program=PROGRAM, uninstall=True)) == ["removed"]
+    assert path.read_text() == COPILOT_CONFIG
+
+
+def test_copilot_follows_copilot_home_through_a_symlink(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """$COPILOT_HOME moves the file; a symlinked mcp-config.json stays a link; the CLI's
+    --json answer names the file, and a file that is not JSON is refused with its line."""
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "copilot-home"))
+    real = tmp_path / "dotfiles" / "mcp.json"
+    real.parent.mkdir()
+    real.write_text("{}\n")
+    link = tmp_path / "copilot-home" / "mcp-config.json"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    status, out, _ = run_cli(capsys, "install", "copilot", "--json")
+    assert status == 0 and json.loads(out)["changes"][0]["file"] == str(link)
+    assert link.is_symlink() and "fabric-memory" in json.loads(real.read_text())["mcpServers"]
+    real.write_text('{\n  // a comment\n}\n')
+    status, _, err = run_cli(capsys, "install", "copilot")
+    assert status == 2 and f"{link}:2: not valid JSON" in err

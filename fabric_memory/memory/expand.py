@@ -44,6 +44,7 @@ from .locations import session_files
 from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import KINDS, entry_kinds, render_entry, render_record
 from .sharded import Memory
+from .tombstones import Tombstone, load_tombstones
 
 MAX_SELECTORS = 100
 DEFAULT_MAX_ENTRIES = MAX_ENTRIES = 200
@@ -438,9 +439,11 @@ def _record(handle: Memory, session: str, roots: tuple[Path, ...]) -> SessionRec
     """The index's record of ``session``; when the index does not hold it (or there is no
     index yet), the one file under ``roots`` that holds it
     (:func:`~.locations.session_files`), read as it is now: a session's addresses expand
-    before any reindex has seen it."""
+    before any reindex has seen it. A forgotten session is ``session_forgotten``."""
+    forgotten = load_tombstones(handle.root)
+    _refuse_forgotten(forgotten.of_id(session), session)
     try:
-        return load_catalog(handle).resolve(session, roots)
+        record = load_catalog(handle).resolve(session, roots)
     except (ExpandError, MemoryIndexError) as exc:
         if isinstance(exc, ExpandError) and exc.code != "session_not_found":
             raise
@@ -451,8 +454,19 @@ def _record(handle: Memory, session: str, roots: tuple[Path, ...]) -> SessionRec
                                   f"shared by {len(files)} files "
                                   f"({', '.join(map(str, files))}); pass the path") from None
             raise
-    path = str(files[0])
-    return SessionRecord(path, session, 0, 0, "", "", 0, 0, "", agent=reader_for(path).name)
+        path = str(files[0])
+        _refuse_forgotten(forgotten.of_path(os.path.realpath(path)), session)
+        return SessionRecord(path, session, 0, 0, "", "", 0, 0, "",
+                             agent=reader_for(path).name)
+    _refuse_forgotten(forgotten.refuses(record.path, record.session_id), session)
+    return record
+
+
+def _refuse_forgotten(stone: Tombstone | None, session: str) -> None:
+    if stone is not None:
+        raise ExpandError("session_forgotten", f"session {clipped(session)}: forgotten on "
+                          f"{stone.forgotten_at} (fabric-memory forget); bring it back with "
+                          f"`fabric-memory forget --undo {stone.session_id}`")
 
 
 def _open_source(handle: Memory, record: SessionRecord) -> Source:

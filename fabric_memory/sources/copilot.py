@@ -53,7 +53,7 @@ PASSED: Final = frozenset({
     "system.message", "assistant.turn_start", "assistant.turn_end", "assistant.intent",
     "assistant.usage", "assistant.message_delta", "assistant.reasoning_delta",
     "assistant.streaming_delta", "permission.requested", "permission.completed", "hook.start",
-    "hook.end", "session.usage_info", "session.idle", "session.shutdown",
+    "hook.end", "session.usage_info", "session.usage_record", "session.idle", "session.shutdown",
     "session.compaction_start", "session.title_changed", "session.mode_changed",
     "session.context_changed", "session.workspace_file_changed", "session.truncation",
     "session.snapshot_rewind", "session.handoff", "session.plan_changed",
@@ -70,7 +70,10 @@ NOTICES: Final = frozenset({"session.info", "session.warning", "session.error", 
                             "subagent.started", "subagent.completed", "subagent.failed",
                             "subagent.selected"})
 """Events kept as text entries (what happened around the conversation)."""
-_EXIT_CODE: Final = re.compile(r"<exited with exit code (-?\d+)>\s*\Z")
+_EXIT_CODE: Final = re.compile(
+    r"<(?:exited|shellId: [^>]* completed) with exit code (-?\d+)>\s*\Z")
+"""How a shell's output ends: ``<exited with exit code N>`` (1.0.6x), ``<shellId: 0
+completed with exit code N>`` (1.0.10x, which also gives ``shellExecution.exitCode``)."""
 _TODO: Final = re.compile(r"^\s*[-*]\s*\[([ xX~-])\]\s*(.+?)\s*$", re.MULTILINE)
 
 
@@ -222,7 +225,8 @@ def _assistant(data: dict[str, Any], state: _State) -> dict[str, Any]:
 
 def _result(data: dict[str, Any], state: _State) -> dict[str, Any]:
     """A call's result: its text (``result.content``, else ``detailedContent``), an error's
-    message, and the exit code a shell's output ends with (``<exited with exit code N>``)."""
+    message, and a shell's exit code (``shellExecution.exitCode``, else what its output
+    ends with)."""
     call_id = string(data.get("toolCallId")) or ""
     given = data.get("result")
     result: dict[str, Any] = given if type(given) is dict else {}
@@ -232,8 +236,11 @@ def _result(data: dict[str, Any], state: _State) -> dict[str, Any]:
     if said:
         parts.append(said)
     text = "\n".join(part for part in parts if part)
-    found = _EXIT_CODE.search(parts[0])
-    code = int(found.group(1)) if found else None
+    shell = data.get("shellExecution")
+    code = shell.get("exitCode") if type(shell) is dict else None
+    if type(code) is not int:
+        found = _EXIT_CODE.search(parts[0])
+        code = int(found.group(1)) if found else None
     failed = data.get("success") is False or bool(code)
     name = string(data.get("toolName")) or state.tools.get(call_id)
     return tool_result(call_id, name, text, is_error=failed, exit_code=code)
