@@ -76,13 +76,11 @@ def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any,
     assert done.returncode == 0, done.stderr
     mcp = mcp_answers([("expand", {"session": session_id, "addresses": addresses,
                                    "raw": True, "maxEntries": 20})])[0]
-    named = sorted(line_of(address, lines) for address in addresses)
     for page in (orjson.loads(done.stdout), mcp):
         assert page["next"] is None
-        # (an entry comes back under its own id; a line address names it by its line)
-        assert sorted(entry["text"] for entry in page["entries"]) == named
-        for entry in page["entries"]:
-            assert entry["text"] == lines[entry["line"] - 1]
+        assert len(page["entries"]) == len(addresses)
+        for address, entry in zip(addresses, page["entries"], strict=True):
+            assert entry["text"] == lines[entry["line"] - 1] == line_of(address, lines), address
 
 
 def _blocks(content: Any) -> list[str]:
@@ -102,14 +100,13 @@ def _text(content: Any) -> str:
 
 
 def claude_line(address: str, lines: list[str]) -> str:
-    """The transcript line whose ``uuid`` the address names (``uuid.N``: its N-th entry),
-    or its line address (``L<line>``)."""
-    if re.fullmatch(r"L\d+(?:\.\d+)?", address):
-        return codex_line(address, lines)
-    uuid = address.split(".")[0]
-    found = [line for line in lines if line and orjson.loads(line).get("uuid") == uuid]
-    assert len(found) == 1, address
-    return found[0]
+    """The transcript line a packet's address names: a line address (``L<line>``;
+    ``L<line>.N``: its N-th entry), never a line's 36-character ``uuid``."""
+    match = re.fullmatch(r"L(\d+)(?:\.\d+)?", address)
+    assert match, address
+    line = lines[int(match.group(1)) - 1]
+    assert orjson.loads(line).get("uuid"), address
+    return line
 
 
 def claude_context(body: dict[str, Any]) -> list[str]:
@@ -275,6 +272,110 @@ def test_codex_sends_our_packet_after_its_compaction(
     session_id = transcript.stem.split("-", 6)[-1]
     addresses_expand_to_their_lines(asked[0], transcript, codex_line, session_id)
     assert idle == asked  # the earlier turn's context is history now; nothing new is added
+
+
+# --- the hosts' cap on SessionStart context ----------------------------------------------
+
+
+CAP_EMITTER = '''import json, sys
+size = int(sys.argv[1])
+sys.stdin.read()
+head, tail, n, lines = "CAP-START\\n", "\\nCAP-END", 0, []
+def line_of(body):
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                              "additionalContext": head + body + tail}},
+                      ensure_ascii=False)
+while len(line_of("".join(lines)).encode()) < size - 70:
+    lines.append(f"line {n:06d}: a probe of the context cap, \\u00e9t\\u00e9 \\u6570\\u636e\\n")
+    n += 1
+body = "".join(lines)
+body += "x" * (size - len(line_of(body).encode()))
+sys.stdout.write(line_of(body) + "\\n")
+'''
+"""A SessionStart hook printing one line of exactly ``argv[1]`` bytes (the bound the handoff
+keeps: its whole stdout line), its context marked at both ends, ASCII and not."""
+
+
+def _cap_outcome(texts: list[str]) -> str:
+    """What reached the request of a context marked ``CAP-START``/``CAP-END``: ``whole``,
+    ``cut`` (its middle left out: Codex's "Warning: truncated output"), ``file`` (moved to
+    a file with a preview: Claude Code's ``<persisted-output>``) or ``absent``."""
+    found = [text for text in texts if "CAP-START" in text or "line 000000" in text]
+    if not found:
+        return "absent"
+    text = max(found, key=len)
+    if "<persisted-output>" in text and "Full output saved to:" in text:
+        return "file"
+    if "Warning: truncated output" in text or "CAP-END" not in text:
+        return "cut"
+    return "whole"
+
+
+def _leaves(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _leaves(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _leaves(item)]
+    return []
+
+
+def _cap_run(host: str, size: int, base: Path) -> str:
+    """One host session whose SessionStart(startup) hook prints ``size`` bytes: what reached
+    the first model request."""
+    from fabric_memory.install.codex import trust_hash, trust_key
+    from fabric_memory.install.hooks import HookEvent
+
+    home, work = base / "home", base / "work"
+    home.mkdir(parents=True)
+    work.mkdir()
+    emitter = base / "emit.py"
+    emitter.write_text(CAP_EMITTER)
+    command = f"{sys.executable} {emitter} {size}"
+    with serving(StubModel([])) as stub:
+        if host == "claude":
+            (home / ".claude").mkdir()
+            (home / ".claude" / "settings.json").write_text(orjson.dumps({"hooks": {
+                "SessionStart": [{"matcher": "startup", "hooks": [
+                    {"type": "command", "command": command}]}]}}).decode())
+            env = host_env(home, ANTHROPIC_API_KEY="sk-stub", ANTHROPIC_BASE_URL=stub.url)
+            run_host([host_cli(CLAUDE), "-p", "hello", "--model", "claude-sonnet-4-5"], work,
+                     env)
+            bodies = [body for body in stub.bodies("messages") if body.get("tools")]
+        else:
+            config = home / ".codex" / "config.toml"
+            config.parent.mkdir()
+            event = HookEvent("SessionStart", "startup", "session_start")
+            handler = {"type": "command", "command": command, "timeout": 10}
+            config.write_text(
+                CODEX_CONFIG.format(url=stub.url)
+                + f'\n[[hooks.SessionStart]]\nmatcher = "startup"\n\n'
+                f'[[hooks.SessionStart.hooks]]\ntype = "command"\n'
+                f"command = {orjson.dumps(command).decode()}\ntimeout = 10\n\n"
+                f'[hooks.state."{trust_key(config, 0, 0, event)}"]\n'
+                f'trusted_hash = "{trust_hash("startup", handler, event)}"\n')
+            env = host_env(home, STUB_API_KEY="sk-stub")
+            run_host([host_cli(CODEX), "exec", "--skip-git-repo-check",
+                      "--dangerously-bypass-approvals-and-sandbox", "hello"], work, env)
+            bodies = stub.bodies("responses")
+    assert bodies, f"{host} sent no request"
+    return _cap_outcome(_leaves(bodies[0]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", ["claude", "codex"])
+def test_the_hosts_cap_on_session_start_context(host: str, tmp_path: Path) -> None:
+    """Through the real host: SessionStart context of the handoff's default bound arrives
+    whole in the next request; at 16 KiB Claude Code moves it to a file (a 2 KB preview
+    reaches the model) and Codex cuts its middle — so the default is the largest measured
+    size that arrives whole (docs/handoff.md, "The hosts' cap")."""
+    from fabric_memory.handoff import DEFAULT_MAX_BYTES
+
+    assert DEFAULT_MAX_BYTES == 8 * 1024
+    assert _cap_run(host, DEFAULT_MAX_BYTES, tmp_path / "8k") == "whole"
+    assert _cap_run(host, 16 * 1024, tmp_path / "16k") == {"claude": "file",
+                                                           "codex": "cut"}[host]
 
 
 # --- GitHub Copilot CLI ------------------------------------------------------------------
