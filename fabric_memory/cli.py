@@ -150,7 +150,8 @@ def _hot(parser: argparse.ArgumentParser) -> None:
 def _agents(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", default=None, metavar="A,B",
                         help="read only these agents' sessions: pi, omp, claude-code, codex, "
-                        "catui, fabro, copilot, kimi (default $FABRIC_MEMORY_AGENTS, else all)")
+                        "catui, fabro, copilot, kimi, gemini, … (docs/agents.md; default "
+                        "$FABRIC_MEMORY_AGENTS, else all)")
 
 
 def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -269,7 +270,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, copilot, kimi")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
@@ -372,7 +373,7 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sessions whose cwd is DIR or a folder inside it")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, copilot, kimi")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",
@@ -576,7 +577,7 @@ def _run_hook(args: argparse.Namespace) -> Outcome:
 
 def _handoff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
-                        help="the packet's bound in bytes (default 6144, or "
+                        help="the packet's bound in bytes (default 8192, or "
                         "$FABRIC_MEMORY_HANDOFF_BYTES)")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="give up (print nothing) past this time (default 2, or "
