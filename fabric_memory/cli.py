@@ -150,7 +150,8 @@ def _hot(parser: argparse.ArgumentParser) -> None:
 def _agents(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", default=None, metavar="A,B",
                         help="read only these agents' sessions: pi, omp, claude-code, codex, "
-                        "catui, fabro, copilot, kimi (default $FABRIC_MEMORY_AGENTS, else all)")
+                        "catui, fabro, copilot, kimi, gemini, … (docs/agents.md; default "
+                        "$FABRIC_MEMORY_AGENTS, else all)")
 
 
 def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -269,7 +270,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, copilot, kimi")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
@@ -372,7 +373,7 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sessions whose cwd is DIR or a folder inside it")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, copilot, kimi")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",
@@ -401,9 +402,62 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve the index as it is; do not keep it live")
 
 
+def stderr_log(command: str) -> Callable[[str], None]:
+    """A door's log: one line on stderr per message (stdout is the door's own)."""
+    def log(message: str) -> None:
+        print(f"fabric-memory {command}: {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def _ui_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser)
+    _agents(parser)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; another than loopback "
+                        "needs --token)")
+    parser.add_argument("--port", type=int, default=0, metavar="N",
+                        help="port to listen on (default: any free port)")
+    parser.add_argument("--token", default=None,
+                        help="the token every request must show (default: a new random one "
+                        "per start)")
+    parser.add_argument("--no-open", dest="open_browser", action="store_false",
+                        help="do not open a browser")
+    parser.add_argument("--json", action="store_true",
+                        help="the first line is JSON: url, host, port, token")
+
+
+def _run_ui(args: argparse.Namespace) -> Outcome:
+    try:
+        from .ui.app import run_ui
+    except ImportError as exc:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError(
+            f"ui needs the web view's packages ({exc.name or exc} is missing); install them "
+            "with pip install -e '.[ui]' in the fabric-memory clone"
+        ) from None
+    from urllib.parse import urlsplit
+
+    from .ui.pages import Places
+
+    def first_line(url: str) -> None:
+        if args.json:
+            parts = urlsplit(url)
+            url = orjson.dumps({"url": url, "host": args.host, "port": parts.port,
+                                "token": url.rsplit("token=", 1)[1]}).decode()
+        print(url, flush=True)
+
+    run_ui(Places(args.sessions, args.index_dir), host=args.host, port=args.port,
+           token=args.token, open_browser=args.open_browser, agents=args.agents,
+           log=stderr_log("ui"), print_url=first_line)
+    args.json = False  # the first line was the JSON; nothing follows it
+    return Outcome(None, "")
+
+
 def _run_serve(args: argparse.Namespace) -> Outcome:
     try:
-        from .serve import serve, stderr_log
+        from .serve import serve
     except ImportError as exc:
         from .errors import MissingExtraError
 
@@ -438,6 +492,34 @@ def _run_verify(args: argparse.Namespace) -> Outcome:
     report = verify(index=args.index_dir)
     healthy = report["changed"] == 0 and report["missing"] == 0 and not report["indexProblems"]
     return Outcome(report, render_verify(report), 0 if healthy else 1)
+
+
+def _forget_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("named", nargs="*", metavar="SESSION",
+                        help="a session id, or the path of its file")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="the sessions that worked in DIR or a folder inside it")
+    parser.add_argument("--agent", default=None, metavar="NAME", help="one agent's sessions")
+    parser.add_argument("--until", default=None, metavar="T",
+                        help="sessions last modified at or before this ISO time")
+    parser.add_argument("--dry-run", action="store_true", help="only list what would change")
+    parser.add_argument("--undo", action="store_true",
+                        help="bring forgotten sessions back (and index them again)")
+    parser.add_argument("--list", action="store_true", help="list the forgotten sessions")
+    _locations(parser)
+
+
+def _run_forget(args: argparse.Namespace) -> Outcome:
+    from .memory.forget import Selection, forget, forgotten_sessions, undo
+    from .memory.render import render_forget
+
+    if args.list:
+        report = forgotten_sessions(index=args.index_dir)
+    else:
+        act = undo if args.undo else forget
+        report = act(Selection(tuple(args.named), args.project, args.agent, args.until),
+                     dry_run=args.dry_run, index=args.index_dir, sessions=args.sessions)
+    return Outcome(report, render_forget(report))
 
 
 # --- hook / compact ---------------------------------------------------------------------
@@ -713,8 +795,13 @@ COMMANDS: list[Command] = [
     Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
+    Command("forget", "take sessions out of memory for good (--undo brings them back); "
+            "see docs/privacy.md", _forget_arguments, _run_forget),
     Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
             "index; needs the mcp extra", _serve_arguments, _run_serve),
+    Command("ui", "a local web view of every agent's sessions, search and stats on a live "
+            "index (loopback, token); needs the ui extra", _ui_arguments, _run_ui,
+            json_flag=False),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
     Command("pi", "the Pi extension: its path, install into Pi's settings, the memory "

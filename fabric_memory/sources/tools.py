@@ -13,6 +13,7 @@ Pi-shaped tool result, :func:`~fabric_memory.sources.reader.tool_result`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -115,6 +116,8 @@ def plan_tool(list_key: str, step_key: str) -> Tool:
     return Tool("plan", use)
 
 
+@functools.cache
 def search_tool(pattern_key: str) -> Tool:
-    """A search (its failure is about its pattern)."""
+    """A search (its failure is about its pattern); one per key, so agents that name a
+    search tool alike (``glob``) read it one way."""
     return Tool("search", lambda arguments: Use(target=argument(arguments, pattern_key) or ""))
