@@ -538,7 +538,7 @@ def _run_hook(args: argparse.Namespace) -> Outcome:
 
 def _handoff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
-                        help="the packet's bound in bytes (default 6144, or "
+                        help="the packet's bound in bytes (default 8192, or "
                         "$FABRIC_MEMORY_HANDOFF_BYTES)")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="give up (print nothing) past this time (default 2, or "
