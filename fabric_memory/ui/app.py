@@ -159,6 +159,8 @@ def _environment() -> Environment:
     env.filters["short"] = _short
     env.globals["query"] = _query
     env.globals["session_url"] = session_url
+    env.globals["summary_url"] = lambda handle, **values: _query(f"/summary/{quote(handle)}",
+                                                                 **values)
     env.globals["raw_url"] = lambda handle, address: _query(f"/raw/{quote(handle)}",
                                                               address=address)
     return env
@@ -233,6 +235,12 @@ class Pages:
         page = _number(params.get("page"), "page", None)
         value = await _off_loop(lambda: pages.session_page(self.places, name, page, at))
         return self.answer(request, "session.html", value, as_json)
+
+    async def summary(self, request: Request) -> Response:
+        name, as_json = _json_suffix(request.path_params["session"])
+        until = request.query_params.get("until") or None
+        value = await _off_loop(lambda: pages.summary_page(self.places, name, until))
+        return self.answer(request, "summary.html", value, as_json)
 
     async def raw(self, request: Request) -> Response:
         name = request.path_params["session"]
@@ -379,6 +387,7 @@ def build_app(places: Places, token: str, cookie: str,
         Route("/", routes.sessions),
         Route("/sessions.json", routes.sessions),
         Route("/session/{session:path}", routes.session),
+        Route("/summary/{session:path}", routes.summary),
         Route("/raw/{session:path}", routes.raw),
         Route("/live/{session:path}", routes.live),
         Route("/search", routes.search),
