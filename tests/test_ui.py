@@ -3,6 +3,8 @@ the JSON twins, secrets masked, and the start-up refusals (a real server process
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,6 +264,17 @@ def test_a_given_token_is_the_one_required(store: Store) -> None:
         assert ui.token == mine
         assert ui.get("/sessions.json")[0] == 200
         assert ui.get("/sessions.json", cookie=f"{ui.cookie.split('=')[0]}=other-token")[0] == 403
+
+
+def test_sigterm_stops_the_server_cleanly(store: Store) -> None:
+    """SIGTERM ends the server with exit 0 (its live index thread finishes its step), no
+    traceback."""
+    with running_ui(store) as ui:
+        assert ui.get("/sessions.json")[0] == 200
+        os.killpg(ui.process.pid, signal.SIGTERM)
+        assert ui.process.wait(timeout=15) == 0
+        assert ui.process.stderr is not None
+        assert b"Traceback" not in ui.process.stderr.read()
 
 
 def test_quickstart_names_the_ui() -> None:

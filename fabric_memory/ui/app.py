@@ -13,6 +13,7 @@ Needs the ``ui`` extra (``pip install -e '.[ui]'`` in a clone).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import os
@@ -21,7 +22,7 @@ import socket
 import sys
 import threading
 import webbrowser
-from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Callable, Generator, Mapping, MutableMapping
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
@@ -420,6 +421,18 @@ def can_open_browser() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that after a graceful stop on SIGTERM or SIGINT it returns
+    (uvicorn raises the signal again, which would end the process before the live index
+    thread finishes its step)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        with super().capture_signals():
+            yield
+            self._captured_signals.clear()  # what uvicorn would raise again on leaving
+
+
 def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
            open_browser: bool = True, agents: str | None = None,
            log: Callable[[str], None] | None = None,
@@ -437,7 +450,9 @@ def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str
     places.open()  # bad --sessions / --index names fail here, before anything is bound
     chosen = token or new_token()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without
+    # it a kept-alive connection waits 40 ms for each answer (Nagle and delayed ACKs).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -462,7 +477,7 @@ def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str
                             timeout_graceful_shutdown=2, http="h11",
                             h11_max_incomplete_event_size=MAX_REQUEST_HEAD)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        _Server(config).run(sockets=[sock])
     finally:
         stop.set()
         watcher.join(timeout=5)

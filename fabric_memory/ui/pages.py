@@ -28,7 +28,14 @@ import orjson
 
 from ..arguments import check_name
 from ..compaction.span import session_addresses, summarize_session
-from ..errors import ExpandError, FabricMemoryError, SessionError, UsageError, clipped
+from ..errors import (
+    ExpandError,
+    FabricMemoryError,
+    SessionChangedError,
+    SessionError,
+    UsageError,
+    clipped,
+)
 from ..memory.catalog import (
     Catalog,
     SessionListing,
@@ -344,10 +351,18 @@ def entries_after(places: Places, session: str, after: int) -> list[EntryJSON]:
 
 
 def _read(record: SessionRecord) -> Session:
-    try:
-        return read_source(record.path)
-    except FabricMemoryError as exc:
-        raise ExpandError("source_unavailable", exc.message) from None
+    """The session file as it is now (read again once when it changed while being read: an
+    agent appending to it)."""
+    for attempt in range(2):
+        try:
+            return read_source(record.path)
+        except SessionChangedError:
+            if attempt:
+                raise ExpandError("source_unavailable", f"{record.path}: changed while it was "
+                                  "being read; load the page again") from None
+        except FabricMemoryError as exc:
+            raise ExpandError("source_unavailable", exc.message) from None
+    raise AssertionError("unreachable")
 
 
 def _short(entry_id: str, short: Mapping[str, str]) -> str:
