@@ -150,7 +150,8 @@ def _hot(parser: argparse.ArgumentParser) -> None:
 def _agents(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", default=None, metavar="A,B",
                         help="read only these agents' sessions: pi, omp, claude-code, codex, "
-                        "catui, fabro, copilot, kimi (default $FABRIC_MEMORY_AGENTS, else all)")
+                        "catui, fabro, copilot, kimi, gemini, … (docs/agents.md; default "
+                        "$FABRIC_MEMORY_AGENTS, else all)")
 
 
 def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -269,7 +270,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, copilot, kimi")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
@@ -372,7 +373,7 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sessions whose cwd is DIR or a folder inside it")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro, copilot, kimi")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",
@@ -493,6 +494,34 @@ def _run_verify(args: argparse.Namespace) -> Outcome:
     return Outcome(report, render_verify(report), 0 if healthy else 1)
 
 
+def _forget_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("named", nargs="*", metavar="SESSION",
+                        help="a session id, or the path of its file")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="the sessions that worked in DIR or a folder inside it")
+    parser.add_argument("--agent", default=None, metavar="NAME", help="one agent's sessions")
+    parser.add_argument("--until", default=None, metavar="T",
+                        help="sessions last modified at or before this ISO time")
+    parser.add_argument("--dry-run", action="store_true", help="only list what would change")
+    parser.add_argument("--undo", action="store_true",
+                        help="bring forgotten sessions back (and index them again)")
+    parser.add_argument("--list", action="store_true", help="list the forgotten sessions")
+    _locations(parser)
+
+
+def _run_forget(args: argparse.Namespace) -> Outcome:
+    from .memory.forget import Selection, forget, forgotten_sessions, undo
+    from .memory.render import render_forget
+
+    if args.list:
+        report = forgotten_sessions(index=args.index_dir)
+    else:
+        act = undo if args.undo else forget
+        report = act(Selection(tuple(args.named), args.project, args.agent, args.until),
+                     dry_run=args.dry_run, index=args.index_dir, sessions=args.sessions)
+    return Outcome(report, render_forget(report))
+
+
 # --- hook / compact ---------------------------------------------------------------------
 
 
@@ -509,7 +538,7 @@ def _run_hook(args: argparse.Namespace) -> Outcome:
 
 def _handoff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
-                        help="the packet's bound in bytes (default 6144, or "
+                        help="the packet's bound in bytes (default 8192, or "
                         "$FABRIC_MEMORY_HANDOFF_BYTES)")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="give up (print nothing) past this time (default 2, or "
@@ -766,6 +795,8 @@ COMMANDS: list[Command] = [
     Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
+    Command("forget", "take sessions out of memory for good (--undo brings them back); "
+            "see docs/privacy.md", _forget_arguments, _run_forget),
     Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
             "index; needs the mcp extra", _serve_arguments, _run_serve),
     Command("ui", "a local web view of every agent's sessions, search and stats on a live "

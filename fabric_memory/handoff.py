@@ -37,7 +37,7 @@ from .errors import FabricMemoryError, HandoffError, clipped
 if TYPE_CHECKING:  # the view and the compaction load when a packet is made
     from .view import EntryView
 
-DEFAULT_MAX_BYTES: Final = 6 * 1024
+DEFAULT_MAX_BYTES: Final = 8 * 1024
 """The packet's bound (the whole JSON line printed on stdout, in UTF-8 bytes)."""
 MIN_MAX_BYTES: Final = 1024
 DEFAULT_BUDGET_S: Final = 2.0
