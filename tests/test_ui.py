@@ -266,6 +266,25 @@ def test_a_given_token_is_the_one_required(store: Store) -> None:
         assert ui.get("/sessions.json", cookie=f"{ui.cookie.split('=')[0]}=other-token")[0] == 403
 
 
+def test_a_forgotten_session_leaves_every_page(tmp_path: Path) -> None:
+    """`forget` while the server runs: the session is gone from the list, search and stats,
+    and its pages answer 404 (the server reads through the same catalog)."""
+    from fabric_memory.memory.forget import Selection, forget
+
+    store = build_store(tmp_path)
+    sid = store.long.session_id
+    with running_ui(store) as ui:
+        assert ui.get(f"/session/{sid}")[0] == 200
+        forget(Selection(named=(sid,)), index=store.index, sessions=store.sessions)
+        listed = orjson.loads(ui.get("/sessions.json")[2])["sessions"]
+        assert sid not in {row["sessionId"] for row in listed} and listed
+        for path in (f"/session/{sid}", f"/summary/{sid}",
+                     f"/raw/{sid}?address={store.rare_address}"):
+            assert ui.get(path)[0] == 404, path
+        assert orjson.loads(ui.get(f"/search.json?q={RARE}")[2])["total"] == 0
+        assert sid not in ui.get("/stats.json")[2].decode()
+
+
 def test_sigterm_stops_the_server_cleanly(store: Store) -> None:
     """SIGTERM ends the server with exit 0 (its live index thread finishes its step), no
     traceback."""

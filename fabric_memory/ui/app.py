@@ -344,7 +344,8 @@ async def _off_loop(call: Callable[[], Any]) -> Any:
     return await anyio.to_thread.run_sync(call)
 
 
-NOT_FOUND = frozenset({"session_not_found", "address_not_found", "ambiguous_session"})
+NOT_FOUND = frozenset({"session_not_found", "session_forgotten", "address_not_found",
+                       "ambiguous_session"})
 
 
 def _status(exc: FabricMemoryError) -> int:
