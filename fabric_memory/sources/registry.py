@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
+from .aider import AIDER
 from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
@@ -39,6 +40,7 @@ READERS: Final[tuple[SourceReader, ...]] = (
     KIMI,
     GOOSE_DATABASE,
     GOOSE_LINES,
+    AIDER,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -56,7 +58,7 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini", "goose")
+                  "gemini", "goose", "aider")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
