@@ -114,7 +114,8 @@ def _recognises(agent: str) -> Any:
         """A conversation: an array of ``{role, content}`` messages (the whole file on one
         line, or its head); a fork's only inside its own extension's folder."""
         if isinstance(first, JsonHead):
-            shaped = re.match(rb'\s*\[\s*\{\s*"role"\s*:\s*"(?:user|assistant)"', first.data)
+            shaped = re.match(rb'\s*\[\s*\{\s*"role"\s*:\s*"(?:user|assistant)"',
+                              first.data) is not None
         else:
             shaped = (type(first) is list and bool(first) and type(first[0]) is dict
                       and first[0].get("role") in ("user", "assistant") and "content" in first[0])
@@ -198,9 +199,9 @@ def _assistant(content: object, address: str, calls: dict[str, str],
         elif kind == "tool_use":
             call_id, name = string(block.get("id")) or "", string(block.get("name")) or ""
             calls[call_id] = name
-            arguments = block.get("input")
-            blocks.append(tool_call_block(call_id, name, arguments if type(arguments) is dict
-                                          else {"input": arguments}))
+            given = block.get("input")
+            blocks.append(tool_call_block(call_id, name, given if type(given) is dict
+                                          else {"input": given}))
     return message("assistant", blocks)
 
 
