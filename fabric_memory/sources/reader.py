@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
@@ -487,8 +487,21 @@ def name_ids(raw: dict[str, Any], ids: Collection[str | None]) -> None:
         raw[IDS] = named
 
 
+class Source(Protocol):
+    """What :func:`build_session` reads of where entries came from: a :class:`JsonLines`,
+    a :class:`JsonDocument`, a :class:`~fabric_memory.sources.database.Database`."""
+
+    path: str
+    problems: list[LineProblem]
+    truncated: LineProblem | None
+    size: int
+
+    @property
+    def source_hash(self) -> str: ...
+
+
 def build_session(
-    lines: JsonLines | JsonDocument, entries: Entries, *, agent: str, session_id: str,
+    lines: Source, entries: Entries, *, agent: str, session_id: str,
     project: str | None, header: dict[str, Any], version: int = 1,
 ) -> Session:
     """The :class:`~fabric_memory.session.Session` a source reader returns."""

@@ -20,6 +20,8 @@ from .codex import CODEX
 from .copilot import COPILOT
 from .fabro import FABRO
 from .gemini import GEMINI
+from .goose import DATABASE_READER as GOOSE_DATABASE
+from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
 from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
@@ -36,6 +38,8 @@ READERS: Final[tuple[SourceReader, ...]] = (
     CODEX,
     COPILOT,
     KIMI,
+    GOOSE_DATABASE,
+    GOOSE_LINES,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -56,7 +60,7 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini", "cline", "roo-code", "kilo-code")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
