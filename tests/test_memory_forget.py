@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -25,6 +26,7 @@ from fabric_memory.memory.tombstones import FILE
 
 from .memory_builder import SessionBuilder
 from .test_serve import connected, error_text
+from .ui_host import running_ui
 
 RARE = "quetzalvortex"
 """A word only the session to forget says."""
@@ -264,6 +266,32 @@ def test_a_running_server_and_the_pi_tools_forget_too(
     answer = run("pi", "tool", "memory_recall", stdin=orjson.dumps({"query": "quoting"}),
                  env=env)
     assert answer["details"]["total"] == 1
+
+
+def test_the_web_view_forgets_too(places: dict[str, Any],
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A running ``fabric-memory ui`` stops listing and finding the session once it is
+    forgotten, does not show its page, and its live index does not take the append back."""
+    secret = places["secret"]
+    with running_ui(SimpleNamespace(**places)) as ui:  # type: ignore[arg-type]
+        def search(word: str) -> Any:
+            status, _, body = ui.get(f"/search.json?q={word}")
+            assert status == 200
+            return orjson.loads(body)
+
+        def paths() -> set[str]:
+            return {s["path"] for s in orjson.loads(ui.get("/sessions.json")[2])["sessions"]}
+
+        assert search(RARE)["total"] == 1 and str(secret.path) in paths()
+        cli(capsys, "forget", secret.session_id, *places["where"])
+        assert search(RARE)["total"] == 0 and str(secret.path) not in paths()
+        assert secret.session_id not in ui.get(f"/search?q={RARE}")[2].decode()
+        assert ui.get(f"/session/{secret.session_id}")[0] == 404
+        secret.append(f"the {LATER} step")
+        session_in(places["sessions"] / "--ours--" / "after.jsonl", "/work/ours",
+                   "marigoldfence")
+        wait_for(lambda: search("marigoldfence")["total"] == 1)
+        assert search(LATER)["total"] == 0 and str(secret.path) not in paths()
 
 
 # --- do-not-index ------------------------------------------------------------------------
