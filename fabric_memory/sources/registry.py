@@ -16,6 +16,7 @@ from .aider import AIDER
 from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
+from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
 from .fabro import FABRO
@@ -44,6 +45,9 @@ READERS: Final[tuple[SourceReader, ...]] = (
     CATUI_TRACES,
     FABRO,
     GEMINI,
+    ROO_CODE,
+    KILO_CODE,
+    CLINE,
     CATUI_SESSIONS,
     OMP,
     PI,
@@ -58,7 +62,7 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini", "goose", "aider")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
