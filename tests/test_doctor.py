@@ -19,8 +19,11 @@ import orjson
 import pytest
 
 from fabric_memory.cli import main
+from fabric_memory.install.checks import host_checks
 from fabric_memory.install.claude import claude_files, install_claude
 from fabric_memory.install.codex import install_codex
+from fabric_memory.install.mcp_json import HOSTS as JSON_HOSTS
+from fabric_memory.install.mcp_json import install_json_host
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.pi.install import install as install_pi
 
@@ -47,6 +50,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     install_claude(program=copy)
     install_codex(program=copy)
     install_pi()
+    for name in JSON_HOSTS:  # Copilot CLI, Cursor, and each mcpServers host added since
+        install_json_host(name, program=copy)
     reindex(workers=1)
     return tmp_path
 
@@ -75,9 +80,16 @@ def test_a_healthy_install_says_so(home: Path, capsys: pytest.CaptureFixture[str
     assert {("claude", "MCP server fabric-memory"), ("claude", "SessionStart(compact) hook"),
             ("codex", "MCP server fabric-memory"),
             ("codex", "SessionStart(compact) hook trust"), ("pi", "extension"),
-            ("index", "schema"), ("index", "verify")} <= oks
+            ("index", "schema"), ("index", "verify"),
+            *((name, "MCP server fabric-memory") for name in JSON_HOSTS)} <= oks
     assert main(["doctor"]) == 0
     assert "healthy: nothing is broken" in capsys.readouterr().out
+
+
+def test_every_host_install_knows_has_a_row() -> None:
+    """Each host ``install`` takes is checked: the hosts of the shared mcpServers table get
+    their rows without writing one."""
+    assert {row.name for row in host_checks()} == {"claude", "codex", "pi", *JSON_HOSTS}
 
 
 def _move_program(base: Path) -> None:
