@@ -367,3 +367,23 @@ def test_a_private_span_is_never_recallable_nor_shown(
         assert status == 0 and PRIVATE not in shown and "[REDACTED:private]" in shown
     assert main(["compact", str(builder.path)]) in (0, 1)
     assert PRIVATE not in capsys.readouterr().out
+
+
+def test_a_private_span_stays_out_of_the_handoff_packet(tmp_path: Path) -> None:
+    """Claude Code's packet after its compaction quotes the user's words, masked."""
+    from fabric_memory.handoff import run_handoff
+
+    from .transcripts import ClaudeTranscript
+
+    t = ClaudeTranscript()
+    t.user("Fix the cent rounding.")
+    t.compact("The session is being continued.")
+    t.user(f"Now ship it; <private>the vault pin is {PRIVATE}</private>, and commit.")
+    t.tool("Bash", {"command": "git commit -am 'Ship'"}, "[main 7c1d2e3] Ship")
+    path = t.write(tmp_path / f"{t.session_id}.jsonl")
+    event = orjson.dumps({"session_id": t.session_id, "transcript_path": str(path),
+                          "cwd": "/work/p", "hook_event_name": "SessionStart",
+                          "source": "compact"})
+    output = run_handoff(event, log=tmp_path / "handoff.log").output
+    assert output is not None and "Now ship it" in output
+    assert PRIVATE not in output and "[REDACTED:private]" in output
