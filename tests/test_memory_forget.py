@@ -147,6 +147,21 @@ def test_a_forgotten_session_copied_elsewhere_stays_forgotten(
     assert found(capsys, where, RARE) == 0 and found(capsys, where, LATER) == 0
 
 
+def test_a_session_not_indexed_yet_can_be_forgotten(
+        places: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """A session written after the last reindex is forgotten by its path (through a
+    symlinked folder too): the next reindex never takes it in."""
+    fresh = session_in(places["sessions"] / "--new--" / "fresh.jsonl", "/work/new",
+                       f"the {RARE} draft")
+    link = places["sessions"].parent / "link"
+    link.symlink_to(fresh.path.parent)
+    status, done = cli(capsys, "forget", str(link / "fresh.jsonl"), *places["where"])
+    assert status == 0 and [s["path"] for s in done["sessions"]] == [str(fresh.path)]
+    report = cli(capsys, "reindex", *places["where"])[1]
+    assert str(fresh.path) in {item["path"] for item in report["excluded"]}
+    assert found(capsys, places["where"], "draft") == 0
+
+
 def test_forget_by_project_and_by_agent_and_time(
         places: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     """--project takes the sessions that worked in a folder; --agent with --until those of
