@@ -49,11 +49,18 @@ def ignored(cwd: str | None) -> str | None:
 def head_folder(path: str) -> str | None:
     """The working folder a session file names in its first lines (a ``cwd`` at the top of
     a line, or one level down as Codex's ``payload`` holds it), without reading further."""
+    from ..session import open_regular  # a FIFO in a session's place is never waited on
+
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(HEAD_BYTES)
+        fd = open_regular(path)
     except OSError:
         return None
+    try:
+        head = os.pread(fd, HEAD_BYTES, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     for line in head.split(b"\n")[:HEAD_LINES]:
         try:
             value = orjson.loads(line)
