@@ -20,6 +20,7 @@ failing-open wrapper, time budget and log are :func:`fabric_memory.handoff.run_h
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +32,7 @@ import orjson
 
 from .errors import HandoffError, QueryError, clipped
 from .hook_json import read_hook_object
-from .words import STOP_WORDS, words
+from .words import STOP_WORDS, is_cjk, words
 
 if TYPE_CHECKING:
     from .memory.recall import RecallHit
@@ -45,11 +46,17 @@ MAX_QUERY_WORDS: Final = 24
 MIN_QUERY_WORDS: Final = 2
 """A prompt with fewer content words recalls nothing: one word says too little."""
 MIN_HELD: Final = 2
-HELD_SHARE: Final = 0.4
-"""A hit clears the bar when it holds at least :data:`MIN_HELD` of the prompt's content
-words and at least this share of them."""
-HITS_PER_SEARCH: Final = 20
-PASSAGE_BYTES: Final = 400
+WEIGHT_SHARE: Final = 0.35
+"""A hit clears the bar when its passage holds at least :data:`MIN_HELD` of the prompt's
+content words carrying at least this share of their weight (:func:`weights`)."""
+ABSENT_WEIGHT: Final = 2
+"""A word no indexed entry holds weighs this many times its inverse document frequency: it
+names something memory never saw ("photosynthesis"), so the other words of such a prompt
+must carry more (measured on the dev probes and prompts, bench/prompt_context.py)."""
+HITS_PER_SEARCH: Final = 10
+PASSAGE_CHARS: Final = 400
+"""A passage: the best fragment of its entry, at most this long (recall's snippet)."""
+PASSAGE_BYTES: Final = 480
 MAX_TRANSCRIPT_BYTES: Final = 32 * 1024 * 1024
 STATE_FOLDER: Final = "prompt-context"
 MAX_GIVEN: Final = 1000
@@ -190,18 +197,33 @@ def read_in_view(path: str, session_id: str) -> InView:
 # --- the relevance bar ------------------------------------------------------------------
 
 
-def needed(query: Sequence[str]) -> int:
-    """How many of the prompt's content words a hit must hold."""
-    return max(MIN_HELD, -(-len(query) * 4 // 10))  # ceil(HELD_SHARE * n)
+def weights(query: Sequence[str], index: str | None) -> dict[str, float]:
+    """Each content word's weight: its inverse document frequency in the memory index
+    (BM25's), so a word most entries hold ("write", "simple") says little and a rare one
+    ("DATABASE_URL", "haiku") much; a word no entry holds, :data:`ABSENT_WEIGHT` times
+    that. A CJK pair counts as its rarer character."""
+    from .memory.locations import index_root
+    from .memory.sharded import open_memory
+
+    terms = sorted({term for word in query for term in (word if is_cjk(word[0]) else [word])})
+    total, counts = open_memory(index_root(index)).frequencies(terms)
+    held = dict(zip(terms, counts, strict=True))
+    found = {word: min(held[t] for t in (word if is_cjk(word[0]) else [word])) for word in query}
+    return {word: math.log(1 + (total - n + 0.5) / (n + 0.5)) * (ABSENT_WEIGHT if n == 0 else 1)
+            for word, n in found.items()}
 
 
-def clears_bar(hit: RecallHit, query: Sequence[str], view: InView) -> bool:
-    """Whether ``hit`` earns its place: it holds enough of the prompt's words, and no turn
-    the model still sees holds every one of them that the hit's passage shows (the answer
-    is then in view: a kept turn that only shares the topic's words does not count)."""
-    if hit.get("wordsHeld", 0) < needed(query):
-        return False
+def clears_bar(hit: RecallHit, query: Mapping[str, float], view: InView) -> bool:
+    """Whether ``hit`` earns its place: its passage (the snippet the context shows) holds
+    at least :data:`MIN_HELD` of the prompt's content words carrying at least
+    :data:`WEIGHT_SHARE` of their weight (:func:`weights`), and no turn the model still
+    sees holds every one of them (the answer is then in view: a kept turn that only shares
+    the topic's words does not count)."""
     shown = set(query) & set(words(hit["snippet"]))
+    if len(shown) < MIN_HELD or hit.get("wordsHeld", 0) < MIN_HELD:
+        return False
+    if sum(query[word] for word in shown) < WEIGHT_SHARE * sum(query.values()):
+        return False
     return not any(shown <= kept for kept in view.kept_words)
 
 
@@ -242,22 +264,23 @@ def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
     from .memory.recall import recall
 
     text = " ".join(query)
+    weighed = weights(query, index)
     chosen: list[RecallHit] = []
     if view.hidden:
         try:
             own = recall(text, session=view.session_id, hot_sessions=0, limit=HITS_PER_SEARCH,
-                         index=index, sessions=sessions)["hits"]
+                         index=index, sessions=sessions, snippet_chars=PASSAGE_CHARS)["hits"]
         except QueryError:  # the index does not hold this session yet
             own = []
         chosen += [hit for hit in own if hit["entryId"] in view.hidden]
     if view.project:
         others = recall(text, project=view.project, hot_sessions=0, limit=HITS_PER_SEARCH,
-                        index=index, sessions=sessions)["hits"]
+                        index=index, sessions=sessions, snippet_chars=PASSAGE_CHARS)["hits"]
         chosen += [hit for hit in others if hit["sessionId"] != view.session_id]
     passages: dict[str, Passage] = {}
     texts: set[str] = set()
     for hit in chosen:
-        if clears_bar(hit, query, view):
+        if clears_bar(hit, weighed, view):
             passage = _passage(hit, view.short if hit["sessionId"] == view.session_id else {})
             if passage.key not in passages and passage.text not in texts:
                 passages[passage.key] = passage
