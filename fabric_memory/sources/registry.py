@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
+from .aider import AIDER
 from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
@@ -40,6 +41,7 @@ READERS: Final[tuple[SourceReader, ...]] = (
     KIMI,
     GOOSE_DATABASE,
     GOOSE_LINES,
+    AIDER,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -60,7 +62,7 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini", "goose", "cline", "roo-code", "kilo-code")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
