@@ -12,13 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
+from .aider import AIDER
 from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
+from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
+from .cursor import CURSOR
 from .fabro import FABRO
 from .gemini import GEMINI
+from .goose import DATABASE_READER as GOOSE_DATABASE
+from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
 from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
@@ -35,9 +40,16 @@ READERS: Final[tuple[SourceReader, ...]] = (
     CODEX,
     COPILOT,
     KIMI,
+    GOOSE_DATABASE,
+    GOOSE_LINES,
+    AIDER,
+    CURSOR,
     CATUI_TRACES,
     FABRO,
     GEMINI,
+    ROO_CODE,
+    KILO_CODE,
+    CLINE,
     CATUI_SESSIONS,
     OMP,
     PI,
@@ -52,7 +64,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
+                  "cursor")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
