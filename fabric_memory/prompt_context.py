@@ -149,12 +149,13 @@ def _is_marker(view: EntryView) -> bool:
 
 
 def out_of_view(agent: str, session_id: str, project: str | None,
-                views: Sequence[EntryView]) -> InView:
+                views: Sequence[EntryView], prompt: str = "") -> InView:
     """What the model of the session whose active branch is ``views`` still sees.
 
     Before the latest compaction marker the host shows its summary instead of the entries,
     except what each host keeps: Pi from the compaction's ``firstKeptEntryId`` on, Codex the
-    user's own messages. A session never compacted is seen whole."""
+    user's own messages. A session never compacted is seen whole. The ``prompt`` itself,
+    when the host wrote it before running the hook, is not a turn that answers it."""
     markers = [at for at, view in enumerate(views) if _is_marker(view)]
     if not markers:
         seen = list(views)
@@ -168,12 +169,14 @@ def out_of_view(agent: str, session_id: str, project: str | None,
         hidden = [view for view in before if not (kept_users and view.role == "user")]
         seen = [view for view in before if kept_users and view.role == "user"]
         seen += [view for view in views[start:] if not _is_marker(view)]
+    asked = prompt.strip()
     return InView(session_id, agent, project, frozenset(view.id for view in seen),
                   frozenset(view.id for view in hidden),
-                  tuple(frozenset(words(view.text)) for view in seen if view.text))
+                  tuple(frozenset(words(view.text)) for view in seen
+                        if view.text and not (view.role == "user" and view.text.strip() == asked)))
 
 
-def read_in_view(path: str, session_id: str) -> InView:
+def read_in_view(path: str, session_id: str, prompt: str = "") -> InView:
     """:func:`out_of_view` of the transcript at ``path`` (its active branch); a
     :class:`~fabric_memory.errors.HandoffError` when it is not that session's."""
     from .sources import read_source
@@ -190,7 +193,7 @@ def read_in_view(path: str, session_id: str) -> InView:
         raise HandoffError(f"{path}: holds session {clipped(session.session_id)}, the hook "
                            f"names {clipped(session_id)}")
     view = out_of_view(session.agent, session.session_id, session.project,
-                       [entry.view for entry in session.active_branch()])
+                       [entry.view for entry in session.active_branch()], prompt)
     return replace(view, short=line_addresses(session.entries))
 
 
@@ -377,7 +380,7 @@ def prompt_context(data: bytes, home: Path, *, index: str | None = None,
     if given.transcript_path is None:
         view = InView(given.session_id, "", given.cwd, frozenset(), frozenset(), ())
     else:
-        view = read_in_view(given.transcript_path, given.session_id)
+        view = read_in_view(given.transcript_path, given.session_id, given.prompt)
     if view.project is None and given.cwd:
         view = replace(view, project=given.cwd)
     state = Given(given.session_id, home)
