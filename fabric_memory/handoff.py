@@ -202,7 +202,8 @@ def packet_sections(span: Span, project: str | None = None,
     unfinished = [Line(item.first, item.last, f"open: {item.text}")
                   for item in ledgers["plan"].items]
     unfinished += [Line(item.first, item.last, f"error: {item.text}")
-                   for item in ledgers["errors"].items if item.first not in failing]
+                   for item in ledgers["errors"].items
+                   if item.first not in failing and not _lookup(item.key)]
     unfinished += [Line(item.first, item.last, f"check: {item.text}")
                    for item in ledgers["checks"].items if item.first in failing]
     reply = next((item for item in ledgers_state.status if item.key == "assistant"), None)
@@ -250,6 +251,16 @@ def packet_sections(span: Span, project: str | None = None,
             section.lines = [line for line in section.lines
                              if _core(line.said or line.text) not in said]
     return sections
+
+
+def _lookup(key: str) -> bool:
+    """Whether an outstanding error (its key: ``ref\x00target``) is of a read or a search:
+    a lookup that found nothing is no work left open (what it said stays among the exact
+    values and errors)."""
+    from .sources.registry import TOOLS
+
+    tool = TOOLS.get(key.partition("\x00")[0])
+    return tool is not None and tool.kind in ("read", "search")
 
 
 def _tagged(text: str, tags: tuple[str, ...]) -> str:
