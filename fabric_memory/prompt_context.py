@@ -22,8 +22,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -132,6 +132,8 @@ class InView:
     visible: frozenset[str]
     hidden: frozenset[str]
     kept_words: tuple[frozenset[str], ...]
+    short: Mapping[str, str] = field(default_factory=dict)
+    """Entry id → its line address (``L877``), where that is shorter than the id."""
 
 
 def _is_marker(view: EntryView) -> bool:
@@ -168,6 +170,7 @@ def read_in_view(path: str, session_id: str) -> InView:
     """:func:`out_of_view` of the transcript at ``path`` (its active branch); a
     :class:`~fabric_memory.errors.HandoffError` when it is not that session's."""
     from .sources import read_source
+    from .sources.reader import line_addresses
 
     if os.path.isfile(path) and os.path.getsize(path) > MAX_TRANSCRIPT_BYTES:
         raise HandoffError(f"{path}: the transcript is above the "
@@ -179,8 +182,9 @@ def read_in_view(path: str, session_id: str) -> InView:
     if session.session_id != session_id:
         raise HandoffError(f"{path}: holds session {clipped(session.session_id)}, the hook "
                            f"names {clipped(session_id)}")
-    return out_of_view(session.agent, session.session_id, session.project,
+    view = out_of_view(session.agent, session.session_id, session.project,
                        [entry.view for entry in session.active_branch()])
+    return replace(view, short=line_addresses(session.entries))
 
 
 # --- the relevance bar ------------------------------------------------------------------
@@ -193,12 +197,12 @@ def needed(query: Sequence[str]) -> int:
 
 def clears_bar(hit: RecallHit, query: Sequence[str], view: InView) -> bool:
     """Whether ``hit`` earns its place: it holds enough of the prompt's words, and no turn
-    the model still sees holds as many (the answer is then in view)."""
-    held = hit.get("wordsHeld", 0)
-    if held < needed(query):
+    the model still sees holds every one of them that the hit's passage shows (the answer
+    is then in view: a kept turn that only shares the topic's words does not count)."""
+    if hit.get("wordsHeld", 0) < needed(query):
         return False
-    wanted = set(query)
-    return not any(len(wanted & kept) >= held for kept in view.kept_words)
+    shown = set(query) & set(words(hit["snippet"]))
+    return not any(shown <= kept for kept in view.kept_words)
 
 
 # --- the passages -----------------------------------------------------------------------
@@ -218,12 +222,15 @@ class Passage:
         return f"{self.session} {self.address}"
 
 
-def _passage(hit: RecallHit) -> Passage:
+def _passage(hit: RecallHit, short: Mapping[str, str]) -> Passage:
     from .compaction.text import clip_collapsed, collapse
 
     label = hit.get("tool") or hit.get("role") or hit["type"]
     stamp = hit.get("timestamp", "")[:16].replace("T", " ")
-    return Passage(hit["sessionId"], hit["follow"]["session"], hit["address"],
+    address = hit["address"]
+    if address == hit["entryId"]:  # (an operation's address names its entry and more)
+        address = short.get(address, address)
+    return Passage(hit["sessionId"], hit["follow"]["session"], address,
                    f"{label}, {stamp}" if stamp else label,
                    clip_collapsed(collapse(hit["snippet"]), PASSAGE_BYTES))
 
@@ -251,7 +258,7 @@ def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
     texts: set[str] = set()
     for hit in chosen:
         if clears_bar(hit, query, view):
-            passage = _passage(hit)
+            passage = _passage(hit, view.short if hit["sessionId"] == view.session_id else {})
             if passage.key not in passages and passage.text not in texts:
                 passages[passage.key] = passage
                 texts.add(passage.text)
@@ -349,8 +356,7 @@ def prompt_context(data: bytes, home: Path, *, index: str | None = None,
     else:
         view = read_in_view(given.transcript_path, given.session_id)
     if view.project is None and given.cwd:
-        view = InView(view.session_id, view.agent, given.cwd, view.visible, view.hidden,
-                      view.kept_words)
+        view = replace(view, project=given.cwd)
     state = Given(given.session_id, home)
     fresh = [p for p in recalled(query, view, index=index, sessions=sessions)
              if p.key not in state]

@@ -89,7 +89,8 @@ Exact filters combine with the words or stand alone: `role`
 (user, assistant, toolResult), `tool` (tool name), `ref` (Fabric operation ref, e.g.
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
 (ISO-8601 times), `session` (id or path), `agent` (pi, omp, claude-code, codex, catui,
-fabro, copilot, kimi), `branches: "active"` (only the branch the session continues from).
+fabro, copilot, kimi, gemini, …), `branches: "active"` (only the branch the session
+continues from).
 Give a query or at least one filter. Hits come by relevance (newest first without a query),
 grouped by session in the text (the session's agent, project, path and sourceHash once, then
 one line per hit and its snippet, then the `expand` call that reads the group's hits); the

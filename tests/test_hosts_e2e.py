@@ -3,6 +3,8 @@ temporary home, a short real Claude Code / Codex session with tool calls against
 model server on 127.0.0.1, the host's own compaction, then the next request: the stub
 receives our recovery packet in it, and every address the packet names expands (CLI and
 the MCP ``expand`` tool of a real ``fabric-memory serve``) to the transcript line it names.
+A question about the compacted part, asked next, reaches the model with our prompt context
+(the UserPromptSubmit hook); an idle prompt with none.
 
 The hosts never leave this machine: their model API is the stub, telemetry, updates and
 non-essential traffic are off (``host_env``), and any proxy-honouring request is sent to
@@ -26,7 +28,15 @@ from .stub_model import Step, StubModel, serving
 RUN_SECONDS = 60
 """The bound on each host run (each takes a few seconds here)."""
 PACKET_HEADER = "# fabric-memory handoff"
+CONTEXT_HEADER = "# fabric-memory: earlier context for this prompt"
 ADDRESSED = re.compile(r"^- \[([^\]\s]+)\]", flags=re.M)
+
+
+def reindex(env: dict[str, str]) -> None:
+    """``fabric-memory reindex`` of the host's sessions (what the MCP server keeps live)."""
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "reindex"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def install(host: str, env: dict[str, str]) -> None:
@@ -43,16 +53,21 @@ def run_host(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
-def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any) -> None:
-    """Every ``[address]`` of the packet, given to ``fabric-memory expand --raw`` (the call
-    the packet names) and to the MCP ``expand`` tool, comes back as the transcript line
-    ``line_of(address, lines)`` names, byte for byte."""
-    session = re.search(r"^Session (\S+),", packet, flags=re.M)
-    assert session, packet
-    session_id = session.group(1)
+def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any,
+                                    session_id: str | None = None) -> None:
+    """Every ``[address]`` of the packet (or of the prompt's context, of ``session_id``),
+    given to ``fabric-memory expand --raw`` (the call the packet names) and to the MCP
+    ``expand`` tool, comes back as the transcript line ``line_of(address, lines)`` names,
+    byte for byte."""
+    if session_id is None:
+        session = re.search(r"^Session (\S+),", packet, flags=re.M)
+        assert session, packet
+        session_id = session.group(1)
+        assert f"fabric-memory expand {session_id} --address <address>" in packet
+    else:
+        assert "fabric-memory expand <session> --address <address>" in packet
     addresses = list(dict.fromkeys(ADDRESSED.findall(packet)))
     assert 0 < len(addresses) <= 20, packet  # one page of expand
-    assert f"fabric-memory expand {session_id} --address <address>" in packet
     lines = transcript.read_bytes().decode().split("\n")
     done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "expand", session_id,
                            *[word for a in addresses for word in ("--address", a)],
@@ -94,6 +109,16 @@ def claude_line(address: str, lines: list[str]) -> str:
     return line
 
 
+def claude_context(body: dict[str, Any]) -> list[str]:
+    """Our prompt context in a Messages request: the system reminders Claude Code makes of
+    a UserPromptSubmit hook's additional context."""
+    reminder = "<system-reminder>\nUserPromptSubmit hook additional context: "
+    carried = [block for message in body["messages"]
+               for block in _blocks(message["content"]) if CONTEXT_HEADER in block]
+    assert all(block.startswith(reminder + CONTEXT_HEADER) for block in carried), carried
+    return carried
+
+
 def claude_packet(body: dict[str, Any]) -> str:
     """Our packet in a Messages request: exactly one block, the system reminder Claude Code
     makes of a SessionStart hook's additional context."""
@@ -114,32 +139,38 @@ def test_claude_code_sends_our_packet_after_each_compaction(
     our packet once, as the system reminder "SessionStart hook additional context: …",
     naming the file and the failed check. After more work (a second file) and a second
     compaction, the next packet speaks of that work only. Every address expands to its
-    line."""
+    line. The question asked after the first compaction reaches the model with the
+    compacted check as "UserPromptSubmit hook additional context"; the idle prompt after
+    the second with none (and the first prompt, before any compaction, with none)."""
     home = fake_home(tmp_path, monkeypatch)
     work = tmp_path / "work"
     work.mkdir()
     env = host_env(home, ANTHROPIC_API_KEY="sk-stub", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
     install("claude", env)
     steps = [Step("Write", {"file_path": str(work / "notes.txt"), "content": "hello\n"}, ""),
-             Step("Bash", {"command": "cat notes.txt && exit 3", "description": "check"}, ""),
+             Step("Bash", {"command": "cat notes.txt && exit 3",
+                           "description": "check the notes"}, ""),
              None,
              Step("Write", {"file_path": str(work / "second.txt"), "content": "more\n"}, "")]
     claude = host_cli(CLAUDE)
-    packets = []
+    packets, contexts = [], []
     with serving(StubModel(steps)) as stub:
         env["ANTHROPIC_BASE_URL"] = stub.url
         first = orjson.loads(run_host(
             [claude, "-p", "write the notes and check them", "--output-format", "json",
              "--allowedTools", "Write,Bash", "--model", "claude-sonnet-4-5"], work, env))
         session_id = first["session_id"]
-        for prompt in ("now write the second file", "what is left to do?"):
+        assert not claude_context(stub.bodies("messages")[0])
+        for prompt in ("which exit code did the notes check give?", "what is left to do?"):
             run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
+            reindex(env)
             before = len(stub.bodies("messages"))
             run_host([claude, "-p", "--resume", session_id, prompt, "--allowedTools", "Write"],
                      work, env)
             after = [body for body in stub.bodies("messages")[before:] if body.get("tools")]
             assert after, "Claude Code sent no request after its compaction"
             packets.append(claude_packet(after[0]))
+            contexts.append(claude_context(after[0]))
     assert (work / "notes.txt").read_text() == "hello\n"
     assert (work / "second.txt").read_text() == "more\n"
     transcript = next((home / ".claude" / "projects").rglob(f"{session_id}.jsonl"))
@@ -148,6 +179,10 @@ def test_claude_code_sends_our_packet_after_each_compaction(
     assert "second.txt" in second_packet and "notes.txt" not in second_packet
     for packet in packets:
         addresses_expand_to_their_lines(packet, transcript, claude_line)
+    asked, idle = contexts
+    assert len(asked) == 1 and "exit 3" in asked[0] and "before its compaction" in asked[0]
+    addresses_expand_to_their_lines(asked[0], transcript, claude_line, session_id)
+    assert idle == []
 
 
 # --- Codex -----------------------------------------------------------------------------
@@ -192,7 +227,9 @@ def test_codex_sends_our_packet_after_its_compaction(
     """Installed with `fabric-memory install codex` (the hook trusted, no bypass flag), the
     real Codex runs a turn (a file written and a failing check through exec_command),
     auto-compacts past its token limit, and the turn's next request holds our packet as a
-    developer message naming the failed check; every address expands to its line."""
+    developer message naming the failed check; every address expands to its line. In the
+    session resumed, a question about the compacted check reaches the model with our
+    prompt context naming it; an idle prompt adds none."""
     home = fake_home(tmp_path, monkeypatch)
     work = tmp_path / "work"
     work.mkdir()
@@ -201,13 +238,21 @@ def test_codex_sends_our_packet_after_its_compaction(
     env = host_env(home, STUB_API_KEY="sk-stub", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
     steps = [Step("", {}, "printf 'hello\\n' > notes.txt"),
              Step("", {}, "cat notes.txt && exit 3")]
+    codex = [host_cli(CODEX), "exec", "--skip-git-repo-check",
+             "--dangerously-bypass-approvals-and-sandbox"]
     with serving(StubModel(steps, last_step_tokens=50_000)) as stub:
         (codex_home / "config.toml").write_text(CODEX_CONFIG.format(url=stub.url))
         install("codex", env)
-        run_host([host_cli(CODEX), "exec", "--skip-git-repo-check",
-                  "--dangerously-bypass-approvals-and-sandbox",
-                  "write the notes and check them"], work, env)
+        run_host([*codex, "write the notes and check them"], work, env)
         bodies = stub.bodies("responses")
+        reindex(env)
+        contexts = []
+        for prompt in ("which exit code did the notes check give?", "thanks, that is all"):
+            before = len(stub.bodies("responses"))
+            run_host([*codex, "resume", "--last", prompt], work, env)
+            contexts.append([_text(item.get("content"))
+                             for item in stub.bodies("responses")[before]["input"]
+                             if CONTEXT_HEADER in _text(item.get("content"))])
     assert (work / "notes.txt").read_text() == "hello\n"
     compacted = [n for n, body in enumerate(bodies)
                  if "CONTEXT CHECKPOINT COMPACTION" in _text(body["input"][-1].get("content"))]
@@ -222,6 +267,11 @@ def test_codex_sends_our_packet_after_its_compaction(
     assert "cat notes.txt && exit 3" in packet
     transcript = next((codex_home / "sessions").rglob("rollout-*.jsonl"))
     addresses_expand_to_their_lines(packet, transcript, codex_line)
+    asked, idle = contexts
+    assert len(asked) == 1 and "exit 3" in asked[0] and "before its compaction" in asked[0]
+    session_id = transcript.stem.split("-", 6)[-1]
+    addresses_expand_to_their_lines(asked[0], transcript, codex_line, session_id)
+    assert idle == asked  # the earlier turn's context is history now; nothing new is added
 
 
 # --- the hosts' cap on SessionStart context ----------------------------------------------

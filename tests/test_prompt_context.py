@@ -30,6 +30,11 @@ FACT = "postgres://ledger:[email protected]:5433/ledger_dev"
 """The value only the compacted part of the session holds."""
 
 
+def _line(uuid: str) -> str:
+    """The line address of a transcript builder's entry (its uuid ends with its line)."""
+    return f"L{int(uuid[-12:])}"
+
+
 def _event(session_id: str, path: Path | None, prompt: str, **extra: Any) -> bytes:
     return orjson.dumps({"session_id": session_id,
                          "transcript_path": None if path is None else str(path), "cwd": CWD,
@@ -87,8 +92,9 @@ def test_a_question_about_the_compacted_part_gets_its_passage_once(
                                       "database use locally?")
     context = _context(memory, data)
     assert context is not None and FACT in context
-    assert f"[{marks['fact']}]" in context and "before its compaction" in context
-    assert f"[{marks['kept_tool']}]" not in context and f"[{marks['kept']}]" not in context
+    assert f"[{_line(marks['fact'])}]" in context and "before its compaction" in context
+    assert f"[{_line(marks['kept_tool'])}]" not in context
+    assert f"[{_line(marks['kept'])}]" not in context
     assert len(context.encode()) <= MAX_CONTEXT_BYTES
     assert _context(memory, data) is None
 

@@ -109,10 +109,14 @@ class SessionSummary:
 
 def session_addresses(session: Session) -> dict[str, str]:
     """The session's entry ids → their line addresses, for an agent whose lines are not its
-    entries (none for Pi's format, whose ids are short and its own)."""
+    entries (none for Pi's format, whose ids are short and its own, nor for an agent whose
+    entries are not lines that stay put: ``SourceReader.by_line``)."""
     from ..sources.reader import LINE_AGENTS, line_addresses
+    from ..sources.registry import by_line
 
-    return {} if session.agent in LINE_AGENTS else line_addresses(session.entries)
+    if session.agent in LINE_AGENTS or not by_line(session.agent):
+        return {}  # Pi's ids are short and its own; lines that move are no address
+    return line_addresses(session.entries)
 
 
 def cut_at(branch: Sequence[Entry], until: str, addresses: Mapping[str, str],

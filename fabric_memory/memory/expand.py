@@ -5,7 +5,9 @@ when they agree, selectors are resolved through the index and each entry's text
 is read straight from the file by byte offset and length (no re-parse); when the
 file has changed since it was indexed, the file itself is read and normalized.
 An entry's text is rendered for a reader from its per-entry view
-(:mod:`~fabric_memory.memory.readable`); with ``raw`` it is the verbatim source line. An
+(:mod:`~fabric_memory.memory.readable`); with ``raw`` it is its verbatim source: its line,
+its node of a whole-file JSON session (both read by offset and length), or the source its
+reader gives an entry that is no span of its file (``Entry.source``: a database row). An
 operation or phase address gives its normalized record, rendered the same way (``raw``:
 :func:`~fabric_memory.memory.normalize.record_text`). Secrets in either are masked
 (``[REDACTED:<kind>]``, :func:`~fabric_memory.redact.redact_json`) unless the caller
@@ -352,14 +354,20 @@ class IndexedSource:
         return {int(doc["position"]): _located(doc) for doc in docs}
 
     def line(self, located: Located) -> bytes:
+        if located.length == 0:  # no span of the file: its reader holds the raw source
+            return _entry_source(self._entries(), located, self.record.path)
         return _read_line(self._fd, located, self.record.path)
 
     def value(self, located: Located, line: bytes) -> Any:
         if self.record.agent in LINE_AGENTS:
             return line_value(line, located.line, located.entry_id)
-        if self._read is None:  # read once, by its reader, only when another agent's
+        return _entry_raw(self._entries(), located)
+
+    def _entries(self) -> Mapping[str, Entry]:
+        """The file read once, by its reader, only when another agent's entry is asked for."""
+        if self._read is None:
             self._read = _read_as_hashed(self.record.path, self.source_hash).by_id
-        return _entry_raw(self._read, located)
+        return self._read
 
 
 class ParsedSource:
@@ -393,6 +401,8 @@ class ParsedSource:
         return {p: self._by_position[p] for p in positions if p in self._by_position}
 
     def line(self, located: Located) -> bytes:
+        if located.length == 0:  # no span of the file: its reader holds the raw source
+            return _entry_source(self._read, located, self.path)
         return _read_line(self._fd, located, self.path)
 
     def value(self, located: Located, line: bytes) -> Any:
@@ -418,6 +428,15 @@ def _entry_raw(entries: Mapping[str, Entry], located: Located) -> Any:
     """The Pi-shaped entry another agent's reader made of the line (``{}`` if it is gone)."""
     entry = entries.get(located.entry_id)
     return entry.raw if entry is not None and entry.line == located.line else {}
+
+
+def _entry_source(entries: Mapping[str, Entry], located: Located, path: str) -> bytes:
+    """The raw source a reader gave an entry that is no span of its file (a row)."""
+    entry = entries.get(located.entry_id)
+    if entry is None or entry.source is None or entry.line != located.line:
+        raise ExpandError("source_unavailable", f"{path}: entry {located.entry_id} is no "
+                          "longer where the index found it; run `fabric-memory reindex`")
+    return entry.source
 
 
 def _read_line(fd: int, located: Located, path: str) -> bytes:

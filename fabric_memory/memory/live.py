@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import FabricMemoryError, MissingExtraError, UsageError, WatchError
-from ..session import iter_session_files
-from ..sources import skipped
+from ..sources import listed, session_files, skipped
 from .catalog import StatKey, default_roots, stat_key
 from .locations import index_root
 from .reindex import reindex, reindex_paths
@@ -265,8 +264,8 @@ def _session_paths(paths: Iterable[str]) -> set[str]:
     session file in it (its files may have been written before it was watched)."""
     found: set[str] = set()
     for path in paths:
-        if path.endswith(".jsonl"):
+        if path.endswith(".jsonl") or listed(path):
             found.add(path)
         elif os.path.isdir(path) and not os.path.islink(path):
-            found.update(str(file) for file in iter_session_files(path))
+            found.update(str(file) for file in session_files(path))
     return {path for path in found if not skipped(path)}

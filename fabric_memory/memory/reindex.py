@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ..arguments import check_name
 from ..errors import MemoryIndexError, SessionError, UsageError, clipped, is_utf8, printable
-from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files
-from ..sources import read_source, reader_for, skipped
+from ..session import DEFAULT_MAX_LINE_BYTES, hash_file
+from ..sources import read_source, reader_for, session_files, skipped
 from .catalog import (
     Catalog,
     IndexedProjects,
@@ -180,7 +180,7 @@ def _reindex(
                                  "(more parsers than CPUs only compete for them)")
         count = cpus
     report["workers"] = count
-    candidates = (chain.from_iterable(map(iter_session_files, roots)) if session is None
+    candidates = (chain.from_iterable(map(session_files, roots)) if session is None
                   else [_one_session(roots, session)])
     files, outside = _inside(roots, (path for path in candidates if not skipped(str(path))))
     report["invalid"].extend(outside)

@@ -184,7 +184,8 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
         if hit.get("timestamp"):
             what.append(str(hit.get("timestamp")))
         words = _words(hit)
-        lines.append(f"  #{rank} {hit['address']} {' '.join(what)}{words}".rstrip())
+        lines.append(f"  #{rank} {hit['address']} {' '.join(what)}{words}{_similar(hit)}"
+                     .rstrip())
         snippet = " ".join(hit["snippet"].split())
         if snippet:
             lines.append(f"     {snippet}")
@@ -195,6 +196,13 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
     # A follow holds no value with a default (so expand's defaults need not be loaded).
     lines.append(f"  expand: {_call(door, 'expand', {**follow, 'addresses': addresses}, {})}")
     return lines
+
+
+def _similar(hit: RecallHit) -> str:
+    """`` (+7 near-identical: L40 L52 …)``: the outputs folded into the hit, by address."""
+    if not hit.get("similar"):
+        return ""
+    return f"  (+{hit['similar']} near-identical: {' '.join(hit.get('similarAddresses', []))})"
 
 
 def _words(hit: RecallHit) -> str:

@@ -7,17 +7,23 @@ Adding an agent: one module under :mod:`fabric_memory.sources` with a
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
+from .aider import AIDER
 from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
+from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
+from .cursor import CURSOR
 from .fabro import FABRO
+from .gemini import GEMINI
+from .goose import DATABASE_READER as GOOSE_DATABASE
+from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
 from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
@@ -34,8 +40,16 @@ READERS: Final[tuple[SourceReader, ...]] = (
     CODEX,
     COPILOT,
     KIMI,
+    GOOSE_DATABASE,
+    GOOSE_LINES,
+    AIDER,
+    CURSOR,
     CATUI_TRACES,
     FABRO,
+    GEMINI,
+    ROO_CODE,
+    KILO_CODE,
+    CLINE,
     CATUI_SESSIONS,
     OMP,
     PI,
@@ -49,7 +63,9 @@ TOOLS: Final[Mapping[str, Tool]] = {
 """Every agent's tool names → what the work trail reads of their calls (the readers'
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
-AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi")
+AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
+                  "cursor")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
@@ -73,6 +89,26 @@ def read_source(path: str | os.PathLike[str],
     raise :class:`~fabric_memory.errors.SessionError` (located) when it cannot be read."""
     name = os.fspath(path)
     return reader_for(name, max_line_bytes).read(name, max_line_bytes)
+
+
+def session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
+    """Every session file under ``root``: each ``*.jsonl`` file and each file a reader
+    :func:`listed`, sorted by path (:func:`fabric_memory.session.iter_session_files`)."""
+    from ..session import iter_session_files
+
+    return iter_session_files(root, listed)
+
+
+def by_line(agent: str) -> bool:
+    """Whether ``agent``'s entries are also addressed by their lines (``SourceReader.by_line``:
+    every reader of that agent says so)."""
+    return all(reader.by_line for reader in READERS if reader.name == agent)
+
+
+def listed(path: str) -> bool:
+    """Whether some reader lists ``path``, a file not named ``*.jsonl``, as one of its
+    sessions (see ``SourceReader.lists``)."""
+    return any(reader.lists(path) for reader in READERS)
 
 
 def skipped(path: str) -> bool:
