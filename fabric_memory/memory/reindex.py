@@ -206,30 +206,45 @@ def _reindex(
         report["invalid"].extend(_still_invalid(files, committed))
         report["seconds"] = round(time.perf_counter() - started, 4)
         return report
-    with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool, \
-            handle.writer(timeout=lock_timeout, rebuild=full) as writer:
-        if writer.notice:
-            report["notices"].append(writer.notice)
-            full = True
-        catalog = load_catalog(handle)
-        tasks, gone = _plan_all(roots, files, catalog, full, max_line_bytes, one, narrowed)
-        report["skipped"] = done = len(files) - len(tasks)
-        planned = {task.path for task in tasks}
-        report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
-        for parsed in _parse_all(tasks, pool, 4 * count):
-            _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
-            if writer.pending >= commit_every:
-                writer.commit()
-                report["commits"] += 1
-            done += 1
-            if progress is not None:
-                progress(Progress(done, len(files), report["indexed"], report["skipped"]))
-        for record in gone:
-            _forget(writer, record, report)
-        writer.commit()
-        report["commits"] += 1
+    with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool:
+        # The workers start on that plan while this process waits for the lock and opens the
+        # writer; the plan made under the lock is what counts, and it nearly always is the same.
+        parsing = _Parsing(pending, pool, 4 * count)
+        with handle.writer(timeout=lock_timeout, rebuild=full) as writer:
+            if writer.notice:
+                report["notices"].append(writer.notice)
+                full = True
+            catalog = load_catalog(handle)
+            tasks, gone = _plan_all(roots, files, catalog, full, max_line_bytes, one, narrowed)
+            if tasks != pending:
+                parsing.cancel()
+                parsing = _Parsing(tasks, pool, 4 * count)
+            _write_all(writer, parsing, catalog, files, gone, commit_every, progress, report)
     report["seconds"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def _write_all(writer: Writer, parsing: _Parsing, catalog: Catalog, files: list[str],
+               gone: list[SessionRecord], commit_every: int, progress: ProgressCallback | None,
+               report: ReindexReport) -> None:
+    """Apply every parsed file and forget every file that is gone, committing every
+    ``commit_every`` documents and at the end."""
+    tasks = parsing.tasks
+    report["skipped"] = done = len(files) - len(tasks)
+    planned = {task.path for task in tasks}
+    report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
+    for parsed in parsing:
+        _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
+        if writer.pending >= commit_every:
+            writer.commit()
+            report["commits"] += 1
+        done += 1
+        if progress is not None:
+            progress(Progress(done, len(files), report["indexed"], report["skipped"]))
+    for record in gone:
+        _forget(writer, record, report)
+    writer.commit()
+    report["commits"] += 1
 
 
 def reindex_paths(
@@ -531,20 +546,42 @@ def _start_worker(parent: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _parse_all(
-    tasks: list[_Task], pool: ProcessPoolExecutor | None, ahead: int
-) -> Iterator[_Parsed]:
-    """Parsed files in task order; at most ``ahead`` batches in flight (flat memory)."""
-    if pool is None:
-        yield from map(_parse, tasks)
-        return
-    window: deque[Future[list[_Parsed]]] = deque()
-    for batch in _batches(tasks):
-        window.append(pool.submit(_parse_batch, batch))
-        if len(window) >= ahead:
-            yield from window.popleft().result()
-    while window:
-        yield from window.popleft().result()
+class _Parsing:
+    """The parsed files of ``tasks`` in task order, with at most ``ahead`` batches in flight
+    (flat memory); the first ones go to the workers at once, before anyone iterates."""
+
+    def __init__(self, tasks: list[_Task], pool: ProcessPoolExecutor | None,
+                 ahead: int) -> None:
+        self.tasks = tasks
+        self._pool = pool
+        self._ahead = ahead
+        self._batches = _batches(tasks)
+        self._window: deque[Future[list[_Parsed]]] = deque()
+        self._fill()
+
+    def _fill(self) -> None:
+        if self._pool is None:
+            return
+        while len(self._window) < self._ahead:
+            batch = next(self._batches, None)
+            if batch is None:
+                return
+            self._window.append(self._pool.submit(_parse_batch, batch))
+
+    def __iter__(self) -> Iterator[_Parsed]:
+        if self._pool is None:
+            yield from map(_parse, self.tasks)
+            return
+        while self._window:
+            parsed = self._window.popleft().result()
+            self._fill()
+            yield from parsed
+
+    def cancel(self) -> None:
+        """Drop the batches handed out (one a worker has started runs to its end, unread)."""
+        for future in self._window:
+            future.cancel()
+        self._window.clear()
 
 
 def _batches(tasks: list[_Task]) -> Iterator[list[_Task]]:
