@@ -243,12 +243,11 @@ def agents_corpus(root: Path, sessions: int, seed: int = SEED) -> Path:
                 target_path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target_path)
                 continue
-            lines = _claude_lines(session) if layout == "claude-code" else _codex_lines(session)
-            name = (f"{session.session_id}.jsonl" if layout == "claude-code"
-                    else f"2026/01/02/rollout-2026-01-02T10-00-00-{session.session_id}.jsonl")
-            target_path = where / "sessions" / layout / name
+            writer, name = _FORMAT_WRITERS[layout]
+            target_path = where / "sessions" / layout / name.format(id=session.session_id)
             target_path.parent.mkdir(parents=True, exist_ok=True)
-            target_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+            target_path.write_bytes(b"".join(orjson.dumps(line) + b"\n"
+                                             for line in writer(session)))
 
     return _built(target, build) / "sessions"
 
@@ -302,6 +301,92 @@ def _claude_lines(session: Session) -> list[dict[str, Any]]:
     return lines
 
 
+FORMATS = ("pi", "claude-code", "codex", "copilot", "kimi")
+"""The session formats whose reindex throughput is measured side by side
+(``bench/test_reindex.py``): one line per record each."""
+
+
+def format_corpus(root: Path, agent: str, sessions: int, seed: int = SEED) -> Path:
+    """The small corpus's ``sessions`` seeded sessions, all rewritten in ``agent``'s format
+    and laid out as that agent lays them out: the same conversations in every format."""
+    small = corpus(root, sessions, seed)
+    target = root / f"format-{agent}-{sessions}-s{seed}-{_source_key(generate.__file__, __file__)}"
+
+    def build(where: Path) -> None:
+        from fabric_memory.session import iter_session_files, read_session
+
+        for path in iter_session_files(small):
+            session = read_session(path)
+            if agent == "pi":
+                name = path.relative_to(small)
+                data = path.read_bytes()
+            else:
+                writer, name = _FORMAT_WRITERS[agent]
+                data = b"".join(orjson.dumps(line) + b"\n" for line in writer(session))
+                name = Path(name.format(id=session.session_id))
+            target_path = where / "sessions" / name
+            target_path.parent.mkdir(parents=True, exist_ok=True)
+            target_path.write_bytes(data)
+
+    return _built(target, build) / "sessions"
+
+
+def _copilot_lines(session: Session) -> list[dict[str, Any]]:
+    """A Copilot CLI ``events.jsonl``: session.start, then user messages, assistant
+    messages with their toolRequests, tool.execution_start/complete, parent-linked."""
+    session_id = session.session_id
+    lines: list[dict[str, Any]] = []
+
+    def add(kind: str, data: dict[str, Any], stamp: str | None) -> None:
+        parent = lines[-1]["id"] if lines else None
+        lines.append({"type": kind, "data": data, "id": f"{session_id}-{len(lines)}",
+                      "timestamp": stamp, "parentId": parent})
+
+    add("session.start", {"sessionId": session_id, "version": 1, "producer": "copilot-agent",
+                          "copilotVersion": "1.0.102",
+                          "context": {"cwd": "/work/bench-project"}}, None)
+    for _, stamp, message in _messages(session):
+        role = message["role"]
+        if role == "toolResult":
+            add("tool.execution_complete", {
+                "toolCallId": message.get("toolCallId"), "success": not message.get("isError"),
+                "result": {"content": _text(message)}}, stamp)
+        elif role == "assistant":
+            calls = [{"toolCallId": b.get("id"), "name": b.get("name"),
+                      "arguments": b.get("arguments"), "type": "function"}
+                     for b in _blocks(message) if b.get("type") == "toolCall"]
+            add("assistant.message", {"messageId": f"m{len(lines)}", "content": _text(message),
+                                      "toolRequests": calls}, stamp)
+            for call in calls:
+                add("tool.execution_start", {"toolCallId": call["toolCallId"],
+                                             "toolName": call["name"],
+                                             "arguments": call["arguments"]}, stamp)
+        else:
+            add("user.message", {"content": _text(message)}, stamp)
+    return lines
+
+
+def _kimi_lines(session: Session) -> list[dict[str, Any]]:
+    """A Kimi CLI ``context.jsonl``: a checkpoint, then messages in the shape Kimi sends its
+    model (OpenAI-style tool calls, tool messages), a usage record after each reply."""
+    lines: list[dict[str, Any]] = [{"role": "_checkpoint", "id": 0}]
+    for _, _, message in _messages(session):
+        role = message["role"]
+        text = [{"type": "text", "text": _text(message)}]
+        if role == "toolResult":
+            lines.append({"role": "tool", "content": text,
+                          "tool_call_id": message.get("toolCallId")})
+        elif role == "assistant":
+            calls = [{"type": "function", "id": b.get("id"), "function": {
+                "name": b.get("name"), "arguments": orjson.dumps(b.get("arguments")).decode()}}
+                for b in _blocks(message) if b.get("type") == "toolCall"]
+            lines.append({"role": "assistant", "content": text, "tool_calls": calls})
+            lines.append({"role": "_usage", "token_count": 1000 + len(lines)})
+        else:
+            lines.append({"role": "user", "content": text})
+    return lines
+
+
 def _codex_lines(session: Session) -> list[dict[str, Any]]:
     session_id = session.session_id
     lines: list[dict[str, Any]] = [{"timestamp": "2026-01-02T10:00:00.000Z",
@@ -325,3 +410,11 @@ def _codex_lines(session: Session) -> list[dict[str, Any]]:
         lines.extend({"timestamp": stamp, "type": "response_item", "payload": item}
                      for item in items)
     return lines
+
+
+_FORMAT_WRITERS: dict[str, tuple[Callable[[Session], list[dict[str, Any]]], str]] = {
+    "claude-code": (_claude_lines, "{id}.jsonl"),
+    "codex": (_codex_lines, "2026/01/02/rollout-2026-01-02T10-00-00-{id}.jsonl"),
+    "copilot": (_copilot_lines, "{id}/events.jsonl"),
+    "kimi": (_kimi_lines, "0d1c2b3a4f5e6d7c8b9a0f1e2d3c4b5a/{id}/context.jsonl"),
+}

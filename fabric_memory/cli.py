@@ -150,7 +150,8 @@ def _hot(parser: argparse.ArgumentParser) -> None:
 def _agents(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", default=None, metavar="A,B",
                         help="read only these agents' sessions: pi, omp, claude-code, codex, "
-                        "catui, fabro (default $FABRIC_MEMORY_AGENTS, else all)")
+                        "catui, fabro, copilot, kimi, gemini, … (docs/agents.md; default "
+                        "$FABRIC_MEMORY_AGENTS, else all)")
 
 
 def _reindex_arguments(parser: argparse.ArgumentParser) -> None:
@@ -269,7 +270,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", default=None, metavar="S", help="one session (id or path)")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--project", default=None, metavar="DIR",
                         help="only sessions that worked in DIR or a folder inside it")
     parser.add_argument("--branches", choices=("active", "all"), default="all")
@@ -372,7 +373,7 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sessions whose cwd is DIR or a folder inside it")
     parser.add_argument("--agent", default=None, metavar="NAME",
                         help="only sessions of this agent: pi, omp, claude-code, codex, catui, "
-                        "fabro")
+                        "fabro, copilot, kimi, gemini, … (docs/agents.md)")
     parser.add_argument("--since", default=None, metavar="T",
                         help="modified at or after this ISO time")
     parser.add_argument("--until", default=None, metavar="T",
@@ -401,9 +402,62 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve the index as it is; do not keep it live")
 
 
+def stderr_log(command: str) -> Callable[[str], None]:
+    """A door's log: one line on stderr per message (stdout is the door's own)."""
+    def log(message: str) -> None:
+        print(f"fabric-memory {command}: {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def _ui_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser)
+    _agents(parser)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; another than loopback "
+                        "needs --token)")
+    parser.add_argument("--port", type=int, default=0, metavar="N",
+                        help="port to listen on (default: any free port)")
+    parser.add_argument("--token", default=None,
+                        help="the token every request must show (default: a new random one "
+                        "per start)")
+    parser.add_argument("--no-open", dest="open_browser", action="store_false",
+                        help="do not open a browser")
+    parser.add_argument("--json", action="store_true",
+                        help="the first line is JSON: url, host, port, token")
+
+
+def _run_ui(args: argparse.Namespace) -> Outcome:
+    try:
+        from .ui.app import run_ui
+    except ImportError as exc:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError(
+            f"ui needs the web view's packages ({exc.name or exc} is missing); install them "
+            "with pip install -e '.[ui]' in the fabric-memory clone"
+        ) from None
+    from urllib.parse import urlsplit
+
+    from .ui.pages import Places
+
+    def first_line(url: str) -> None:
+        if args.json:
+            parts = urlsplit(url)
+            url = orjson.dumps({"url": url, "host": args.host, "port": parts.port,
+                                "token": url.rsplit("token=", 1)[1]}).decode()
+        print(url, flush=True)
+
+    run_ui(Places(args.sessions, args.index_dir), host=args.host, port=args.port,
+           token=args.token, open_browser=args.open_browser, agents=args.agents,
+           log=stderr_log("ui"), print_url=first_line)
+    args.json = False  # the first line was the JSON; nothing follows it
+    return Outcome(None, "")
+
+
 def _run_serve(args: argparse.Namespace) -> Outcome:
     try:
-        from .serve import serve, stderr_log
+        from .serve import serve
     except ImportError as exc:
         from .errors import MissingExtraError
 
@@ -440,6 +494,34 @@ def _run_verify(args: argparse.Namespace) -> Outcome:
     return Outcome(report, render_verify(report), 0 if healthy else 1)
 
 
+def _forget_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("named", nargs="*", metavar="SESSION",
+                        help="a session id, or the path of its file")
+    parser.add_argument("--project", default=None, metavar="DIR",
+                        help="the sessions that worked in DIR or a folder inside it")
+    parser.add_argument("--agent", default=None, metavar="NAME", help="one agent's sessions")
+    parser.add_argument("--until", default=None, metavar="T",
+                        help="sessions last modified at or before this ISO time")
+    parser.add_argument("--dry-run", action="store_true", help="only list what would change")
+    parser.add_argument("--undo", action="store_true",
+                        help="bring forgotten sessions back (and index them again)")
+    parser.add_argument("--list", action="store_true", help="list the forgotten sessions")
+    _locations(parser)
+
+
+def _run_forget(args: argparse.Namespace) -> Outcome:
+    from .memory.forget import Selection, forget, forgotten_sessions, undo
+    from .memory.render import render_forget
+
+    if args.list:
+        report = forgotten_sessions(index=args.index_dir)
+    else:
+        act = undo if args.undo else forget
+        report = act(Selection(tuple(args.named), args.project, args.agent, args.until),
+                     dry_run=args.dry_run, index=args.index_dir, sessions=args.sessions)
+    return Outcome(report, render_forget(report))
+
+
 # --- hook / compact ---------------------------------------------------------------------
 
 
@@ -456,7 +538,7 @@ def _run_hook(args: argparse.Namespace) -> Outcome:
 
 def _handoff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-bytes", type=int, default=None, metavar="N",
-                        help="the packet's bound in bytes (default 6144, or "
+                        help="the packet's bound in bytes (default 8192, or "
                         "$FABRIC_MEMORY_HANDOFF_BYTES)")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="give up (print nothing) past this time (default 2, or "
@@ -484,8 +566,13 @@ def _run_handoff(args: argparse.Namespace) -> Outcome:
 
 
 def _compact_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session_file", metavar="SESSION_FILE", help="a session .jsonl file")
-    parser.add_argument("--append", action="store_true", help="append the compaction entry")
+    parser.add_argument("session_file", metavar="SESSION_FILE",
+                        help="a session .jsonl file of any agent")
+    parser.add_argument("--until", default=None, metavar="ADDRESS",
+                        help="summarize the active branch through this entry (e.g. L1820); "
+                        "any agent's session, nothing appended")
+    parser.add_argument("--append", action="store_true",
+                        help="append the compaction entry (a Pi session, no --until)")
     parser.add_argument("--keep-recent-tokens", type=int, default=None, metavar="N",
                         help="tokens of recent context to keep verbatim (Pi's default)")
     parser.add_argument("--reserve-tokens", type=int, default=None, metavar="N",
@@ -496,14 +583,16 @@ def _compact_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_compact(args: argparse.Namespace) -> Outcome:
     from .compaction.compactor import Cancel
-    from .compaction.files import compact_session
+    from .compaction.files import SessionCompaction
     from .compaction.prepare import CompactionSettings
+    from .compaction.span import compact_file
 
     given = {"reserve_tokens": args.reserve_tokens, "keep_recent_tokens": args.keep_recent_tokens}
     settings = CompactionSettings(**{k: v for k, v in given.items() if v is not None})
-    result = compact_session(args.session_file, settings, context_window=args.context_window,
-                             append=args.append)
-    return Outcome(result.to_json(), result.describe(), int(isinstance(result.outcome, Cancel)))
+    result = compact_file(args.session_file, settings, until=args.until,
+                          context_window=args.context_window, append=args.append)
+    cancelled = isinstance(result, SessionCompaction) and isinstance(result.outcome, Cancel)
+    return Outcome(result.to_json(), result.describe(), int(cancelled))
 
 
 # --- pi --------------------------------------------------------------------------------
@@ -566,6 +655,10 @@ def _install_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the project's .mcp.json and .claude/settings.json instead")
     sub.add_parser("codex", help="Codex: the MCP server, the SessionStart(compact) hook and "
                    "its trust in $CODEX_HOME/config.toml (~/.codex/config.toml)")
+    sub.add_parser("copilot", help="GitHub Copilot CLI: the MCP server in "
+                   "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
+    sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
+                   "~/.cursor/mcp.json")
     pi = sub.add_parser("pi", help="Pi: the extension in packages of Pi's settings (what "
                         "pi install does)")
     pi.add_argument("--agent-dir", default=None, metavar="DIR",
@@ -588,6 +681,10 @@ def _run_install(args: argparse.Namespace) -> Outcome:
         from .install.claude import install_claude
 
         report = install_claude(args.project, uninstall=args.uninstall)
+    elif args.host in ("copilot", "cursor"):
+        from .install.mcp_json import install_json_host
+
+        report = install_json_host(args.host, uninstall=args.uninstall)
     else:
         from .install.codex import install_codex
 
@@ -683,7 +780,8 @@ COMMANDS: list[Command] = [
     Command("handoff", "SessionStart(compact) hook for Claude Code and Codex: the host's "
             "hook JSON in, an addressed recovery packet about the compacted span out "
             "(nothing on any failure)", _handoff_arguments, _run_handoff),
-    Command("compact", "compact a session file (print it, or --append the compaction entry)",
+    Command("compact", "compact a session file (print it, or --append the compaction entry); "
+            "any agent's session, or --until a cut: the summary through that entry",
             _compact_arguments, _run_compact),
     Command("reindex", "index changed sessions into the memory index",
             _reindex_arguments, _run_reindex),
@@ -697,8 +795,13 @@ COMMANDS: list[Command] = [
     Command("stats", "counts and sizes of the memory index", _catalog_arguments, _run_stats),
     Command("verify", "check every indexed session against its file",
             _verify_arguments, _run_verify),
+    Command("forget", "take sessions out of memory for good (--undo brings them back); "
+            "see docs/privacy.md", _forget_arguments, _run_forget),
     Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
             "index; needs the mcp extra", _serve_arguments, _run_serve),
+    Command("ui", "a local web view of every agent's sessions, search and stats on a live "
+            "index (loopback, token); needs the ui extra", _ui_arguments, _run_ui,
+            json_flag=False),
     Command("audit", "report persisted trace arguments that break the exact-ref projection "
             "(by address and rule, never the values)", _audit_arguments, _run_audit),
     Command("pi", "the Pi extension: its path, install into Pi's settings, the memory "

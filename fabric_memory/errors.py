@@ -227,6 +227,7 @@ class ExpandError(FabricMemoryError):
         "ambiguous_address",
         "ambiguous_session",
         "text_offset_out_of_bounds",
+        "session_forgotten",
     )
     # Distinct exit status per code so shell callers can branch without parsing JSON
     # (docs/errors.md#expand); written out so that adding a code never renumbers another.
@@ -239,6 +240,7 @@ class ExpandError(FabricMemoryError):
         "ambiguous_address": 15,
         "ambiguous_session": 16,
         "text_offset_out_of_bounds": 17,
+        "session_forgotten": 18,
     }
 
     def __init__(self, code: str, message: str) -> None:

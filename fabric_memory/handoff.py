@@ -4,11 +4,13 @@ hook adds after the host's own compaction.
 The host's hook JSON arrives on stdin (``session_id``, ``transcript_path``, ``cwd``,
 ``hook_event_name``, ``source``; Codex adds ``model`` and ``permission_mode``). The
 transcript is read by its agent's reader (:mod:`fabric_memory.sources`), the span the host
-just summarized is found (:func:`summarized_span`), the work trail reads that span
-(:func:`fabric_memory.compaction.trail`: the same ledgers a Pi summary carries) and the
-packet lays out what is unfinished, what changed, the user's own words, checks and where
-to look, every line with an address ``fabric-memory expand`` and the MCP ``expand`` tool
-accept back, within a byte bound (:func:`render_packet`).
+just summarized is found (:func:`summarized_span`), the summary engine reads that span
+(:func:`fabric_memory.compaction.summarize_span`: the same ledgers a Pi summary carries) and
+the packet lays out what the host's LLM summary drops — what is really still open, the
+user's own words, exact values and errors, what commands printed, commits, the content
+written — each line with a short line address ``fabric-memory expand`` and the MCP
+``expand`` tool accept back (the header says the call once), within a byte bound
+(:func:`render_packet`).
 
 A hook lives inside its host (:func:`run_handoff`): any error, an unknown format, a
 missing transcript, one being written, or the time budget passed means exit 0 and nothing
@@ -23,7 +25,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -35,7 +37,7 @@ from .errors import FabricMemoryError, HandoffError, clipped
 if TYPE_CHECKING:  # the view and the compaction load when a packet is made
     from .view import EntryView
 
-DEFAULT_MAX_BYTES: Final = 6 * 1024
+DEFAULT_MAX_BYTES: Final = 8 * 1024
 """The packet's bound (the whole JSON line printed on stdout, in UTF-8 bytes)."""
 MIN_MAX_BYTES: Final = 1024
 DEFAULT_BUDGET_S: Final = 2.0
@@ -76,12 +78,9 @@ class HookInput:
 def read_hook_input(data: bytes) -> HookInput:
     """The host's hook JSON, checked; :class:`~fabric_memory.errors.HandoffError` naming the
     JSON path of what is wrong."""
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise HandoffError(f"stdin: not JSON ({str(exc).split(':', 1)[0]})") from None
-    if type(value) is not dict:
-        raise HandoffError(f"stdin: expected a JSON object, got {type(value).__name__}")
+    from .hook_json import read_hook_object
+
+    value = read_hook_object(data)
     fields: dict[str, str] = {}
     for key in ("session_id", "transcript_path", "hook_event_name", "source"):
         given = value.get(key)
@@ -162,9 +161,13 @@ class Section:
     words: bool = False
     """The user's words: when cut, the first (the task) and the latest lines are kept, and
     their text is never rewritten; other sections keep their latest lines."""
+    ranked: bool = False
+    """The lines are in order of worth (exact values): when cut, the first are kept."""
 
     def preference(self) -> list[int]:
         """Line indexes in the order they are given room."""
+        if self.ranked:
+            return list(range(len(self.lines)))
         latest = list(range(len(self.lines) - 1, -1, -1))
         return latest[-1:] + latest[:-1] if self.words else latest
 
@@ -173,15 +176,28 @@ def _core(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def packet_sections(span: Span, project: str | None = None) -> list[Section]:
-    """The packet's sections, most important first, from the work trail over the span
-    (paths inside ``project``, the session's folder, shown relative to it)."""
-    from .compaction import trail
+VALUE_ORDER: Final = ("error", "url", "port", "version", "config", "id", "value", "scope",
+                      "name", "path")
+"""The exact values a packet shows first: what an LLM summary drops (error texts, addresses,
+ports, versions, settings, ids, numbers) before names and paths, which it keeps."""
+
+
+def packet_sections(span: Span, project: str | None = None,
+                    addresses: Mapping[str, str] | None = None) -> list[Section]:
+    """The packet's sections, most important first: the engine's ledgers over the span
+    (:func:`fabric_memory.compaction.summarize_span`) laid out for a reader who has the
+    host's LLM summary — what is really still open, the user's own words, the exact values
+    and errors, what commands printed, commits, the content written, checks — and not the
+    file list that summary keeps. Paths inside ``project`` (the session's folder) are shown
+    relative to it; ``addresses`` maps entry ids to the line addresses shown."""
+    from .compaction import summarize_span
     from .compaction.authored import authored
+    from .compaction.span import readdressed
     from .compaction.text import clip, clip_collapsed, collapse, mask, masking_once
 
-    state = trail(span.views)
-    ledgers = state.ledgers
+    shown = addresses or {}
+    ledgers_state = readdressed(summarize_span(span.views), shown).state
+    ledgers = ledgers_state.ledgers
     failing = {item.first for item in ledgers["checks"].items if "last run failed" in item.text}
     unfinished = [Line(item.first, item.last, f"open: {item.text}")
                   for item in ledgers["plan"].items]
@@ -189,7 +205,7 @@ def packet_sections(span: Span, project: str | None = None) -> list[Section]:
                    for item in ledgers["errors"].items if item.first not in failing]
     unfinished += [Line(item.first, item.last, f"check: {item.text}")
                    for item in ledgers["checks"].items if item.first in failing]
-    reply = next((item for item in state.status if item.key == "assistant"), None)
+    reply = next((item for item in ledgers_state.status if item.key == "assistant"), None)
     if reply is not None:
         unfinished.append(Line(reply.first, reply.last,
                                f'last reply: "{clip(reply.text, REPLY_BYTES)}"'))
@@ -201,20 +217,26 @@ def packet_sections(span: Span, project: str | None = None) -> list[Section]:
             own = collapse(authored(view.text)) or collapse(view.text)
             if own:
                 label = "task" if not words else "then"
-                shown = clip_collapsed(mask(own), USER_BYTES)
-                words.append(Line(view.id, view.id, f'{label}: "{shown}"', shown))
+                said = clip_collapsed(mask(own), USER_BYTES)
+                address = shown.get(view.id, view.id)
+                words.append(Line(address, address, f'{label}: "{said}"', said))
+    rank = {kind: at for at, kind in enumerate(VALUE_ORDER)}
+    values = sorted(ledgers["identifiers"].items,
+                    key=lambda item: rank.get(item.text.partition(":")[0], len(rank)))
+    exact = [Line(item.first, item.last, item.text) for item in values]
     passed = [Line(item.first, item.last, _tagged(item.text, item.tags))
               for item in ledgers["checks"].items if item.first not in failing]
-    files = [Line(item.first, item.last, _tagged(item.text, item.tags))
-             for item in ledgers["files"].items]
     sections = [
-        Section("Unfinished", unfinished),
-        Section("Commits", [Line(i.first, i.last, i.text) for i in ledgers["commits"].items]),
-        Section("File changes", [Line(i.first, i.last, i.text)
-                                 for i in ledgers["changes"].items]),
+        Section("Still open", unfinished),
         Section("The user's words", words, words=True),
+        Section("Exact values and errors", exact, ranked=True),
+        Section("Commands and what they printed",
+                [Line(i.first, i.last, _tagged(i.text, i.tags))
+                 for i in ledgers["commands"].items]),
+        Section("Commits", [Line(i.first, i.last, i.text) for i in ledgers["commits"].items]),
+        Section("Content written", [Line(i.first, i.last, i.text)
+                                    for i in ledgers["changes"].items]),
         Section("Checks", passed),
-        Section("Where to look", files),
     ]
     if project and project.startswith("/"):
         inside = project.rstrip("/") + "/"
@@ -250,18 +272,20 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
                   last: str | None, entries: int, max_bytes: int = DEFAULT_MAX_BYTES,
                   project: str | None = None) -> str:
     """The hook's stdout: ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
-    "additionalContext": <packet>}}`` within ``max_bytes`` (the whole line). Each section
-    shows three lines (:meth:`Section.preference`) before any section gets more; a section
-    cut names what it left out and the exact call that reads it."""
+    "additionalContext": <packet>}}`` within ``max_bytes`` (the whole line). The header
+    says once how an address expands; each section shows three lines
+    (:meth:`Section.preference`) before any section gets more; a section cut names what it
+    left out and the exact call that reads it."""
     from .compaction.text import shown_id
 
     session = shown_id(session_id)
     where = f" [{shown_id(first)} ... {shown_id(last)}]" if first and last else ""
-    head = (f"# fabric-memory handoff: what the compaction just summarized\n"
+    head = (f"# fabric-memory handoff: exact details the compaction summary may have dropped\n"
             f"Session {session}, {entries} entries{where}, read from the transcript"
-            f"{f' (paths relative to {project})' if project else ''}. Each "
-            f"[address] expands to its verbatim entry: `fabric-memory expand {session} "
-            f"--address <address>`, or the MCP tool `expand` with "
+            f"{f' (paths relative to {project})' if project else ''}. "
+            f"Each [address] is an entry of the transcript; read it verbatim with "
+            f"`fabric-memory expand {session} --address <address>` (a range "
+            f"[A ... B]: `--range A:B`), or the MCP tool `expand` with "
             f'{{"session": "{session}", "addresses": ["<address>"]}}; search the session '
             f'with `recall` ({{"query": "<words>", "session": "{session}"}}).\n')
     envelope = _escaped_size(head) + len(orjson.dumps(_output("")))
@@ -272,7 +296,7 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
     headings = [f"\n## {section.title} ({len(section.lines)})\n" for section in sections]
     # A section shown in part ends with its omission line: its room is held from its first
     # line on (at its widest) and given back once the section is shown whole.
-    cut_line = [_escaped_size(_omission(session, len(section.lines), widest, widest))
+    cut_line = [_escaped_size(_omission(len(section.lines), widest, widest))
                 if len(section.lines) > 1 else 0
                 for section in sections
                 for widest in [max((shown_id(a) for line in section.lines
@@ -303,8 +327,7 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
         text = headings[at] + "".join(lines[at][index] for index in shown)
         left = [line for index, line in enumerate(section.lines) if index not in shown]
         if left:
-            text += _omission(session, len(left), shown_id(left[0].first),
-                              shown_id(left[-1].last))
+            text += _omission(len(left), shown_id(left[0].first), shown_id(left[-1].last))
         body.append(text)
     packet = head + "".join(body)
     output = orjson.dumps(_output(packet))
@@ -315,10 +338,10 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
     return output.decode()
 
 
-def _omission(session: str, count: int, first: str, last: str) -> str:
-    """The line that names what a cut section left out and the call that reads it."""
-    return (f"- ... {count} more [{first} ... {last}]: "
-            f"`fabric-memory expand {session} --range {first}:{last}`\n")
+def _omission(count: int, first: str, last: str) -> str:
+    """The line that names what a cut section left out and how to read it (the header says
+    the command)."""
+    return f"- ... {count} more in [{first} ... {last}] (`--range {first}:{last}`)\n"
 
 
 def _output(packet: str) -> dict[str, Any]:
@@ -364,7 +387,13 @@ def _number(name: str, default: float) -> float:
 def handoff(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     """The packet for the hook input ``data`` (the line to print), or None when the
     source is not a compaction; :class:`~fabric_memory.errors.FabricMemoryError` when no
-    packet can be made."""
+    packet can be made. A UserPromptSubmit input gets the prompt's context instead
+    (:mod:`fabric_memory.prompt_context`)."""
+    from .prompt_context import is_prompt_event, prompt_context
+
+    if is_prompt_event(data):
+        return prompt_context(data, log_path().parent)
+    from .compaction.span import session_addresses
     from .session import open_regular
     from .sources import read_source
 
@@ -394,9 +423,12 @@ def handoff(data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     span = summarized_span([entry.view for entry in session.active_branch()])
     if not span.views:
         raise HandoffError(f"{path}: the compaction summarized no entries")
-    sections = packet_sections(span, session.project)
-    return render_packet(sections, session.session_id, span.views[0].id, span.views[-1].id,
-                         len(span.views), max_bytes, session.project)
+    addresses = session_addresses(session)
+    sections = packet_sections(span, session.project, addresses)
+    first, last = span.views[0].id, span.views[-1].id
+    return render_packet(sections, session.session_id, addresses.get(first, first),
+                         addresses.get(last, last), len(span.views), max_bytes,
+                         session.project)
 
 
 def _size(path: str) -> int:

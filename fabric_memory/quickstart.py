@@ -87,6 +87,12 @@ def quickstart() -> Quickstart:
     )
 
 
+NEXT_STEPS = (
+    "Next: fabric-memory install claude (or codex, or pi) gives that agent the memory tools "
+    "and the handoff after each compaction; fabric-memory ui shows every session, search "
+    "and stats in your browser (pip install -e '.[ui]'); docs/cli.md has every command.")
+
+
 def render_quickstart(report: Quickstart) -> str:
     from .memory.render import render_recall, render_reindex, render_sessions
 
@@ -104,6 +110,5 @@ def render_quickstart(report: Quickstart) -> str:
         said, render_reindex(report["reindex"]), "",
         f"$ {report['recallCommand']}", render_recall(report["recall"]), "",
         f"$ {report['sessionsCommand']}", render_sessions(report["sessionsList"]), "",
-        "Next: fabric-memory install claude (or codex, or pi) gives that agent the memory "
-        "tools and the handoff after each compaction; docs/cli.md has every command.",
+        NEXT_STEPS,
     ])

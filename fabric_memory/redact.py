@@ -245,6 +245,10 @@ _B = r"(?<![A-Za-z0-9_])"
 _E = r"(?![A-Za-z0-9_])"
 
 RULES: tuple[Rule, ...] = (
+    # What a person marked private (docs/privacy.md): the whole span, tags included; an
+    # unclosed tag keeps the rest of its text private (a forgotten close leaks nothing).
+    _rule("private", r"<private>.*?(?:</private>|\Z)", ("<private>",),
+          flags=re.IGNORECASE | re.DOTALL),
     _rule("private-key",
           r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
           r"(?:[A-Za-z0-9+/=\s]|\\+[nrt]|(?:Proc-Type|DEK-Info|Comment|Version|Hash):"

@@ -59,7 +59,7 @@ from .memory import recall as recall_module
 from .memory.catalog import DEFAULT_HOT_SESSIONS, SessionsReport, default_roots, list_sessions
 from .memory.expand import REQUEST_KINDS as EXPAND_KINDS
 from .memory.expand import ExpandPage, expand_request
-from .memory.live import LiveReport, watch_sessions
+from .memory.live import keep_live
 from .memory.locations import index_root, working_folder
 from .memory.recall import DEFAULT_LIMIT, RecallResponse, recall_request
 from .memory.recall import REQUEST_KINDS as RECALL_KINDS
@@ -89,10 +89,11 @@ Exact filters combine with the words or stand alone: `role`
 (user, assistant, toolResult), `tool` (tool name), `ref` (Fabric operation ref, e.g.
 omp.grep), `provider`, `action`, `outcome` (succeeded, failed, ...), `since`/`until`
 (ISO-8601 times), `session` (id or path), `agent` (pi, omp, claude-code, codex, catui,
-fabro), `branches: "active"` (only the branch the session continues from). Give a query
-or at least one filter. Hits come by relevance (newest first without a query), grouped by
-session in the text (the session's agent, project, path and sourceHash once, then one line
-per hit and its snippet, then the `expand` call that reads the group's hits); the
+fabro, copilot, kimi, gemini, …), `branches: "active"` (only the branch the session
+continues from).
+Give a query or at least one filter. Hits come by relevance (newest first without a query),
+grouped by session in the text (the session's agent, project, path and sourceHash once, then
+one line per hit and its snippet, then the `expand` call that reads the group's hits); the
 structured answer has each hit's `sessionId`, `agent`, `project`, `address`, `snippet`,
 `tier`, `stale` and `follow`. To read one hit in full, call `expand` with its `follow`
 object exactly as given. `next`
@@ -104,7 +105,8 @@ Read entries of one session as text: each entry's address, role and time, what w
 thinking, tool calls as name(arguments) and tool results (`raw: true` returns the
 verbatim JSON lines instead). Pass a recall hit's `follow` object unchanged, or the
 addresses a compaction summary prints, as they are: `addresses` (["L12"], ["a1b2c3d4/3"])
-or `range` ("L12:L31" for the summary's [L12 ... L31]); `before`/`after` add that many
+or `range` ("L12:L31" for the summary's [L12 ... L31]; an end on a line between entries
+moves to the nearest entry, noted under `snapped`); `before`/`after` add that many
 neighbouring entries around each address. Also: `entries` (entry ids), `indices` (0-based
 entry positions), `positions` ("FIRST:LAST" positions), `anchor` (an entry id). In a range
 or neighbourhood each entry shows at most `entryChars` (1200) characters: a longer one
@@ -507,32 +509,5 @@ async def _serve_until_closed(server: MemoryServer, finish: Callable[[], None],
 
 
 def _keep_live(places: Places, stop: threading.Event, log: Callable[[str], None] | None) -> None:
-    def step(done: LiveReport) -> None:
-        report = done.report
-        changed = report["indexed"] + len(report["removed"]) + len(report["stale"])
-        if log is not None and (changed or report["invalid"]):
-            log(f"live index ({done.kind}): {report['indexed']} indexed, "
-                f"{len(report['removed'])} removed, {len(report['invalid'])} invalid")
-
-    def failed(exc: FabricMemoryError) -> None:
-        if log is not None:
-            log(f"live index: {exc.message} (retrying)")
-
-    try:
-        watch_sessions(sessions=places.sessions, index=places.index_dir, stop=stop,
-                       on_step=step, on_error=failed, agents=places.agents)
-    except FabricMemoryError as exc:  # no sessions folder, no watchfiles: serve what is indexed
-        if log is not None:
-            log(f"live index off: {exc.message}")
-    except Exception as exc:  # a thread's last word: one line, not a traceback
-        if log is not None:
-            log(f"live index off: the watcher stopped ({type(exc).__name__}: {exc})")
-
-
-def stderr_log(command: str) -> Callable[[str], None]:
-    def log(message: str) -> None:
-        print(f"fabric-memory {command}: {message}", file=sys.stderr, flush=True)
-
-    return log
-
-
+    keep_live(sessions=places.sessions, index=places.index_dir, stop=stop, log=log,
+              agents=places.agents)

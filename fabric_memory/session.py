@@ -16,7 +16,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, NamedTuple
@@ -46,11 +46,12 @@ class Entry:
     type: str
     timestamp: str | None
     line: int
-    """1-based physical line number."""
+    """1-based physical line number (of a whole-file JSON node: the line it starts on)."""
     offset: int
-    """Byte offset of the line's first byte."""
+    """Byte offset of the line's first byte (of a node: its first byte)."""
     length: int
-    """Byte length of the line without ``\\n`` (and without a stripped ``\\r``)."""
+    """Byte length of the line without ``\\n`` (and without a stripped ``\\r``); of a node,
+    its exact bytes. 0 when the entry's raw source is no span of the file (``source``)."""
     raw: dict[str, Any]
     """The entry as Pi holds it after migrating the file (for v3 files, the line's object;
     ``{}`` for a line that is valid JSON but not an object)."""
@@ -59,6 +60,9 @@ class Entry:
     has_id: bool = True
     """False for an entry without a non-empty string id: Pi keeps it, but no parent link
     reaches it, and as the last entry it leaves Pi with no active branch."""
+    source: bytes | None = None
+    """The entry's raw source when it is no span of the file (a database row, as JSON its
+    reader writes): what ``expand --raw`` returns for it; ``offset`` and ``length`` are 0."""
     _view: EntryView | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -236,8 +240,10 @@ def hash_file(source: str | int) -> str:
     return fingerprint_file(source).source_hash
 
 
-def iter_session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
-    """Every ``*.jsonl`` file under ``root``, recursively, sorted by path.
+def iter_session_files(root: str | os.PathLike[str],
+                       also: Callable[[str], bool] | None = None) -> Iterator[Path]:
+    """Every ``*.jsonl`` file under ``root`` (and every other file ``also`` says yes to, by
+    its path), recursively, sorted by path.
 
     What ``sorted(p for p in root.rglob("*.jsonl") if p.is_file())`` gives (symlinked
     folders are not entered, a symlink to a file counts, unreadable folders are
@@ -251,7 +257,7 @@ def iter_session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
     if not base.is_dir():
         return
     found: list[tuple[str, ...]] = []
-    _collect(os.fspath(base), (), found)
+    _collect(os.fspath(base), (), found, also)
     for parts in sorted(found):
         yield base.joinpath(*parts)
 
@@ -260,7 +266,8 @@ _IGNORED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELO
 """What ``pathlib`` treats as "no such file" when it asks whether a path is a file/folder."""
 
 
-def _collect(directory: str, prefix: tuple[str, ...], found: list[tuple[str, ...]]) -> None:
+def _collect(directory: str, prefix: tuple[str, ...], found: list[tuple[str, ...]],
+             also: Callable[[str], bool] | None) -> None:
     try:
         with os.scandir(directory) as scan:
             entries = list(scan)
@@ -268,10 +275,11 @@ def _collect(directory: str, prefix: tuple[str, ...], found: list[tuple[str, ...
         return
     for entry in entries:
         name = entry.name
-        if name.endswith(".jsonl") and (_entry_is(entry, folder=False) or _special(entry)):
+        wanted = name.endswith(".jsonl") or (also is not None and also(entry.path))
+        if wanted and (_entry_is(entry, folder=False) or _special(entry)):
             found.append((*prefix, name))
         if _entry_is(entry, folder=True):
-            _collect(entry.path, (*prefix, name), found)
+            _collect(entry.path, (*prefix, name), found, also)
 
 
 def _special(entry: os.DirEntry[str]) -> bool:

@@ -68,7 +68,8 @@ LOCATION_VARIABLES = (
     "FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "FABRIC_MEMORY_AGENTS",
     "FABRIC_MEMORY_EXTRA_SESSIONS", "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
     "PI_CONFIG_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CATUI_HOME", "CATUI_AGENTS_DIR",
-    "CATUI_CODING_AGENT_DIR")
+    "CATUI_CODING_AGENT_DIR", "COPILOT_HOME", "XDG_STATE_HOME", "KIMI_SHARE_DIR",
+    "GOOSE_PATH_ROOT", "XDG_DATA_HOME")
 
 
 def fake_home(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -114,3 +115,33 @@ def mcp_answers(calls: list[tuple[str, dict[str, Any]]], cwd: Path | None = None
 
     anyio.run(ask)
     return answers
+
+
+AGENT_FIXTURES = FIXTURES / "agents"
+
+
+def agent_home(home: Path, agent: str) -> Path:
+    """The ``agent``'s fixtures copied where the agent writes by default under ``home``
+    (``fixtures/agents/<agent>/<folder>`` → ``home/.<agent>/<folder>``); the copy's root."""
+    source = AGENT_FIXTURES / agent
+    folder = next(path for path in source.iterdir() if path.is_dir())
+    target = home / f".{agent}" / folder.name
+    shutil.copytree(folder, target)
+    return target
+
+
+def goose_home(home: Path) -> Path:
+    """Goose's folder under ``home`` (``~/.local/share/goose/sessions``) with the fixture
+    database built from its SQL (Goose's schema) and the earlier JSON Lines session."""
+    import sqlite3
+
+    folder = home / ".local" / "share" / "goose" / "sessions"
+    folder.mkdir(parents=True)
+    source = AGENT_FIXTURES / "goose"
+    shutil.copy(source / "20250701_100000.jsonl", folder)
+    db = sqlite3.connect(folder / "sessions.db")
+    try:
+        db.executescript((source / "sessions.sql").read_text(encoding="utf-8"))
+    finally:
+        db.close()
+    return folder

@@ -1,5 +1,5 @@
-"""The real Claude Code and Codex CLIs of ``tests/hosts`` (README's test command runs
-``npm ci`` there), and an environment in which they never reach the network."""
+"""The real Claude Code, Codex and GitHub Copilot CLIs of ``tests/hosts`` (README's test
+command runs ``npm ci`` there), and an environment in which they never reach the network."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .conftest import REPO
 HOSTS = REPO / "tests" / "hosts"
 CLAUDE = HOSTS / "node_modules" / ".bin" / "claude"
 CODEX = HOSTS / "node_modules" / ".bin" / "codex"
+COPILOT = HOSTS / "node_modules" / ".bin" / "copilot"
 
 
 def host_cli(path: Path) -> str:
@@ -31,6 +32,8 @@ QUIET = {
     "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
     # Codex: no update check (config also turns analytics and feedback off).
     "CODEX_DISABLE_UPDATE_CHECK": "1",
+    # Copilot CLI: no auto-update (telemetry: --disable-client-telemetry on each run).
+    "COPILOT_AUTO_UPDATE": "false",
     # Neither may leave this machine: any proxy-honouring request goes nowhere.
     "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
     "NO_PROXY": "127.0.0.1,localhost",

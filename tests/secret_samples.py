@@ -188,7 +188,17 @@ def huggingface_token(rng: random.Random) -> Sample:
     return Sample("huggingface-token", f"huggingface-cli login --token {token}", (token,))
 
 
+def private_span(rng: random.Random) -> Sample:
+    """What a person marked private in a message (docs/privacy.md), tags and all."""
+    words = " ".join(_words(rng, 4)) + " " + _draw(rng, ALNUM, 12)
+    tag = rng.choice(["private", "PRIVATE", "Private"])
+    text = rng.choice([f"the client is <{tag}>{words}</{tag}>, go on",
+                       f"<{tag}>\n{words}\n</{tag}>\nthen fix the build"])
+    return Sample("private", text, (words,))
+
+
 MAKERS: dict[str, Callable[[random.Random], Sample]] = {
+    "private": private_span,
     "private-key": private_key,
     "aws-access-key-id": aws_access_key_id,
     "aws-secret-access-key": aws_secret_access_key,

@@ -48,6 +48,14 @@ def _run(data: bytes, tmp_path: Path, **options: Any) -> tuple[str | None, str]:
     return run.output, log.read_text() if log.exists() else ""
 
 
+def _at(path: Path, uuid: str) -> str:
+    """The line address of the Claude Code line ``uuid`` in ``path`` (``L<line>``)."""
+    for number, line in enumerate(path.read_bytes().split(b"\n"), 1):
+        if line.strip() and orjson.loads(line).get("uuid") == uuid:
+            return f"L{number}"
+    raise AssertionError(f"no line {uuid} in {path}")
+
+
 def _claude_two_compactions() -> tuple[ClaudeTranscript, dict[str, str]]:
     t = ClaudeTranscript()
     t.user("Fix the cent rounding in ledger/report.py. Never use floats for money.")
@@ -78,14 +86,16 @@ def test_claude_code_second_compaction_speaks_of_the_work_after_the_first(
     output, log = _run(_event(t.session_id, path), tmp_path)
     packet = _packet(output)
     assert log == ""
-    assert f"[{marks['write']}] notes/money.md: created (2 lines)" in packet
-    assert f"[{marks['commit']}] commit 7c1d2e3 on main: Document money" in packet
-    assert (f"[{marks['failed']}] check: `pytest -q tests/test_money.py` last run failed "
+    at = {name: _at(path, uuid) for name, uuid in marks.items()}
+    assert f"[{at['write']}] notes/money.md: created (2 lines)" in packet
+    assert f"[{at['commit']}] commit 7c1d2e3 on main: Document money" in packet
+    assert (f"[{at['failed']}] check: `pytest -q tests/test_money.py` last run failed "
             "(exit 1): FAILED tests/test_money.py::test_cent") in packet
-    assert f"[{marks['todo']}] open: in_progress: Make test_cent pass" in packet
-    assert f'[{marks["task"]}] task: "Now document it in notes/money.md' in packet
-    assert "ledger/report.py" not in packet and marks["old"] not in packet
+    assert f"[{at['todo']}] open: in_progress: Make test_cent pass" in packet
+    assert f'[{at["task"]}] task: "Now document it in notes/money.md' in packet
+    assert "ledger/report.py" not in packet and f"[{at['old']}]" not in packet
     assert f"fabric-memory expand {t.session_id} --address <address>" in packet
+    assert "c0000000-" not in packet  # line addresses, never the lines' UUIDs
     assert len(output.encode()) <= DEFAULT_MAX_BYTES  # type: ignore[union-attr]
 
 
@@ -149,10 +159,10 @@ def test_every_address_expands_before_any_reindex(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     page = orjson.loads(done.stdout)
     lines = path.read_bytes().split(b"\n")
-    got = {entry["address"]: entry for entry in page["entries"]}
-    assert set(got) == set(addresses)
-    for address, entry in got.items():
-        assert orjson.loads(lines[entry["line"] - 1])["uuid"] == address
+    assert all(re.fullmatch(r"L\d+", address) for address in addresses)
+    assert sorted(f"L{entry['line']}" for entry in page["entries"]) == addresses
+    for entry in page["entries"]:
+        assert orjson.loads(lines[entry["line"] - 1])["uuid"] == entry["address"]
 
 
 def test_the_packet_stays_within_its_bound_and_names_what_it_cut(tmp_path: Path) -> None:
@@ -168,7 +178,9 @@ def test_the_packet_stays_within_its_bound_and_names_what_it_cut(tmp_path: Path)
     assert output is not None and len(output.encode()) <= 2048
     packet = _packet(output)
     assert "module_119.py" in packet  # the latest change is kept
-    assert "more [" in packet and f"`fabric-memory expand {t.session_id} --range " in packet
+    assert re.search(r"^- \.\.\. \d+ more in \[L\d+ \.\.\. L\d+\] \(`--range L\d+:L\d+`\)$",
+                     packet, re.MULTILINE)
+    assert f"`fabric-memory expand {t.session_id} --address <address>` (a range" in packet
 
 
 def test_render_packet_drops_whole_sections_rather_than_overflow() -> None:
@@ -310,7 +322,9 @@ CHECK_COMMAND = re.compile(r"^(?:cd \S+ && )?(go (?:build|test|vet)|make|golangc
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    """Each line's JSON object, with its line address under ``@line``."""
+    return [{**orjson.loads(line), "@line": f"L{number}"}
+            for number, line in enumerate(path.read_bytes().splitlines(), 1) if line.strip()]
 
 
 def _named(lines: list[dict[str, Any]], key: str) -> str:
@@ -351,14 +365,14 @@ def _span_facts(lines: list[dict[str, Any]]) -> dict[str, Any]:
                     part.get("text", "") for part in block["content"])
                 failed = block.get("is_error") is True
                 if call["name"] == "Bash":
-                    commits.update((found.group(2), line["uuid"])
+                    commits.update((found.group(2), line["@line"])
                                    for found in COMMIT_LINE.finditer(text))
                     command = call["input"]["command"]
                     if CHECK_COMMAND.match(command):  # keyed by the check itself
                         check = re.split(r"\s*(?:&&|\|\|?|;)\s*",
                                          command.removeprefix("cd "))[0 if
                                          not command.startswith("cd ") else 1]
-                        checks[check] = (line["uuid"], failed)
+                        checks[check] = (line["@line"], failed)
                 elif call["name"] in ("Edit", "Write", "MultiEdit") and not failed:
                     files.add(call["input"]["file_path"])
     return {"commits": commits, "files": files, "checks": checks}
@@ -366,7 +380,7 @@ def _span_facts(lines: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_a_real_claude_code_compaction_packet_names_its_work(tmp_path: Path) -> None:
     """On a real Claude Code 2.1 transcript at hook time, every commit, changed file and
-    failed check of the compacted span is in the packet with its address, within 6 KiB."""
+    failed check of the compacted span is in the packet with its address, within the bound."""
     source = REAL / "entire-commit-and-failed-check.jsonl"
     lines = _lines(source)
     (boundary,) = _boundaries(lines)
@@ -418,7 +432,7 @@ def test_a_real_second_compaction_speaks_of_the_work_after_the_first(tmp_path: P
     output, _ = _run(_event(_named(lines, "sessionId"), path), tmp_path)
     assert output is not None and len(output.encode()) <= DEFAULT_MAX_BYTES
     packet = _packet(output)
-    earlier = {line["uuid"] for line in lines[:first] if "uuid" in line}
+    earlier = {line["@line"] for line in lines[:first]}
     shown = {part.strip() for found in ADDRESS.findall(packet) for part in found.split("...")}
     assert shown and not shown & earlier
     facts = _span_facts(lines[first:second])
@@ -444,7 +458,9 @@ def test_the_mcp_expand_tool_reads_a_packets_address_before_any_reindex(
     monkeypatch.setenv("FABRIC_MEMORY_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("FABRIC_MEMORY_SESSIONS", raising=False)
-    (page,) = mcp_answers([("expand", {"session": t.session_id, "addresses": [marks["commit"]],
+    commit = _at(path, marks["commit"])
+    assert f"[{commit}] commit 7c1d2e3" in packet
+    (page,) = mcp_answers([("expand", {"session": t.session_id, "addresses": [commit],
                                        "raw": True})])
     assert [entry["address"] for entry in page["entries"]] == [marks["commit"]]
     assert "7c1d2e3" in page["entries"][0]["text"]
@@ -472,6 +488,32 @@ def test_a_cut_keeps_the_task_and_the_latest_corrections(tmp_path: Path) -> None
             for n in range(40)]
     path = t.write(tmp_path / "s.jsonl")
     packet = _packet(_run(_event(t.session_id, path), tmp_path, max_bytes=2048)[0])
-    assert f"[{said[0]}] task: \"Request number 0:" in packet
-    assert f"[{said[-1]}] then: \"Request number 39:" in packet
-    assert f"more [{said[1]} ... " in packet
+    assert f"[{_at(path, said[0])}] task: \"Request number 0:" in packet
+    assert f"[{_at(path, said[-1])}] then: \"Request number 39:" in packet
+    assert f"more in [{_at(path, said[1])} ... " in packet
+
+
+def test_failures_fixed_later_are_not_open(tmp_path: Path) -> None:
+    """A failed command that later works by another path, a failed write followed by a
+    write of the same file, and a failed check that later passes are not listed as open;
+    a failure nothing fixed is, with its address."""
+    t = ClaudeTranscript()
+    t.user("Set up the build.")
+    t.tool("Bash", {"command": "docker --version"}, "Exit code 127\ndocker: command not found",
+           is_error=True)
+    t.tool("Bash", {"command": "/usr/local/bin/docker --version"}, "Docker version 27.3.1")
+    t.tool("Write", {"file_path": "ci/build.yml", "content": "a: 1\n"},
+           "Error: parent folder does not exist", is_error=True)
+    t.tool("Bash", {"command": "mkdir -p ci"}, "")
+    t.tool("Write", {"file_path": "ci/build.yml", "content": "a: 1\n"}, "ok")
+    t.tool("Bash", {"command": "cd web && npm test"}, "Exit code 1\n1 failing", is_error=True)
+    t.tool("Bash", {"command": "npm test"}, "12 passing")
+    still = t.tool("Bash", {"command": "./deploy.sh staging"}, "Exit code 2\nno such host",
+                   is_error=True)
+    path = t.write(tmp_path / "s.jsonl")
+    packet = _packet(_run(_event(t.session_id, path), tmp_path)[0])
+    open_part = packet.split("## Still open")[1].split("\n## ")[0]
+    assert "docker" not in open_part and "build.yml" not in open_part
+    assert "npm test" not in open_part
+    assert f"[{_at(path, still)}] error: Bash `./deploy.sh staging` -> failed" in open_part
+    assert "Docker version 27.3.1" in packet  # what the working command printed

@@ -3,6 +3,8 @@ temporary home, a short real Claude Code / Codex session with tool calls against
 model server on 127.0.0.1, the host's own compaction, then the next request: the stub
 receives our recovery packet in it, and every address the packet names expands (CLI and
 the MCP ``expand`` tool of a real ``fabric-memory serve``) to the transcript line it names.
+A question about the compacted part, asked next, reaches the model with our prompt context
+(the UserPromptSubmit hook); an idle prompt with none.
 
 The hosts never leave this machine: their model API is the stub, telemetry, updates and
 non-essential traffic are off (``host_env``), and any proxy-honouring request is sent to
@@ -26,7 +28,15 @@ from .stub_model import Step, StubModel, serving
 RUN_SECONDS = 60
 """The bound on each host run (each takes a few seconds here)."""
 PACKET_HEADER = "# fabric-memory handoff"
+CONTEXT_HEADER = "# fabric-memory: earlier context for this prompt"
 ADDRESSED = re.compile(r"^- \[([^\]\s]+)\]", flags=re.M)
+
+
+def reindex(env: dict[str, str]) -> None:
+    """``fabric-memory reindex`` of the host's sessions (what the MCP server keeps live)."""
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "reindex"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def install(host: str, env: dict[str, str]) -> None:
@@ -43,16 +53,21 @@ def run_host(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
-def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any) -> None:
-    """Every ``[address]`` of the packet, given to ``fabric-memory expand --raw`` (the call
-    the packet names) and to the MCP ``expand`` tool, comes back as the transcript line
-    ``line_of(address, lines)`` names, byte for byte."""
-    session = re.search(r"^Session (\S+),", packet, flags=re.M)
-    assert session, packet
-    session_id = session.group(1)
+def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any,
+                                    session_id: str | None = None) -> None:
+    """Every ``[address]`` of the packet (or of the prompt's context, of ``session_id``),
+    given to ``fabric-memory expand --raw`` (the call the packet names) and to the MCP
+    ``expand`` tool, comes back as the transcript line ``line_of(address, lines)`` names,
+    byte for byte."""
+    if session_id is None:
+        session = re.search(r"^Session (\S+),", packet, flags=re.M)
+        assert session, packet
+        session_id = session.group(1)
+        assert f"fabric-memory expand {session_id} --address <address>" in packet
+    else:
+        assert "fabric-memory expand <session> --address <address>" in packet
     addresses = list(dict.fromkeys(ADDRESSED.findall(packet)))
     assert 0 < len(addresses) <= 20, packet  # one page of expand
-    assert f"fabric-memory expand {session_id} --address <address>" in packet
     lines = transcript.read_bytes().decode().split("\n")
     done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "expand", session_id,
                            *[word for a in addresses for word in ("--address", a)],
@@ -63,9 +78,8 @@ def addresses_expand_to_their_lines(packet: str, transcript: Path, line_of: Any)
                                    "raw": True, "maxEntries": 20})])[0]
     for page in (orjson.loads(done.stdout), mcp):
         assert page["next"] is None
-        found = {entry["address"]: entry for entry in page["entries"]}
-        assert set(found) == set(addresses)
-        for address, entry in found.items():
+        assert len(page["entries"]) == len(addresses)
+        for address, entry in zip(addresses, page["entries"], strict=True):
             assert entry["text"] == lines[entry["line"] - 1] == line_of(address, lines), address
 
 
@@ -86,11 +100,23 @@ def _text(content: Any) -> str:
 
 
 def claude_line(address: str, lines: list[str]) -> str:
-    """The transcript line whose ``uuid`` the address names (``uuid.N``: its N-th entry)."""
-    uuid = address.split(".")[0]
-    found = [line for line in lines if line and orjson.loads(line).get("uuid") == uuid]
-    assert len(found) == 1, address
-    return found[0]
+    """The transcript line a packet's address names: a line address (``L<line>``;
+    ``L<line>.N``: its N-th entry), never a line's 36-character ``uuid``."""
+    match = re.fullmatch(r"L(\d+)(?:\.\d+)?", address)
+    assert match, address
+    line = lines[int(match.group(1)) - 1]
+    assert orjson.loads(line).get("uuid"), address
+    return line
+
+
+def claude_context(body: dict[str, Any]) -> list[str]:
+    """Our prompt context in a Messages request: the system reminders Claude Code makes of
+    a UserPromptSubmit hook's additional context."""
+    reminder = "<system-reminder>\nUserPromptSubmit hook additional context: "
+    carried = [block for message in body["messages"]
+               for block in _blocks(message["content"]) if CONTEXT_HEADER in block]
+    assert all(block.startswith(reminder + CONTEXT_HEADER) for block in carried), carried
+    return carried
 
 
 def claude_packet(body: dict[str, Any]) -> str:
@@ -113,32 +139,38 @@ def test_claude_code_sends_our_packet_after_each_compaction(
     our packet once, as the system reminder "SessionStart hook additional context: …",
     naming the file and the failed check. After more work (a second file) and a second
     compaction, the next packet speaks of that work only. Every address expands to its
-    line."""
+    line. The question asked after the first compaction reaches the model with the
+    compacted check as "UserPromptSubmit hook additional context"; the idle prompt after
+    the second with none (and the first prompt, before any compaction, with none)."""
     home = fake_home(tmp_path, monkeypatch)
     work = tmp_path / "work"
     work.mkdir()
     env = host_env(home, ANTHROPIC_API_KEY="sk-stub", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
     install("claude", env)
     steps = [Step("Write", {"file_path": str(work / "notes.txt"), "content": "hello\n"}, ""),
-             Step("Bash", {"command": "cat notes.txt && exit 3", "description": "check"}, ""),
+             Step("Bash", {"command": "cat notes.txt && exit 3",
+                           "description": "check the notes"}, ""),
              None,
              Step("Write", {"file_path": str(work / "second.txt"), "content": "more\n"}, "")]
     claude = host_cli(CLAUDE)
-    packets = []
+    packets, contexts = [], []
     with serving(StubModel(steps)) as stub:
         env["ANTHROPIC_BASE_URL"] = stub.url
         first = orjson.loads(run_host(
             [claude, "-p", "write the notes and check them", "--output-format", "json",
              "--allowedTools", "Write,Bash", "--model", "claude-sonnet-4-5"], work, env))
         session_id = first["session_id"]
-        for prompt in ("now write the second file", "what is left to do?"):
+        assert not claude_context(stub.bodies("messages")[0])
+        for prompt in ("which exit code did the notes check give?", "what is left to do?"):
             run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
+            reindex(env)
             before = len(stub.bodies("messages"))
             run_host([claude, "-p", "--resume", session_id, prompt, "--allowedTools", "Write"],
                      work, env)
             after = [body for body in stub.bodies("messages")[before:] if body.get("tools")]
             assert after, "Claude Code sent no request after its compaction"
             packets.append(claude_packet(after[0]))
+            contexts.append(claude_context(after[0]))
     assert (work / "notes.txt").read_text() == "hello\n"
     assert (work / "second.txt").read_text() == "more\n"
     transcript = next((home / ".claude" / "projects").rglob(f"{session_id}.jsonl"))
@@ -147,6 +179,10 @@ def test_claude_code_sends_our_packet_after_each_compaction(
     assert "second.txt" in second_packet and "notes.txt" not in second_packet
     for packet in packets:
         addresses_expand_to_their_lines(packet, transcript, claude_line)
+    asked, idle = contexts
+    assert len(asked) == 1 and "exit 3" in asked[0] and "before its compaction" in asked[0]
+    addresses_expand_to_their_lines(asked[0], transcript, claude_line, session_id)
+    assert idle == []
 
 
 # --- Codex -----------------------------------------------------------------------------
@@ -191,7 +227,9 @@ def test_codex_sends_our_packet_after_its_compaction(
     """Installed with `fabric-memory install codex` (the hook trusted, no bypass flag), the
     real Codex runs a turn (a file written and a failing check through exec_command),
     auto-compacts past its token limit, and the turn's next request holds our packet as a
-    developer message naming the failed check; every address expands to its line."""
+    developer message naming the failed check; every address expands to its line. In the
+    session resumed, a question about the compacted check reaches the model with our
+    prompt context naming it; an idle prompt adds none."""
     home = fake_home(tmp_path, monkeypatch)
     work = tmp_path / "work"
     work.mkdir()
@@ -200,13 +238,21 @@ def test_codex_sends_our_packet_after_its_compaction(
     env = host_env(home, STUB_API_KEY="sk-stub", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
     steps = [Step("", {}, "printf 'hello\\n' > notes.txt"),
              Step("", {}, "cat notes.txt && exit 3")]
+    codex = [host_cli(CODEX), "exec", "--skip-git-repo-check",
+             "--dangerously-bypass-approvals-and-sandbox"]
     with serving(StubModel(steps, last_step_tokens=50_000)) as stub:
         (codex_home / "config.toml").write_text(CODEX_CONFIG.format(url=stub.url))
         install("codex", env)
-        run_host([host_cli(CODEX), "exec", "--skip-git-repo-check",
-                  "--dangerously-bypass-approvals-and-sandbox",
-                  "write the notes and check them"], work, env)
+        run_host([*codex, "write the notes and check them"], work, env)
         bodies = stub.bodies("responses")
+        reindex(env)
+        contexts = []
+        for prompt in ("which exit code did the notes check give?", "thanks, that is all"):
+            before = len(stub.bodies("responses"))
+            run_host([*codex, "resume", "--last", prompt], work, env)
+            contexts.append([_text(item.get("content"))
+                             for item in stub.bodies("responses")[before]["input"]
+                             if CONTEXT_HEADER in _text(item.get("content"))])
     assert (work / "notes.txt").read_text() == "hello\n"
     compacted = [n for n, body in enumerate(bodies)
                  if "CONTEXT CHECKPOINT COMPACTION" in _text(body["input"][-1].get("content"))]
@@ -221,3 +267,174 @@ def test_codex_sends_our_packet_after_its_compaction(
     assert "cat notes.txt && exit 3" in packet
     transcript = next((codex_home / "sessions").rglob("rollout-*.jsonl"))
     addresses_expand_to_their_lines(packet, transcript, codex_line)
+    asked, idle = contexts
+    assert len(asked) == 1 and "exit 3" in asked[0] and "before its compaction" in asked[0]
+    session_id = transcript.stem.split("-", 6)[-1]
+    addresses_expand_to_their_lines(asked[0], transcript, codex_line, session_id)
+    assert idle == asked  # the earlier turn's context is history now; nothing new is added
+
+
+# --- the hosts' cap on SessionStart context ----------------------------------------------
+
+
+CAP_EMITTER = '''import json, sys
+size = int(sys.argv[1])
+sys.stdin.read()
+head, tail, n, lines = "CAP-START\\n", "\\nCAP-END", 0, []
+def line_of(body):
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                              "additionalContext": head + body + tail}},
+                      ensure_ascii=False)
+while len(line_of("".join(lines)).encode()) < size - 70:
+    lines.append(f"line {n:06d}: a probe of the context cap, \\u00e9t\\u00e9 \\u6570\\u636e\\n")
+    n += 1
+body = "".join(lines)
+body += "x" * (size - len(line_of(body).encode()))
+sys.stdout.write(line_of(body) + "\\n")
+'''
+"""A SessionStart hook printing one line of exactly ``argv[1]`` bytes (the bound the handoff
+keeps: its whole stdout line), its context marked at both ends, ASCII and not."""
+
+
+def _cap_outcome(texts: list[str]) -> str:
+    """What reached the request of a context marked ``CAP-START``/``CAP-END``: ``whole``,
+    ``cut`` (its middle left out: Codex's "Warning: truncated output"), ``file`` (moved to
+    a file with a preview: Claude Code's ``<persisted-output>``) or ``absent``."""
+    found = [text for text in texts if "CAP-START" in text or "line 000000" in text]
+    if not found:
+        return "absent"
+    text = max(found, key=len)
+    if "<persisted-output>" in text and "Full output saved to:" in text:
+        return "file"
+    if "Warning: truncated output" in text or "CAP-END" not in text:
+        return "cut"
+    return "whole"
+
+
+def _leaves(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _leaves(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _leaves(item)]
+    return []
+
+
+def _cap_run(host: str, size: int, base: Path) -> str:
+    """One host session whose SessionStart(startup) hook prints ``size`` bytes: what reached
+    the first model request."""
+    from fabric_memory.install.codex import trust_hash, trust_key
+    from fabric_memory.install.hooks import HookEvent
+
+    home, work = base / "home", base / "work"
+    home.mkdir(parents=True)
+    work.mkdir()
+    emitter = base / "emit.py"
+    emitter.write_text(CAP_EMITTER)
+    command = f"{sys.executable} {emitter} {size}"
+    with serving(StubModel([])) as stub:
+        if host == "claude":
+            (home / ".claude").mkdir()
+            (home / ".claude" / "settings.json").write_text(orjson.dumps({"hooks": {
+                "SessionStart": [{"matcher": "startup", "hooks": [
+                    {"type": "command", "command": command}]}]}}).decode())
+            env = host_env(home, ANTHROPIC_API_KEY="sk-stub", ANTHROPIC_BASE_URL=stub.url)
+            run_host([host_cli(CLAUDE), "-p", "hello", "--model", "claude-sonnet-4-5"], work,
+                     env)
+            bodies = [body for body in stub.bodies("messages") if body.get("tools")]
+        else:
+            config = home / ".codex" / "config.toml"
+            config.parent.mkdir()
+            event = HookEvent("SessionStart", "startup", "session_start")
+            handler = {"type": "command", "command": command, "timeout": 10}
+            config.write_text(
+                CODEX_CONFIG.format(url=stub.url)
+                + f'\n[[hooks.SessionStart]]\nmatcher = "startup"\n\n'
+                f'[[hooks.SessionStart.hooks]]\ntype = "command"\n'
+                f"command = {orjson.dumps(command).decode()}\ntimeout = 10\n\n"
+                f'[hooks.state."{trust_key(config, 0, 0, event)}"]\n'
+                f'trusted_hash = "{trust_hash("startup", handler, event)}"\n')
+            env = host_env(home, STUB_API_KEY="sk-stub")
+            run_host([host_cli(CODEX), "exec", "--skip-git-repo-check",
+                      "--dangerously-bypass-approvals-and-sandbox", "hello"], work, env)
+            bodies = stub.bodies("responses")
+    assert bodies, f"{host} sent no request"
+    return _cap_outcome(_leaves(bodies[0]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", ["claude", "codex"])
+def test_the_hosts_cap_on_session_start_context(host: str, tmp_path: Path) -> None:
+    """Through the real host: SessionStart context of the handoff's default bound arrives
+    whole in the next request; at 16 KiB Claude Code moves it to a file (a 2 KB preview
+    reaches the model) and Codex cuts its middle — so the default is the largest measured
+    size that arrives whole (docs/handoff.md, "The hosts' cap")."""
+    from fabric_memory.handoff import DEFAULT_MAX_BYTES
+
+    assert DEFAULT_MAX_BYTES == 8 * 1024
+    assert _cap_run(host, DEFAULT_MAX_BYTES, tmp_path / "8k") == "whole"
+    assert _cap_run(host, 16 * 1024, tmp_path / "16k") == {"claude": "file",
+                                                           "codex": "cut"}[host]
+
+
+# --- GitHub Copilot CLI ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_copilot_lists_our_server_calls_recall_and_its_session_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `fabric-memory install copilot`, the real Copilot CLI lists our server
+    (`copilot mcp list --json`); in a session against the stub (its custom-provider mode),
+    the model's `fabric-memory-recall` call reaches our server and comes back with the hit
+    of an earlier Copilot session; then a failing command. The session Copilot writes is
+    read by our reader: the call by its name, the command's exit code, and its entries
+    recalled with `--agent copilot` and expanded to their lines byte for byte."""
+    from fabric_memory.memory.expand import expand_request
+    from fabric_memory.memory.recall import recall
+    from fabric_memory.memory.reindex import reindex
+    from fabric_memory.sources import read_source
+
+    from .agent_homes import agent_home, line_at
+    from .host_clis import COPILOT
+
+    home = fake_home(tmp_path, monkeypatch)
+    agent_home(home, "copilot")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    reindex()
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", "copilot"],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+    copilot = host_cli(COPILOT)
+    listed = orjson.loads(run_host([copilot, "mcp", "list", "--json"], work, env))
+    ours = listed["mcpServers"]["fabric-memory"]
+    assert (ours["command"], ours["args"], ours["enabled"]) == (
+        str(Path(sys.executable).parent / "fabric-memory"), ["serve"], True)
+    steps = [Step("fabric-memory-recall", {"query": "zephyrine", "agent": "copilot"}, ""),
+             Step("bash", {"command": "ls /no-such-dir-for-copilot", "description": "list"},
+                  "")]
+    with serving(StubModel(steps)) as stub:
+        env.update(COPILOT_PROVIDER_BASE_URL=stub.url, COPILOT_PROVIDER_TYPE="anthropic",
+                   COPILOT_MODEL="claude-sonnet-4.5", COPILOT_PROVIDER_API_KEY="sk-stub")
+        run_host([copilot, "-p", "what did we do about the footnote backref?",
+                  "--allow-all-tools", "--disable-client-telemetry", "-s"], work, env)
+        results = [block for body in stub.bodies("messages")
+                   for block in body["messages"][-1]["content"]
+                   if isinstance(block, dict) and block.get("type") == "tool_result"]
+    recalled = str(results[0]["content"])
+    assert "8c1d2e3f-0a1b-4c2d-8e3f-4a5b6c7d8e" in recalled and "zephyrine" in recalled
+    written = next((home / ".copilot" / "session-state").glob("*/events.jsonl"))
+    session = read_source(written)
+    assert session.agent == "copilot" and session.project == str(work)
+    calls = [call.name for entry in session.entries for call in entry.view.tool_calls]
+    assert calls == ["fabric-memory-recall", "bash"]
+    failed = [e.raw["message"] for e in session.entries if e.view.role == "toolResult"][-1]
+    assert (failed["isError"], failed["exitCode"]) == (True, 2)
+    reindex()
+    hit = recall("no-such-dir-for-copilot", agent="copilot")["hits"][0]
+    assert hit["sessionId"] == session.session_id
+    entry = expand_request({**hit["follow"], "raw": True})["entries"][0]
+    assert entry["text"] == line_at(written, entry["line"])

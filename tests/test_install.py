@@ -1,5 +1,6 @@
 """``fabric-memory install claude|codex|pi``: each host's own files gain the MCP server and
-the SessionStart(compact) handoff hook (Codex: trusted as Codex computes it), a second
+the handoff hooks, SessionStart(compact) and UserPromptSubmit (Codex: trusted as Codex
+computes it), a second
 install changes nothing, ``--uninstall`` gives the files back byte for byte, and files
 the installer cannot read are refused with ``path:line`` and left alone."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomlkit
@@ -17,6 +19,7 @@ from fabric_memory.errors import UsageError
 from fabric_memory.install.claude import install_claude
 from fabric_memory.install.codex import install_codex, trust_hash
 from fabric_memory.install.command import executable, is_hook_command
+from fabric_memory.install.hooks import PROMPT
 
 from .agent_homes import fake_home
 from .host_clis import codex_hooks, host_env
@@ -99,11 +102,14 @@ def test_claude_fresh_install_writes_both_files(home: Path,
     assert servers == {"mcpServers": {"fabric-memory": {
         "type": "stdio", "command": str(program), "args": ["serve"], "env": {}}}}
     settings = json.loads((home / ".claude" / "settings.json").read_text())
-    assert settings == {"hooks": {"SessionStart": [{"matcher": "compact", "hooks": [
-        {"type": "command", "command": f"{program} handoff", "timeout": 10}]}]}}
+    handler = {"type": "command", "command": f"{program} handoff", "timeout": 10}
+    assert settings == {"hooks": {"SessionStart": [{"matcher": "compact", "hooks": [handler]}],
+                                  "UserPromptSubmit": [{"hooks": [handler]}]}}
     assert out.splitlines() == [
         f"added MCP server fabric-memory to {home / '.claude.json'}: {program} serve",
         f"added SessionStart(compact) hook to {home / '.claude' / 'settings.json'}: "
+        f"{program} handoff",
+        f"added UserPromptSubmit hook to {home / '.claude' / 'settings.json'}: "
         f"{program} handoff",
         "Claude Code reads these when a session starts: start a new session (or restart "
         "it) for the change to take effect"]
@@ -172,18 +178,18 @@ def test_claude_keeps_other_tools_and_uninstall_gives_the_files_back(home: Path)
     settings.parent.mkdir()
     servers.write_text(CLAUDE_JSON)
     settings.write_text(SETTINGS_JSON)
-    assert actions(install_claude(program=PROGRAM)) == ["added", "added"]
+    assert actions(install_claude(program=PROGRAM)) == ["added"] * 3
     data = json.loads(settings.read_text())
     assert data["hooks"]["SessionStart"][0]["matcher"] == "startup"
     assert data["hooks"]["SessionStart"][1]["hooks"][0]["command"] == HOOK
     assert data["hooks"]["PreToolUse"] == json.loads(SETTINGS_JSON)["hooks"]["PreToolUse"]
     assert set(json.loads(servers.read_text())["mcpServers"]) == {"github", "fabric-memory"}
     written = servers.read_bytes(), settings.read_bytes()
-    assert actions(install_claude(program=PROGRAM)) == ["unchanged", "unchanged"]
+    assert actions(install_claude(program=PROGRAM)) == ["unchanged"] * 3
     assert (servers.read_bytes(), settings.read_bytes()) == written
-    assert actions(install_claude(program=PROGRAM, uninstall=True)) == ["removed", "removed"]
+    assert actions(install_claude(program=PROGRAM, uninstall=True)) == ["removed"] * 3
     assert servers.read_text() == CLAUDE_JSON and settings.read_text() == SETTINGS_JSON
-    assert actions(install_claude(program=PROGRAM, uninstall=True)) == ["absent", "absent"]
+    assert actions(install_claude(program=PROGRAM, uninstall=True)) == ["absent"] * 3
 
 
 def test_claude_reinstall_from_another_environment_replaces_the_path(home: Path) -> None:
@@ -195,12 +201,14 @@ def test_claude_reinstall_from_another_environment_replaces_the_path(home: Path)
     data["mcpServers"]["fabric-memory"].update(env={"FABRIC_MEMORY_HOME": "/x"},
                                                args=["serve", "--agents", "claude-code"])
     servers.write_text(json.dumps(data))
-    assert actions(install_claude(program=PROGRAM)) == ["updated", "updated"]
+    assert actions(install_claude(program=PROGRAM)) == ["updated"] * 3
     assert json.loads(servers.read_text())["mcpServers"]["fabric-memory"] == {
         "type": "stdio", "command": str(PROGRAM), "args": ["serve", "--agents", "claude-code"],
         "env": {"FABRIC_MEMORY_HOME": "/x"}}
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert [h["command"] for g in settings["hooks"]["SessionStart"] for h in g["hooks"]] == [HOOK]
+    assert [h["command"] for g in settings["hooks"]["UserPromptSubmit"]
+            for h in g["hooks"]] == [HOOK]
     assert json.loads((home / ".claude.json").read_text())["mcpServers"]["fabric-memory"][
         "command"] == str(PROGRAM)
 
@@ -212,11 +220,11 @@ def test_claude_follows_claude_config_dir_and_project(home: Path, tmp_path: Path
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
     report = install_claude(program=PROGRAM)
     assert [c["file"] for c in report["changes"]] == [
-        str(tmp_path / "cfg" / ".claude.json"), str(tmp_path / "cfg" / "settings.json")]
+        str(tmp_path / "cfg" / ".claude.json"), *[str(tmp_path / "cfg" / "settings.json")] * 2]
     project = tmp_path / "app"
     report = install_claude(project, program=PROGRAM)
     assert [c["file"] for c in report["changes"]] == [
-        str(project / ".mcp.json"), str(project / ".claude" / "settings.json")]
+        str(project / ".mcp.json"), *[str(project / ".claude" / "settings.json")] * 2]
     assert "fabric-memory" in json.loads((project / ".mcp.json").read_text())["mcpServers"]
     assert "approve" in report["notes"][0]
     assert not (home / ".claude.json").exists()
@@ -301,11 +309,14 @@ def test_codex_fresh_install_trusts_its_hook(home: Path,
     data = tomlkit.parse(config.read_text()).unwrap()
     handler = {"type": "command", "command": f"{program} handoff", "timeout": 10}
     key = f"{config}:session_start:0:0"
+    prompt_key = f"{config}:user_prompt_submit:0:0"
     assert data == {
         "mcp_servers": {"fabric-memory": {"command": str(program), "args": ["serve"]}},
         "hooks": {"SessionStart": [{"matcher": "compact", "hooks": [handler]}],
-                  "state": {key: {"trusted_hash": trust_hash("compact", handler)}}}}
-    assert len(out.splitlines()) == 4 and out.startswith("added MCP server fabric-memory")
+                  "UserPromptSubmit": [{"hooks": [handler]}],
+                  "state": {key: {"trusted_hash": trust_hash("compact", handler)},
+                            prompt_key: {"trusted_hash": trust_hash(None, handler, PROMPT)}}}}
+    assert len(out.splitlines()) == 6 and out.startswith("added MCP server fabric-memory")
     assert out.splitlines()[-1].startswith("Codex reads these when a session starts")
 
 
@@ -316,15 +327,16 @@ def test_codex_keeps_comments_and_others_and_uninstall_gives_the_file_back(home:
     config = home / ".codex" / "config.toml"
     config.parent.mkdir()
     config.write_text(CONFIG_TOML)
-    assert actions(install_codex(program=PROGRAM)) == ["added", "added", "added"]
+    assert actions(install_codex(program=PROGRAM)) == ["added"] * 5
     text = config.read_text()
     assert text.startswith(CONFIG_TOML)
     assert f'[hooks.state."{config}:session_start:1:0"]' in text
-    assert actions(install_codex(program=PROGRAM)) == ["unchanged"] * 3
+    assert f'[hooks.state."{config}:user_prompt_submit:0:0"]' in text
+    assert actions(install_codex(program=PROGRAM)) == ["unchanged"] * 5
     assert config.read_text() == text
-    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["removed"] * 3
+    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["removed"] * 5
     assert config.read_text() == CONFIG_TOML
-    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["absent"] * 3
+    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["absent"] * 5
 
 
 def test_codex_uninstall_keeps_the_trust_of_hooks_that_move_up(home: Path) -> None:
@@ -363,18 +375,28 @@ def test_codex_follows_codex_home_through_symlinks(home: Path, tmp_path: Path,
     assert dotfiles.read_text() == CONFIG_TOML and (real / "config.toml").is_symlink()
 
 
+def _trusted_by_codex(home: Path, cwd: Path, file: Path) -> dict[tuple[str, str], Any]:
+    """The hooks the real Codex lists, by (command, event); ours, both of them, are
+    trusted under ``file``'s keys (the SessionStart one after the user's startup group)."""
+    listed = {(str(hook["command"]), str(hook["key"]).split(":")[-3]): hook
+              for hook in codex_hooks(host_env(home), cwd)}
+    for event, key in (("session_start", "session_start:1:0"),
+                       ("user_prompt_submit", "user_prompt_submit:0:0")):
+        ours = listed[(HOOK, event)]
+        assert ours["key"] == f"{file}:{key}"
+        assert ours["trustStatus"] == "trusted", ours
+    return listed
+
+
 def test_codex_reports_our_hook_as_trusted(home: Path, tmp_path: Path) -> None:
-    """The real Codex (app-server hooks/list) finds the installed hook under the key we
-    wrote, with the hash we computed, and trusts it — beside a user's hook it does not."""
+    """The real Codex (app-server hooks/list) finds both installed hooks under the keys we
+    wrote, with the hashes we computed, and trusts them — beside a user's hook it does not."""
     config = home / ".codex" / "config.toml"
     config.parent.mkdir()
     config.write_text(CONFIG_TOML)
     install_codex(program=PROGRAM)
-    listed = {hook["command"]: hook for hook in codex_hooks(host_env(home), tmp_path)}
-    ours = listed[HOOK]
-    assert ours["key"] == f"{config}:session_start:1:0"
-    assert ours["trustStatus"] == "trusted", ours
-    assert listed["echo hello"]["trustStatus"] == "untrusted"
+    listed = _trusted_by_codex(home, tmp_path, config)
+    assert listed[("echo hello", "session_start")]["trustStatus"] == "untrusted"
 
 
 HOOKS_JSON = json.dumps({"hooks": {"SessionStart": json.loads(SETTINGS_JSON)["hooks"][
@@ -394,14 +416,13 @@ def test_codex_uses_hooks_json_when_the_user_keeps_hooks_there(home: Path,
     (codex / "hooks.json").write_text(HOOKS_JSON)
     report = install_codex(program=PROGRAM)
     assert [(Path(c["file"]).name, c["action"]) for c in report["changes"]] == [
-        ("config.toml", "added"), ("hooks.json", "added"), ("config.toml", "added")]
+        ("config.toml", "added"), ("hooks.json", "added"), ("config.toml", "added"),
+        ("hooks.json", "added"), ("config.toml", "added")]
     assert "SessionStart" not in tomlkit.parse((codex / "config.toml").read_text()).get(
         "hooks", {})
-    listed = {hook["command"]: hook for hook in codex_hooks(host_env(home), tmp_path)}
-    assert listed[HOOK]["key"] == f"{codex / 'hooks.json'}:session_start:1:0"
-    assert listed[HOOK]["trustStatus"] == "trusted", listed[HOOK]
-    assert actions(install_codex(program=PROGRAM)) == ["unchanged"] * 3
-    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["removed"] * 3
+    _trusted_by_codex(home, tmp_path, codex / "hooks.json")
+    assert actions(install_codex(program=PROGRAM)) == ["unchanged"] * 5
+    assert actions(install_codex(program=PROGRAM, uninstall=True)) == ["removed"] * 5
     assert (codex / "hooks.json").read_text() == HOOKS_JSON
     assert (codex / "config.toml").read_text() == before
 
@@ -417,3 +438,76 @@ def test_install_pi_is_pi_install(home: Path, capsys: pytest.CaptureFixture[str]
     assert status == 0 and json.loads(out)["action"] == "unchanged"
     status, out, _ = run_cli(capsys, "install", "pi", "--uninstall")
     assert status == 0 and out.startswith("removed ")
+
+
+COPILOT_CONFIG = """{
+    "mcpServers": {
+        "playwright": {
+            "type": "local",
+            "command": "npx",
+            "args": [
+                "@playwright/mcp@latest"
+            ],
+            "tools": [
+                "*"
+            ]
+        }
+    },
+    "futureKey": {
+        "kept": true
+    }
+}
+"""
+"""Another server and a key of a later version, in the layout the hosts write (arrays one
+item a line), with another indent."""
+
+
+@pytest.mark.parametrize(("host", "where", "entry"), [
+    ("copilot", ".copilot/mcp-config.json",
+     {"type": "local", "command": str(PROGRAM), "args": ["serve"], "tools": ["*"]}),
+    ("cursor", ".cursor/mcp.json", {"command": str(PROGRAM), "args": ["serve"], "env": {}}),
+])
+def test_copilot_and_cursor_get_the_server_and_uninstall_gives_the_file_back(
+    home: Path, host: str, where: str, entry: dict[str, object]
+) -> None:
+    """Beside another server and an unknown key (four-space indent), install adds ours in
+    the host's own shape, a second install writes nothing, and --uninstall leaves the file
+    byte-identical; a file install created is deleted again."""
+    from fabric_memory.install.mcp_json import install_json_host
+
+    path = home / where
+    assert actions(install_json_host(host, program=PROGRAM)) == ["added"]
+    assert json.loads(path.read_text()) == {"mcpServers": {"fabric-memory": entry}}
+    assert actions(install_json_host(host, program=PROGRAM, uninstall=True)) == ["removed"]
+    assert not path.exists()
+    path.write_text(COPILOT_CONFIG)
+    assert actions(install_json_host(host, program=PROGRAM)) == ["added"]
+    data = json.loads(path.read_text())
+    assert list(data["mcpServers"]) == ["playwright", "fabric-memory"]
+    assert data["futureKey"] == {"kept": True} and '\n    "mcpServers"' in path.read_text()
+    written = path.read_bytes()
+    assert actions(install_json_host(host, program=PROGRAM)) == ["unchanged"]
+    assert path.read_bytes() == written
+    assert actions(install_json_host(host, program=PROGRAM, uninstall=True)) == ["removed"]
+    assert path.read_text() == COPILOT_CONFIG
+
+
+def test_copilot_follows_copilot_home_through_a_symlink(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """$COPILOT_HOME moves the file; a symlinked mcp-config.json stays a link; the CLI's
+    --json answer names the file, and a file that is not JSON is refused with its line."""
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "copilot-home"))
+    real = tmp_path / "dotfiles" / "mcp.json"
+    real.parent.mkdir()
+    real.write_text("{}\n")
+    link = tmp_path / "copilot-home" / "mcp-config.json"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    status, out, _ = run_cli(capsys, "install", "copilot", "--json")
+    assert status == 0 and json.loads(out)["changes"][0]["file"] == str(link)
+    assert link.is_symlink() and "fabric-memory" in json.loads(real.read_text())["mcpServers"]
+    real.write_text('{\n  // a comment\n}\n')
+    status, _, err = run_cli(capsys, "install", "copilot")
+    assert status == 2 and f"{link}:2: not valid JSON" in err

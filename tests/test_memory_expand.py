@@ -22,6 +22,7 @@ from fabric_memory.memory.expand import (
 from fabric_memory.memory.normalize import normalize_session, phase_record, record_text
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
+from fabric_memory.memory.render import render_expand
 from fabric_memory.session import iter_session_files, read_line, read_session
 from fabric_memory.trace import read_fabric_result
 
@@ -485,3 +486,67 @@ def test_objects_salvaged_from_glued_lines_read_as_text(tmp_path: Path) -> None:
         kind = value["message"]["role"] if value["type"] == "message" else value["type"]
         head = item["text"].split("\n", 1)[0]
         assert head.startswith(f"{value['id']} {kind} ") and head.endswith(value["timestamp"])
+
+
+def _claude_with_bookkeeping(root: Path) -> tuple[Path, str, list[str]]:
+    """A Claude Code transcript under ``root`` whose lines 3 and 6 are bookkeeping (no entry),
+    and the uuids of its conversation lines in order."""
+    from .transcripts import ClaudeTranscript
+
+    t = ClaudeTranscript()
+    uuids = [t.user("Start the export service on port 8443.")]
+    uuids.append(t.assistant("Starting it."))
+    t._add("progress", {"data": {"type": "hook_progress"}})
+    uuids.append(t.user("Use TLS 1.3 only."))
+    uuids.append(t.assistant("Done: TLS 1.3."))
+    t._add("progress", {"data": {"type": "hook_progress"}})
+    uuids.append(t.user("Thanks."))
+    folder = root / "-home-dev-projects-ledger"
+    folder.mkdir(parents=True)
+    return t.write(folder / f"{t.session_id}.jsonl"), t.session_id, uuids
+
+
+def _claude_lines(path: Path) -> dict[str, int]:
+    """Each conversation line's uuid → its line number."""
+    return {orjson.loads(line)["uuid"]: n for n, line in
+            enumerate(path.read_bytes().split(b"\n"), 1)
+            if line.strip() and orjson.loads(line)["type"] != "progress"}
+
+
+@pytest.mark.parametrize("indexed", [False, True], ids=["unindexed", "indexed"])
+def test_a_line_address_names_a_claude_code_entry(tmp_path: Path, indexed: bool) -> None:
+    """`L<line>` selects the Claude Code entry on that line (its own id is a UUID), with or
+    without an index, and an address of a line that holds no entry is not found."""
+    path, session, uuids = _claude_with_bookkeeping(tmp_path / "claude")
+    common = {"index": tmp_path / "index", "sessions": tmp_path / "claude"}
+    if indexed:
+        reindex(**common, workers=1)
+    number = _claude_lines(path)[uuids[2]]
+    page = expand(session, addresses=[f"L{number}"], **common)
+    assert [entry["address"] for entry in page["entries"]] == [uuids[2]]
+    assert "TLS 1.3 only" in page["entries"][0]["text"]
+    with pytest.raises(ExpandError, match=f'no address "L{number - 1}"'):
+        expand(session, addresses=[f"L{number - 1}"], **common)  # the progress line
+
+
+def test_a_range_end_between_entries_snaps_and_says_so(tmp_path: Path) -> None:
+    """A range whose start or end is a line between entries moves to the nearest entry
+    inside the range and the page says so (the CLI prints it as a note); past the last
+    entry it is still not found."""
+    path, session, uuids = _claude_with_bookkeeping(tmp_path / "claude")
+    common = {"index": tmp_path / "index", "sessions": tmp_path / "claude"}
+    at = _claude_lines(path)
+    gaps = [n for n in range(at[uuids[0]], at[uuids[-1]]) if n not in at.values()]
+    assert len(gaps) == 2
+    page = expand(session, range=f"L{gaps[0]}:L{gaps[1]}", **common)
+    assert [entry["address"] for entry in page["entries"]] == uuids[2:4]
+    assert page["snapped"] == [
+        f"--range first L{gaps[0]} names no entry; moved to the next entry, {uuids[2]} "
+        f"(line {at[uuids[2]]})",
+        f"--range last L{gaps[1]} names no entry; moved to the previous entry, {uuids[3]} "
+        f"(line {at[uuids[3]]})"]
+    assert "note: --range first" in render_expand(page)
+    whole = expand(session, range=f"L{at[uuids[0]]}:L{at[uuids[-1]]}", **common)
+    assert "snapped" not in whole and len(whole["entries"]) == len(uuids)
+    with pytest.raises(ExpandError, match='no address "L999"'):
+        expand(session, range=f"L{gaps[0]}:L999", **common)

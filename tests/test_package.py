@@ -99,7 +99,7 @@ def test_expand_exit_statuses_are_explicit() -> None:
     assert ExpandError.EXIT_STATUS == {
         "stale_pointer": 10, "index_out_of_bounds": 11, "session_not_found": 12,
         "source_unavailable": 13, "address_not_found": 14, "ambiguous_address": 15,
-        "ambiguous_session": 16, "text_offset_out_of_bounds": 17,
+        "ambiguous_session": 16, "text_offset_out_of_bounds": 17, "session_forgotten": 18,
     }
     assert set(ExpandError.CODES) == set(ExpandError.EXIT_STATUS)
 

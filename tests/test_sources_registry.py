@@ -3,6 +3,7 @@ write."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -205,3 +206,23 @@ def test_any_file_is_read_or_refused_with_a_located_reason(
         assert error.message.startswith(str(path))
     else:
         assert session.agent in AGENTS
+
+
+def test_a_tool_name_two_agents_share_is_read_one_way() -> None:
+    """Where two agents name a tool alike (Pi's and Copilot CLI's `edit`), both tables hold
+    the same reading of it: the merged table cannot pick one agent's over another's."""
+    seen: dict[str, tuple[str, object]] = {}
+    for reader in READERS:
+        for name, tool in reader.tools.items():
+            first = seen.setdefault(name, (reader.name, tool))
+            assert first[1] is tool, f"{first[0]} and {reader.name} read {name!r} differently"
+
+
+AGENT_ROW = re.compile(r"^\| [^|]+ \| `([a-z-]+)` \|", re.MULTILINE)
+
+
+def test_the_agents_table_of_the_docs_names_every_agent() -> None:
+    """docs/agents.md's table has one row per agent --agent takes, in the registry's order,
+    and no row for an agent the registry does not know."""
+    table = (Path(__file__).parent.parent / "docs" / "agents.md").read_text(encoding="utf-8")
+    assert AGENT_ROW.findall(table) == list(AGENTS)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from fabric_memory.compaction import trail
+from fabric_memory.compaction import summarize_span
 from fabric_memory.compaction.details import CumulativeState, read_state
 from fabric_memory.sources import read_source
 from fabric_memory.sources.codex import patch_files
@@ -17,7 +17,7 @@ from .transcripts import ClaudeTranscript, CodexRollout, exec_output
 
 def _state(path: Path) -> CumulativeState:
     session = read_source(path)
-    return trail([entry.view for entry in session.active_branch()])
+    return summarize_span([entry.view for entry in session.active_branch()]).state
 
 
 def _texts(state: CumulativeState, ledger: str) -> list[str]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from .compactor import Cancel, Compaction, compact_branch, trail
+    from .compactor import Cancel, Compaction, SpanState, compact_branch, summarize_span
     from .files import SessionCompaction, append_compaction, compact_session
     from .hook import compaction_hook, run_hook
     from .prepare import (
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    ".compactor": ("Cancel", "Compaction", "compact_branch", "trail"),
+    ".compactor": ("Cancel", "Compaction", "SpanState", "compact_branch", "summarize_span"),
     ".files": ("SessionCompaction", "append_compaction", "compact_session"),
     ".hook": ("compaction_hook", "run_hook"),
     ".prepare": (
@@ -79,6 +79,7 @@ __all__ = [
     "ProjectedEntry",
     "SessionCompaction",
     "SessionContext",
+    "SpanState",
     "append_compaction",
     "build_session_context",
     "compact_branch",
@@ -94,6 +95,6 @@ __all__ = [
     "project_branch",
     "run_hook",
     "should_compact",
-    "trail",
+    "summarize_span",
     "usage_tokens",
 ]

@@ -468,6 +468,31 @@ def _main_program(command: str) -> tuple[str, ...]:
     return found[-1] if found else ()
 
 
+def _alike(kind: Literal["shell", "write"], target: str) -> str:
+    """What a shell command or a file write is about, for resolving an earlier failure of
+    it: a command's main program by its base name and its words (``docker --version`` and
+    ``/usr/local/bin/docker --version`` are alike), a write's or an edit's file (masked, as
+    error keys are)."""
+    if kind == "write":
+        return f"write\x00{mask(target)}"
+    words = _main_program(mask(target))
+    if not words:
+        return ""
+    return "shell\x00" + " ".join((words[0].rsplit("/", 1)[-1], *words[1:]))
+
+
+def _error_alike(key: str) -> str:
+    """:func:`_alike` of an outstanding error's key (``ref\x00target``), ``""`` for an error
+    of another kind of call."""
+    ref, _, target = key.partition("\x00")
+    tool = TOOLS.get(ref)
+    if tool is None or not target:
+        return ""
+    if tool.kind == "shell":
+        return _alike("shell", target)
+    return _alike("write", target) if tool.kind in ("edit", "write") else ""
+
+
 # --- one cycle -----------------------------------------------------------------------
 
 
@@ -503,6 +528,8 @@ class _Cycle:
         """Refs that may have an outstanding error: a success of any other ref resolves nothing."""
         self.check_errors: dict[str, list[str]] | None = None
         """See :meth:`_failed_checks`."""
+        self.like_errors: dict[str, list[str]] | None = None
+        """See :meth:`_errors_alike`."""
         self.touched: dict[str, _Touched] = {}
         """This cycle's files by (masked) path, in order of last touch."""
         self.turn: _Turn | None = None
@@ -742,6 +769,12 @@ class _Cycle:
             if target is None:
                 target = target_of(arguments)
         self._resolve_target(name, target)
+        if self.error_refs:
+            for work in use.files if use is not None else ():
+                if work.action != "read":
+                    self._resolve_alike(_alike("write", work.path))
+            if use is not None and use.command is not None:
+                self._resolve_alike(_alike("shell", use.command))
         if use is None:
             return
         for work in use.files:
@@ -910,6 +943,10 @@ class _Cycle:
                     key)
         )
         self.error_refs.add(event.ref)
+        if self.like_errors is not None:
+            alike = _error_alike(key)
+            if alike:
+                self.like_errors.setdefault(alike, []).append(key)
         return key
 
     def _failed_checks(self) -> dict[str, list[str]]:
@@ -926,6 +963,26 @@ class _Cycle:
                         found.setdefault(clip(check, COMMAND_BYTES), []).append(key)
             self.check_errors = found
         return self.check_errors
+
+    def _errors_alike(self) -> dict[str, list[str]]:
+        """What an outstanding error of a shell command or a file write is about
+        (:func:`_alike`) → the keys of those errors: a later success of the same command by
+        another path, or a later write of the same file, resolves them. Built from the
+        state's errors on first use, then kept up to date by :meth:`_error`."""
+        if self.like_errors is None:
+            found: dict[str, list[str]] = {}
+            for key in self.ledgers["errors"].keys:
+                alike = _error_alike(key)
+                if alike:
+                    found.setdefault(alike, []).append(key)
+            self.like_errors = found
+        return self.like_errors
+
+    def _resolve_alike(self, alike: str) -> None:
+        if alike:
+            errors = self.ledgers["errors"]
+            for key in self._errors_alike().pop(alike, ()):
+                self.resolved += len(errors.remove(key))
 
     def _file_touch(self, entry_id: str, op: FabricExecutionTraceOperationV1) -> None:
         """A succeeded operation whose ref is one of :data:`FILE_REFS`: the file it touched."""
@@ -1081,16 +1138,11 @@ def compact_branch(
             "call with its result"
         )
     previous, resume = previous_state(branch, safe)
-    span = branch[resume:safe]
-    with masking_once():
-        cycle = _Cycle(previous, calls, span_bounds([view.role for view in span].count("user")))
-        for view in span:
-            cycle.add(view)
-        state = cycle.state()
-        kept = branch[safe].id if safe < len(branch) else ""
-        live = LiveRange(cycle.first, cycle.last, cycle.entries, kept)
-        plain = plain_ids(ids) and (resume == 0 or plain_ids(previous.addresses()))
-        rendered = render_summary(state, live, session_id=session_id, plain=plain)
+    kept = branch[safe].id if safe < len(branch) else ""
+    summarized = summarize_span(branch[resume:safe], previous, calls=calls, kept=kept)
+    state, live = summarized.state, summarized.live
+    plain = plain_ids(ids) and (resume == 0 or plain_ids(previous.addresses()))
+    rendered = render_summary(state, live, session_id=session_id, plain=plain)
     details = build_details(
         state,
         rendered,
@@ -1101,13 +1153,34 @@ def compact_branch(
     return Compaction(rendered.summary, kept, tokens_before, details, first_kept_entry_id)
 
 
-def trail(span: Sequence[EntryView]) -> CumulativeState:
-    """What the work trail reads of ``span`` alone (entry views in order; no earlier state,
-    no cut, an agent's own compaction entries passed over): the same ledgers a summary
-    carries, for a report about that span (the handoff packet)."""
-    calls = index_tool_calls(span)
+@dataclass(frozen=True, slots=True)
+class SpanState:
+    """What :func:`summarize_span` made of a span: the cumulative state (the ledgers every
+    rendering lays out) and what the span itself added (``live``)."""
+
+    state: CumulativeState
+    live: LiveRange
+
+
+def summarize_span(
+    span: Sequence[EntryView],
+    previous: CumulativeState | None = None,
+    *,
+    calls: Mapping[str, ToolCall] | None = None,
+    kept: str = "",
+) -> SpanState:
+    """The one summary engine: ``span`` (entry views in order, of any agent; an agent's own
+    compaction entries are passed over) streamed once into the ledgers, on top of
+    ``previous`` (an earlier compaction's state; none: from nothing). ``calls``: the tool
+    calls by id (default: those of ``span``); ``kept``: the first entry after the span that
+    stays verbatim (``""``: none). Pi's summary (:func:`compact_branch`), the handoff packet
+    and a span summary of any session (:mod:`.span`) are renderings of its result."""
+    if calls is None:
+        calls = index_tool_calls(span)
     with masking_once():
-        cycle = _Cycle(CumulativeState(), calls)
+        users = sum(1 for view in span if view.role == "user")
+        cycle = _Cycle(previous or CumulativeState(), calls, span_bounds(users))
         for view in span:
             cycle.add(view)
-        return cycle.state()
+        state = cycle.state()
+    return SpanState(state, LiveRange(cycle.first, cycle.last, cycle.entries, kept))

@@ -1,6 +1,7 @@
 """``fabric-memory install claude``: Claude Code starts ``fabric-memory serve`` as a
 user-scope MCP server and runs ``fabric-memory handoff`` after each of its compactions
-(a SessionStart hook with matcher ``compact``).
+(a SessionStart hook with matcher ``compact``) and on each prompt (a UserPromptSubmit
+hook: the prompt's context).
 
 Where Claude Code 2.1 keeps them (docs: code.claude.com/docs/en/settings, .../mcp,
 .../hooks; checked with the real ``claude mcp add --scope user``): user-scope MCP
@@ -12,20 +13,16 @@ when that is set), hooks in ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/se
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
 from .command import executable, hook_command
-from .files import edit_json
-from .hooks import EVENT, MATCHER, add_hook, remove_hook, server_action
-from .report import Action, Change, HostReport, note_new_sessions
+from .hooks import EVENTS, HookEvent, add_hook, remove_hook
+from .mcp_json import SERVER, SERVER_ITEM, Edit, edit_file, server_change
+from .report import Action, HostReport, note_new_sessions
 
-SERVER = "fabric-memory"
 WHAT = "Claude Code's settings"
-HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
-SERVER_ITEM = f"MCP server {SERVER}"
 
 
 def claude_files(project: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
@@ -48,15 +45,19 @@ def server_entry(program: Path) -> dict[str, Any]:
 
 def install_claude(project: str | os.PathLike[str] | None = None, *,
                    uninstall: bool = False, program: Path | None = None) -> HostReport:
-    """Register (``uninstall``: remove) the MCP server and the SessionStart(compact) hook."""
+    """Register (``uninstall``: remove) the MCP server and the hooks (SessionStart(compact),
+    UserPromptSubmit)."""
     program = program or executable()
     servers, settings = claude_files(project)
     report: HostReport = {"host": "claude", "executable": str(program), "changes": [],
                           "removedFiles": [], "notes": []}
-    _edit(servers, report, lambda data: _server(data, program, servers, uninstall),
+    _edit(servers, report,
+          lambda data: server_change(data, server_entry(program), servers, uninstall),
           SERVER_ITEM, uninstall)
-    _edit(settings, report, lambda data: _hook(data, hook_command(program), settings,
-                                               uninstall), HOOK_ITEM, uninstall)
+    for event in EVENTS:
+        _edit(settings, report, partial(_hook, command=hook_command(program), where=settings,
+                                        uninstall=uninstall, event=event),
+              event.item, uninstall)
     if project is not None and not uninstall:
         report["notes"].append(
             f"Claude Code asks once before it starts a project's MCP server: approve "
@@ -65,45 +66,12 @@ def install_claude(project: str | os.PathLike[str] | None = None, *,
     return report
 
 
-def _server(data: dict[str, Any], program: Path, where: Path,
-            uninstall: bool) -> tuple[Action, str]:
-    servers = data.get("mcpServers")
-    if servers is not None and not isinstance(servers, dict):
-        raise UsageError(f"{where}: $.mcpServers is not an object; fix it, then rerun")
-    servers = servers or {}
-    wanted = server_entry(program)
-    detail = f"{program} serve"
-    if uninstall:
-        if SERVER not in servers:
-            return "absent", detail
-        del servers[SERVER]
-        if not servers:
-            del data["mcpServers"]
-        return "removed", detail
-    data["mcpServers"] = servers
-    return server_action(servers, SERVER, wanted), detail
-
-
-def _hook(data: dict[str, Any], command: str, where: Path,
-          uninstall: bool) -> tuple[Action, str]:
-    placed = remove_hook(data, str(where)) if uninstall else add_hook(data, command, str(where))
+def _hook(data: dict[str, Any], command: str, where: Path, uninstall: bool,
+          event: HookEvent) -> tuple[Action, str]:
+    placed = (remove_hook(data, str(where), event) if uninstall
+              else add_hook(data, command, str(where), event))
     return placed.action, command
 
 
-Edit = Callable[[dict[str, Any]], tuple[Action, str]]
-
-
 def _edit(path: Path, report: HostReport, change: Edit, item: str, uninstall: bool) -> None:
-    """Apply ``change`` to one JSON file; write only when it changed."""
-    if uninstall and not path.exists():
-        report["changes"].append(Change(file=str(path), item=item, action="absent", detail=""))
-        return
-
-    def edit(data: dict[str, Any]) -> bool:
-        action, detail = change(data)
-        report["changes"].append(Change(file=str(path), item=item, action=action,
-                                        detail=detail))
-        return action not in ("unchanged", "absent")
-
-    if edit_json(path, WHAT, "another writer (Claude Code?)", edit, remove_empty=uninstall):
-        report["removedFiles"].append(str(path))
+    edit_file(path, report, change, item, uninstall, WHAT, "another writer (Claude Code?)")

@@ -1,5 +1,5 @@
 """``fabric-memory install codex``: Codex starts ``fabric-memory serve`` as an MCP server
-and runs ``fabric-memory handoff`` after each of its compactions, both in
+and runs ``fabric-memory handoff`` after each of its compactions and on each prompt, all in
 ``$CODEX_HOME/config.toml`` (``~/.codex/config.toml``)::
 
     [mcp_servers.fabric-memory]
@@ -17,12 +17,27 @@ and runs ``fabric-memory handoff`` after each of its compactions, both in
     [hooks.state."<realpath of CODEX_HOME>/config.toml:session_start:0:0"]
     trusted_hash = "sha256:..."
 
+    [[hooks.UserPromptSubmit]]
+
+    [[hooks.UserPromptSubmit.hooks]]
+    type = "command"
+    command = "/abs/.venv/bin/fabric-memory handoff"
+    timeout = 10
+
+    [hooks.state."<realpath of CODEX_HOME>/config.toml:user_prompt_submit:0:0"]
+    trusted_hash = "sha256:..."
+
 Codex runs a user's hook only once it is trusted, and skips an untrusted one without a
 word. The trust is the hash Codex computes of the hook (``currentHash`` in its app-server's
 ``hooks/list``): SHA-256 of the compact, key-sorted JSON of the hook's normalized identity
 (codex-rs/hooks/src/engine/discovery.rs ``command_hook_hash`` and
 codex-rs/config/src/fingerprint.rs ``version_for_toml``, Codex 0.169), recorded under the
 hook's positional key. The file is edited as TOML that keeps every comment and key.
+
+Of Codex's hook events, UserPromptSubmit is the one whose output reaches the model after a
+compaction: its ``hookSpecificOutput.additionalContext`` (the output schemas in the
+0.169 binary: PreCompact and PostCompact take only ``continue``, ``stopReason``,
+``suppressOutput`` and ``systemMessage``, which is shown to the user, not the model).
 """
 
 from __future__ import annotations
@@ -53,8 +68,9 @@ from .files import (
     write_through,
 )
 from .hooks import (
-    EVENT,
-    MATCHER,
+    COMPACT,
+    EVENTS,
+    HookEvent,
     Placed,
     add_hook,
     holds_hook,
@@ -65,16 +81,18 @@ from .report import Action, Change, HostReport, note_new_sessions
 
 SERVER = "fabric-memory"
 WHAT = "Codex's config"
-EVENT_KEY = "session_start"
-"""How Codex names SessionStart in a hook's trust key and hash."""
 DEFAULT_TIMEOUT_SECONDS = 600
 """What Codex gives a hook with no ``timeout``."""
 
 
 SERVER_ITEM = f"MCP server {SERVER}"
-HOOK_ITEM = f"{EVENT}({MATCHER}) hook"
-TRUST_ITEM = "hook trust"
-ITEMS = (SERVER_ITEM, HOOK_ITEM, TRUST_ITEM)
+
+
+def trust_item(event: HookEvent) -> str:
+    return f"{event.item} trust"
+
+
+ITEMS = (SERVER_ITEM, *(item for event in EVENTS for item in (event.item, trust_item(event))))
 """The order the report lists them in."""
 HOOKS_JSON = "hooks.json"
 """Codex's other place for a layer's hooks, beside config.toml."""
@@ -87,13 +105,15 @@ def codex_home() -> Path:
     return (Path(configured).expanduser() if configured else Path.home() / ".codex").absolute()
 
 
-def trust_key(config: Path, group: int, handler: int) -> str:
+def trust_key(config: Path, group: int, handler: int, event: HookEvent = COMPACT) -> str:
     """Codex's key for a hook of ``config``: the file under the real CODEX_HOME (Codex
     resolves the folder, not a symlinked config.toml), the event, the positions."""
-    return f"{Path(os.path.realpath(config.parent)) / config.name}:{EVENT_KEY}:{group}:{handler}"
+    folder = Path(os.path.realpath(config.parent))
+    return f"{folder / config.name}:{event.key}:{group}:{handler}"
 
 
-def trust_hash(matcher: str | None, handler: Mapping[str, Any]) -> str:
+def trust_hash(matcher: str | None, handler: Mapping[str, Any],
+               event: HookEvent = COMPACT) -> str:
     """The ``currentHash`` Codex reports for this hook: only what Codex reads of it, with
     its defaults filled and absent values left out (it hashes through TOML, which has no
     null)."""
@@ -104,7 +124,7 @@ def trust_hash(matcher: str | None, handler: Mapping[str, Any]) -> str:
     }
     if handler.get("statusMessage") is not None:
         normalized["statusMessage"] = handler["statusMessage"]
-    identity: dict[str, Any] = {"event_name": EVENT_KEY, "hooks": [normalized]}
+    identity: dict[str, Any] = {"event_name": event.key, "hooks": [normalized]}
     if matcher is not None:
         identity["matcher"] = matcher
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -112,8 +132,8 @@ def trust_hash(matcher: str | None, handler: Mapping[str, Any]) -> str:
 
 
 def install_codex(*, uninstall: bool = False, program: Path | None = None) -> HostReport:
-    """Register (``uninstall``: remove) the MCP server and the trusted
-    SessionStart(compact) hook in Codex's config.toml."""
+    """Register (``uninstall``: remove) the MCP server and the trusted hooks
+    (SessionStart(compact), UserPromptSubmit) in Codex's config.toml."""
     program = program or executable()
     path = codex_home() / "config.toml"
     report: HostReport = {"host": "codex", "executable": str(program), "changes": [],
@@ -134,6 +154,7 @@ class _Hook:
     """Our hook in one file (config.toml or hooks.json), after the edit: where it is for
     its trust, or where it was."""
 
+    event: HookEvent
     placed: Placed
     file: Path
     matcher: str | None = None
@@ -141,16 +162,16 @@ class _Hook:
 
     @property
     def key(self) -> str:
-        return trust_key(self.file, self.placed.group, self.placed.handler)
+        return trust_key(self.file, self.placed.group, self.placed.handler, self.event)
 
 
-def _hook_in(settings: Config, file: Path, command: str | None) -> _Hook:
-    """Add the hook running ``command`` to ``settings`` (``None``: remove it)."""
+def _hook_in(settings: Config, file: Path, command: str | None, event: HookEvent) -> _Hook:
+    """Add the ``event`` hook running ``command`` to ``settings`` (``None``: remove it)."""
     if command is None:
-        return _Hook(remove_hook(settings, str(file)), file)
-    placed = add_hook(settings, command, str(file))
-    group = settings["hooks"][EVENT][placed.group]
-    return _Hook(placed, file, group.get("matcher"), group["hooks"][placed.handler])
+        return _Hook(event, remove_hook(settings, str(file), event), file)
+    placed = add_hook(settings, command, str(file), event)
+    group = settings["hooks"][event.name][placed.group]
+    return _Hook(event, placed, file, group.get("matcher"), group["hooks"][placed.handler])
 
 
 def _edit(path: Path, program: Path, uninstall: bool, report: HostReport) -> None:
@@ -162,23 +183,22 @@ def _edit(path: Path, program: Path, uninstall: bool, report: HostReport) -> Non
     # some (or ours), else config.toml (Codex warns when both hold hooks).
     hooks_json = path.parent / HOOKS_JSON
     listed, _ = read_json_object(hooks_json, "Codex's hooks")
-    in_toml = holds_hook(expected)
-    in_json = holds_hook(listed)
-    json_hook = None
+    in_toml = any(holds_hook(expected, event) for event in EVENTS)
+    in_json = any(holds_hook(listed, event) for event in EVENTS)
+    json_hooks: list[_Hook] = []
     if in_json or (not uninstall and not in_toml and _has_hooks(listed)):
-        json_hook = _edit_hooks_json(hooks_json, command, report)
+        json_hooks = _edit_hooks_json(hooks_json, command, report)
     # The edit on plain values says what config.toml must mean afterwards; the same edit
     # on tomlkit's document is one way to write it (see _layout_kept for the other).
-    toml_in = uninstall or json_hook is None
-    changes, toml_hook = _apply(expected, program, path, command, toml_in, json_hook)
-    _apply(doc, program, path, command, toml_in, json_hook)
+    toml_in = uninstall or not json_hooks
+    changes, toml_hooks = _apply(expected, program, path, command, toml_in, json_hooks)
+    _apply(doc, program, path, command, toml_in, json_hooks)
     report["changes"] = sorted(changes + report["changes"], key=lambda change: ITEMS.index(
         change["item"]))
     mine = [change["action"] for change in changes if change["file"] == str(path)]
     if all(action in ("unchanged", "absent") for action in mine):
         return
-    keys = [hook.key for hook in (toml_hook, json_hook) if hook is not None]
-    result = _layout_kept(text, doc, expected, path, toml_hook, keys, changes)
+    result = _layout_kept(text, doc, expected, path, toml_hooks, json_hooks, changes)
     if result.strip() or not uninstall:
         write_through(path, result, WHAT)
     elif remove_or_empty(path, "", WHAT):
@@ -191,40 +211,45 @@ def _has_hooks(listed: Config) -> bool:
         isinstance(groups, list) and groups for groups in hooks.values())
 
 
-def _edit_hooks_json(path: Path, command: str | None, report: HostReport) -> _Hook:
+def _edit_hooks_json(path: Path, command: str | None, report: HostReport) -> list[_Hook]:
     found: list[_Hook] = []
 
     def edit(data: dict[str, Any]) -> bool:
-        found.append(_hook_in(data, path, command))
-        return found[0].placed.action not in ("unchanged", "absent")
+        found[:] = [_hook_in(data, path, command, event) for event in EVENTS]
+        return any(hook.placed.action not in ("unchanged", "absent") for hook in found)
 
     if edit_json(path, "Codex's hooks", "another writer (Codex?)", edit,
                  remove_empty=command is None):
         report["removedFiles"].append(str(path))
-    report["changes"].append(Change(file=str(path), item=HOOK_ITEM,
-                                    action=found[0].placed.action, detail=command or ""))
-    return found[0]
+    report["changes"].extend(Change(file=str(path), item=hook.event.item,
+                                    action=hook.placed.action, detail=command or "")
+                             for hook in found)
+    return found
 
 
 def _apply(config: Config, program: Path, path: Path, command: str | None, toml_in: bool,
-           json_hook: _Hook | None) -> tuple[list[Change], _Hook | None]:
-    """The edit of config.toml: the server, the hook when it lives here, the trust."""
+           json_hooks: list[_Hook]) -> tuple[list[Change], list[_Hook]]:
+    """The edit of config.toml: the server, the hooks when they live here, their trust."""
     where = str(path)
     server, detail = _server(config, program, where, command is None)
     changes = [Change(file=where, item=SERVER_ITEM, action=server, detail=detail)]
-    toml_hook = _hook_in(config, path, command) if toml_in else None
-    if toml_hook is not None and (command is not None or toml_hook.placed.action != "absent"
-                                  or json_hook is None):
-        changes.append(Change(file=where, item=HOOK_ITEM, action=toml_hook.placed.action,
-                              detail=command or ""))
-    if command is None:
-        trust, digest = _untrust(config, [h for h in (toml_hook, json_hook) if h is not None])
-    else:
-        placed = toml_hook or json_hook
-        assert placed is not None
-        trust, digest = _trust(config, path, placed)
-    changes.append(Change(file=where, item=TRUST_ITEM, action=trust, detail=digest))
-    return changes, toml_hook
+    toml_hooks = [_hook_in(config, path, command, event) for event in EVENTS] if toml_in else []
+    for event in EVENTS:
+        toml_hook = next((hook for hook in toml_hooks if hook.event == event), None)
+        json_hook = next((hook for hook in json_hooks if hook.event == event), None)
+        if toml_hook is not None and (command is not None or toml_hook.placed.action != "absent"
+                                      or json_hook is None):
+            changes.append(Change(file=where, item=event.item, action=toml_hook.placed.action,
+                                  detail=command or ""))
+        if command is None:
+            trust, digest = _untrust(config, [h for h in (toml_hook, json_hook)
+                                              if h is not None])
+        else:
+            placed = toml_hook or json_hook
+            assert placed is not None
+            trust, digest = _trust(config, path, placed)
+        changes.append(Change(file=where, item=trust_item(event), action=trust, detail=digest))
+    return changes, toml_hooks
 
 
 def _parse(path: Path, text: str) -> TOMLDocument:
@@ -273,11 +298,11 @@ def _states(doc: Config, create: bool) -> MutableMapping[str, Any] | None:
 
 def _trust(doc: Config, path: Path, hook: _Hook) -> tuple[Action, str]:
     assert hook.handler is not None
-    digest = trust_hash(hook.matcher, hook.handler)
+    digest = trust_hash(hook.matcher, hook.handler, hook.event)
     states = _states(doc, create=True)
     if states is None:
         raise UsageError(f"{path}: hooks.state is not a table; fix it, then rerun")
-    _shift(states, hook.file, hook.placed.removed_groups)
+    _shift(states, hook, hook.placed.removed_groups)
     current = states.get(hook.key)
     if isinstance(current, MutableMapping):
         if current.get("trusted_hash") == digest and current.get("enabled", True) is not False:
@@ -299,7 +324,7 @@ def _untrust(doc: Config, hooks: list[_Hook]) -> tuple[Action, str]:
         if hook.key in states:
             del states[hook.key]
             action = "removed"
-        _shift(states, hook.file, hook.placed.removed_groups)
+        _shift(states, hook, hook.placed.removed_groups)
     if not states:
         del doc["hooks"]["state"]
         if not doc["hooks"]:
@@ -307,12 +332,12 @@ def _untrust(doc: Config, hooks: list[_Hook]) -> tuple[Action, str]:
     return action, ", ".join(hook.key for hook in removed)
 
 
-def _shift(states: MutableMapping[str, Any], path: Path, removed: tuple[int, ...]) -> None:
-    """Keep the trust of the user's own SessionStart hooks of this file whose position moved
+def _shift(states: MutableMapping[str, Any], hook: _Hook, removed: tuple[int, ...]) -> None:
+    """Keep the trust of the user's own hooks of this file and event whose position moved
     because a group of ours before them was removed (Codex keys trust by position)."""
     if not removed:
         return
-    prefix = trust_key(path, 0, 0).rsplit(":", 2)[0] + ":"
+    prefix = trust_key(hook.file, 0, 0, hook.event).rsplit(":", 2)[0] + ":"
     moves = {}
     for key in list(states):
         if not key.startswith(prefix):
@@ -331,17 +356,20 @@ def _shift(states: MutableMapping[str, Any], path: Path, removed: tuple[int, ...
 
 
 def _layout_kept(text: str, doc: TOMLDocument, expected: Config, path: Path,
-                 hook: _Hook | None, keys: list[str], changes: list[Change]) -> str:
+                 toml_hooks: list[_Hook], json_hooks: list[_Hook],
+                 changes: list[Change]) -> str:
     """config.toml as text after the edit. What was added whole is appended, what was
     removed whole is cut out, so every other byte stays as it was (and an uninstall gives
     back the file as it was before the install); anything else is tomlkit's rendering of
     the edited document. Only a text that reads back as ``expected`` is written."""
     actions = {change["action"] for change in changes if change["file"] == str(path)}
+    # The trust of each event's hook: the one in config.toml, else the one in hooks.json.
+    trusted = {hook.event: hook.key for hook in json_hooks + toml_hooks}
     candidates = []
     if actions <= {"removed", "absent"}:
-        candidates.append(_cut(text, hook, keys))
+        candidates.append(_cut(text, toml_hooks, [hook.key for hook in toml_hooks + json_hooks]))
     elif actions <= {"added", "unchanged"}:
-        candidates.append(_append(text, expected, hook, keys, changes))
+        candidates.append(_append(text, expected, toml_hooks, trusted, changes))
     candidates.append(tomlkit.dumps(doc))
     for candidate in candidates:
         try:
@@ -363,19 +391,23 @@ def _quoted(key: str) -> str:
     return tomlkit.key(key).as_string()
 
 
-def _append(text: str, doc: Config, hook: _Hook | None, keys: list[str],
+def _append(text: str, doc: Config, hooks: list[_Hook], trusted: Mapping[HookEvent, str],
             changes: list[Change]) -> str:
     added = {change["item"] for change in changes if change["action"] == "added"}
     blocks = []
     if SERVER_ITEM in added:
         blocks.append(_table_text(f"[mcp_servers.{SERVER}]", doc["mcp_servers"][SERVER]))
-    if hook is not None and hook.placed.action == "added":
-        group = doc["hooks"][EVENT][hook.placed.group]
-        blocks.append(_table_text(f"[[hooks.{EVENT}]]", {"matcher": group["matcher"]}) + "\n"
-                      + _table_text(f"[[hooks.{EVENT}.hooks]]", group["hooks"][0]))
-    if TRUST_ITEM in added:
-        blocks.append(_table_text(f"[hooks.state.{_quoted(keys[0])}]",
-                                  doc["hooks"]["state"][keys[0]]))
+    for hook in hooks:
+        if hook.placed.action == "added":
+            name = hook.event.name
+            group = doc["hooks"][name][hook.placed.group]
+            matcher = {"matcher": group["matcher"]} if "matcher" in group else {}
+            blocks.append(_table_text(f"[[hooks.{name}]]", matcher) + "\n"
+                          + _table_text(f"[[hooks.{name}.hooks]]", group["hooks"][0]))
+    for event, key in trusted.items():
+        if trust_item(event) in added:
+            blocks.append(_table_text(f"[hooks.state.{_quoted(key)}]",
+                                      doc["hooks"]["state"][key]))
     if not text:
         return "\n".join(blocks)
     return text + ("" if text.endswith("\n") else "\n") + "".join("\n" + b for b in blocks)
@@ -384,13 +416,14 @@ def _append(text: str, doc: Config, hook: _Hook | None, keys: list[str],
 _HEADER = re.compile(r"^\s*\[")
 
 
-def _cut(text: str, hook: _Hook | None, keys: list[str]) -> str:
+def _cut(text: str, hooks: list[_Hook], keys: list[str]) -> str:
     """``text`` without our whole tables (the server, the hook's group, its trust), each
     with the blank line that set it apart (one not found as we wrote it is left)."""
     lines = text.splitlines(keepends=True)
     tables: list[tuple[str, int, str | None]] = [(f"[mcp_servers.{SERVER}]", 0, None)]
-    if hook is not None and hook.placed.action == "removed":
-        tables.append((f"[[hooks.{EVENT}]]", hook.placed.group, f"[[hooks.{EVENT}.hooks]]"))
+    tables.extend((f"[[hooks.{hook.event.name}]]", hook.placed.group,
+                   f"[[hooks.{hook.event.name}.hooks]]")
+                  for hook in hooks if hook.placed.action == "removed")
     tables.extend((f"[hooks.state.{_quoted(key)}]", 0, None) for key in keys)
     spans = []
     for header, occurrence, children in tables:

@@ -1,7 +1,9 @@
 """What Claude Code and Codex share in shape, edited over plain JSON values and tomlkit's
-tables alike: the SessionStart(compact) hook in a hooks table (``hooks.SessionStart`` is a
-list of matcher groups, each with a list of handlers: one function adds it, one removes
-it) and the MCP server's entry (``server_action``)."""
+tables alike: our hooks in a hooks table (``hooks.<Event>`` is a list of matcher groups,
+each with a list of handlers: one function adds one, one removes it) and the MCP server's
+entry (``server_action``). Two hooks run ``fabric-memory handoff``: SessionStart with
+matcher ``compact`` (the packet after the host's compaction) and UserPromptSubmit (the
+prompt's context; the event takes no matcher)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,36 @@ from ..errors import UsageError
 from .command import HOOK_TIMEOUT_SECONDS, is_hook_command
 from .report import Action
 
-EVENT = "SessionStart"
-MATCHER = "compact"
+
+@dataclass(frozen=True, slots=True)
+class HookEvent:
+    """A host event our hook answers: its name, its matcher group's ``matcher`` (None: the
+    group has none) and Codex's name for it in a hook's trust key and hash."""
+
+    name: str
+    matcher: str | None
+    key: str
+
+    @property
+    def item(self) -> str:
+        """How a report names the hook."""
+        return f"{self.name}({self.matcher}) hook" if self.matcher else f"{self.name} hook"
+
+
+COMPACT = HookEvent("SessionStart", "compact", "session_start")
 """SessionStart's ``source`` after the host's own compaction."""
+PROMPT = HookEvent("UserPromptSubmit", None, "user_prompt_submit")
+EVENTS = (COMPACT, PROMPT)
 
 
 def handler(command: str) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
+
+
+def new_group(event: HookEvent, command: str) -> dict[str, Any]:
+    """A new matcher group holding our hook for ``event``."""
+    matcher = {} if event.matcher is None else {"matcher": event.matcher}
+    return {**matcher, "hooks": [handler(command)]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +57,18 @@ class Placed:
     """Groups that an extra copy of the hook left empty and that were removed."""
 
 
-def add_hook(settings: MutableMapping[str, Any], command: str, where: str) -> Placed:
-    """Make ``settings`` hold exactly one SessionStart(compact) hook running ``command``:
-    add it, or bring an earlier install's (another path, another timeout) up to date."""
+def add_hook(settings: MutableMapping[str, Any], command: str, where: str,
+             event: HookEvent = COMPACT) -> Placed:
+    """Make ``settings`` hold exactly one ``event`` hook running ``command``: add it, or
+    bring an earlier install's (another path, another timeout) up to date."""
     hooks = _table(settings, "hooks", where, create=True)
-    if EVENT not in hooks:
-        hooks[EVENT] = [{"matcher": MATCHER, "hooks": [handler(command)]}]
+    if event.name not in hooks:
+        hooks[event.name] = [new_group(event, command)]
         return Placed("added", 0, 0)
-    groups = _groups(hooks, where)
+    groups = _groups(hooks, where, event)
     found = _ours(groups)
     if not found:
-        groups.append({"matcher": MATCHER, "hooks": [handler(command)]})
+        groups.append(new_group(event, command))
         return Placed("added", len(groups) - 1, 0)
     (group, index), extra = found[0], found[1:]
     removed = _remove(groups, extra)
@@ -55,21 +81,22 @@ def add_hook(settings: MutableMapping[str, Any], command: str, where: str) -> Pl
     return Placed("updated", group, index, removed)
 
 
-def remove_hook(settings: MutableMapping[str, Any], where: str) -> Placed:
-    """Remove every SessionStart hook of ours, then the groups, the event list and the
+def remove_hook(settings: MutableMapping[str, Any], where: str,
+                event: HookEvent = COMPACT) -> Placed:
+    """Remove every ``event`` hook of ours, then the groups, the event list and the
     ``hooks`` table it leaves empty."""
     if "hooks" not in settings:
         return Placed("absent", -1, -1)
     hooks = _table(settings, "hooks", where, create=False)
-    if EVENT not in hooks:
+    if event.name not in hooks:
         return Placed("absent", -1, -1)
-    groups = _groups(hooks, where)
+    groups = _groups(hooks, where, event)
     found = _ours(groups)
     if not found:
         return Placed("absent", -1, -1)
     removed = _remove(groups, found)
     if not groups:
-        del hooks[EVENT]
+        del hooks[event.name]
     if not hooks:
         del settings["hooks"]
     return Placed("removed", found[0][0], found[0][1], removed)
@@ -95,10 +122,10 @@ def server_action(servers: MutableMapping[str, Any], name: str,
     return "updated"
 
 
-def holds_hook(settings: Mapping[str, Any]) -> bool:
-    """Whether ``settings`` holds a SessionStart hook of ours."""
+def holds_hook(settings: Mapping[str, Any], event: HookEvent = COMPACT) -> bool:
+    """Whether ``settings`` holds an ``event`` hook of ours."""
     hooks = settings.get("hooks")
-    groups = hooks.get(EVENT) if isinstance(hooks, Mapping) else None
+    groups = hooks.get(event.name) if isinstance(hooks, Mapping) else None
     return isinstance(groups, MutableSequence) and bool(_ours(groups))
 
 
@@ -112,10 +139,11 @@ def _table(settings: MutableMapping[str, Any], key: str, where: str, *,
     return value
 
 
-def _groups(hooks: MutableMapping[str, Any], where: str) -> MutableSequence[Any]:
-    groups = hooks[EVENT]
+def _groups(hooks: MutableMapping[str, Any], where: str,
+            event: HookEvent) -> MutableSequence[Any]:
+    groups = hooks[event.name]
     if not isinstance(groups, MutableSequence):
-        raise UsageError(f"{where}: $.hooks.{EVENT} is not a list; fix it, then rerun")
+        raise UsageError(f"{where}: $.hooks.{event.name} is not a list; fix it, then rerun")
     return groups
 
 

@@ -399,7 +399,7 @@ def list_sessions(
         raise UsageError(f"--offset {clipped(offset)}: must not be negative")
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"--agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
-    low, high = _time_ns(since, "--since"), _time_ns(until, "--until")
+    low, high = parse_time_ns(since, "--since"), parse_time_ns(until, "--until")
     handle = open_memory(index_root(index))
     catalog = load_catalog(handle)
     tiers = catalog.tiers(hot_sessions)
@@ -442,7 +442,7 @@ def in_project(cwd: str | None, project: str | None) -> bool:
     return cwd == folder or cwd.startswith(folder if folder.endswith("/") else folder + "/")
 
 
-def _time_ns(text: str | None, option: str) -> int | None:
+def parse_time_ns(text: str | None, option: str) -> int | None:
     if text is None:
         return None
     parsed = iso_ms(text.strip())

@@ -5,7 +5,9 @@ when they agree, selectors are resolved through the index and each entry's text
 is read straight from the file by byte offset and length (no re-parse); when the
 file has changed since it was indexed, the file itself is read and normalized.
 An entry's text is rendered for a reader from its per-entry view
-(:mod:`~fabric_memory.memory.readable`); with ``raw`` it is the verbatim source line. An
+(:mod:`~fabric_memory.memory.readable`); with ``raw`` it is its verbatim source: its line,
+its node of a whole-file JSON session (both read by offset and length), or the source its
+reader gives an entry that is no span of its file (``Entry.source``: a database row). An
 operation or phase address gives its normalized record, rendered the same way (``raw``:
 :func:`~fabric_memory.memory.normalize.record_text`). Secrets in either are masked
 (``[REDACTED:<kind>]``, :func:`~fabric_memory.redact.redact_json`) unless the caller
@@ -37,12 +39,14 @@ from ..errors import ExpandError, MemoryIndexError, SessionError, UsageError, cl
 from ..redact import redact_json, redact_json_text
 from ..session import Entry, Session, hash_file, open_regular
 from ..sources import read_source, reader_for
+from ..sources.reader import LINE_ADDRESS, LINE_AGENTS
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
 from .locations import session_files
 from .normalize import line_value, normalize_session, record_text, source_records
 from .readable import KINDS, entry_kinds, render_entry, render_record
 from .sharded import Memory
+from .tombstones import Tombstone, load_tombstones
 
 MAX_SELECTORS = 100
 DEFAULT_MAX_ENTRIES = MAX_ENTRIES = 200
@@ -133,6 +137,8 @@ class ExpandPage(TypedDict):
     """With ``kinds``: the selected entries of other kinds, left out."""
     clamped: NotRequired[Clamped]
     """Limits asked above their maximum: key → [asked, used]."""
+    snapped: NotRequired[list[str]]
+    """A ``range`` end that fell between entries, and the entry it was moved to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +174,6 @@ class Source(Protocol):
         ...
 
 
-LINE_AGENTS = frozenset({"pi", "omp"})
-"""Agents whose lines are the entries themselves (Pi's format); another agent's entry is
-what its reader makes of its line (:mod:`fabric_memory.sources`)."""
 
 
 def expand(
@@ -248,13 +251,16 @@ def expand(
             f"{record.path}: lineage fingerprint is {source.lineage_fingerprint}, the pointer "
             f"expects {clipped(expected_lineage_fingerprint)}; the branch changed, recall again",
         )
+    snapped: list[str] = []
     selection = _select(source, record, entries, addresses, indices, range, positions, anchor,
-                        before, after)
+                        before, after, snapped)
     bounds = Bounds(max_entries, max_chars, entry_chars)
     page = _page(source, record, selection, request, bounds, entry_offset, text_offset,
                  show_secrets, raw, wanted)
     if clamped:
         page["clamped"] = clamped
+    if snapped:
+        page["snapped"] = snapped
     return page
 
 
@@ -348,14 +354,20 @@ class IndexedSource:
         return {int(doc["position"]): _located(doc) for doc in docs}
 
     def line(self, located: Located) -> bytes:
+        if located.length == 0:  # no span of the file: its reader holds the raw source
+            return _entry_source(self._entries(), located, self.record.path)
         return _read_line(self._fd, located, self.record.path)
 
     def value(self, located: Located, line: bytes) -> Any:
         if self.record.agent in LINE_AGENTS:
             return line_value(line, located.line, located.entry_id)
-        if self._read is None:  # read once, by its reader, only when another agent's
+        return _entry_raw(self._entries(), located)
+
+    def _entries(self) -> Mapping[str, Entry]:
+        """The file read once, by its reader, only when another agent's entry is asked for."""
+        if self._read is None:
             self._read = _read_as_hashed(self.record.path, self.source_hash).by_id
-        return _entry_raw(self._read, located)
+        return self._read
 
 
 class ParsedSource:
@@ -389,6 +401,8 @@ class ParsedSource:
         return {p: self._by_position[p] for p in positions if p in self._by_position}
 
     def line(self, located: Located) -> bytes:
+        if located.length == 0:  # no span of the file: its reader holds the raw source
+            return _entry_source(self._read, located, self.path)
         return _read_line(self._fd, located, self.path)
 
     def value(self, located: Located, line: bytes) -> Any:
@@ -416,6 +430,15 @@ def _entry_raw(entries: Mapping[str, Entry], located: Located) -> Any:
     return entry.raw if entry is not None and entry.line == located.line else {}
 
 
+def _entry_source(entries: Mapping[str, Entry], located: Located, path: str) -> bytes:
+    """The raw source a reader gave an entry that is no span of its file (a row)."""
+    entry = entries.get(located.entry_id)
+    if entry is None or entry.source is None or entry.line != located.line:
+        raise ExpandError("source_unavailable", f"{path}: entry {located.entry_id} is no "
+                          "longer where the index found it; run `fabric-memory reindex`")
+    return entry.source
+
+
 def _read_line(fd: int, located: Located, path: str) -> bytes:
     data = os.pread(fd, located.length, located.offset)
     if len(data) != located.length:
@@ -435,9 +458,11 @@ def _record(handle: Memory, session: str, roots: tuple[Path, ...]) -> SessionRec
     """The index's record of ``session``; when the index does not hold it (or there is no
     index yet), the one file under ``roots`` that holds it
     (:func:`~.locations.session_files`), read as it is now: a session's addresses expand
-    before any reindex has seen it."""
+    before any reindex has seen it. A forgotten session is ``session_forgotten``."""
+    forgotten = load_tombstones(handle.root)
+    _refuse_forgotten(forgotten.of_id(session), session)
     try:
-        return load_catalog(handle).resolve(session, roots)
+        record = load_catalog(handle).resolve(session, roots)
     except (ExpandError, MemoryIndexError) as exc:
         if isinstance(exc, ExpandError) and exc.code != "session_not_found":
             raise
@@ -448,8 +473,19 @@ def _record(handle: Memory, session: str, roots: tuple[Path, ...]) -> SessionRec
                                   f"shared by {len(files)} files "
                                   f"({', '.join(map(str, files))}); pass the path") from None
             raise
-    path = str(files[0])
-    return SessionRecord(path, session, 0, 0, "", "", 0, 0, "", agent=reader_for(path).name)
+        path = str(files[0])
+        _refuse_forgotten(forgotten.of_path(os.path.realpath(path)), session)
+        return SessionRecord(path, session, 0, 0, "", "", 0, 0, "",
+                             agent=reader_for(path).name)
+    _refuse_forgotten(forgotten.refuses(record.path, record.session_id), session)
+    return record
+
+
+def _refuse_forgotten(stone: Tombstone | None, session: str) -> None:
+    if stone is not None:
+        raise ExpandError("session_forgotten", f"session {clipped(session)}: forgotten on "
+                          f"{stone.forgotten_at} (fabric-memory forget); bring it back with "
+                          f"`fabric-memory forget --undo {stone.session_id}`")
 
 
 def _open_source(handle: Memory, record: SessionRecord) -> Source:
@@ -486,7 +522,7 @@ Target = tuple[str, str | int]
 def _select(
     source: Source, record: SessionRecord, entries: Sequence[str], addresses: Sequence[str],
     indices: Sequence[int], range_: str | None, positions: str | None, anchor: str | None,
-    before: int, after: int,
+    before: int, after: int, snapped: list[str] | None = None,
 ) -> list[Target]:
     """The ordered, de-duplicated selection (addresses are resolved later, per page).
 
@@ -506,7 +542,7 @@ def _select(
                 continue
             located = resolved[target]
             around = _around(source, located.position, before, after)
-            if located.kind == "entry" and located.address == str(target[1]):
+            if located.kind == "entry" and _PHASE.fullmatch(str(target[1])) is None:
                 targets.extend(around)
             else:  # an operation or a phase: itself, amid its entry's neighbours
                 at = around.index(("position", located.position))
@@ -514,7 +550,7 @@ def _select(
     else:
         targets.extend(named)
     if range_ is not None:
-        first, last = _address_range(range_, source, record)
+        first, last = _address_range(range_, source, record, snapped)
         targets.extend(("position", p) for p in range(first, last + 1))
     if positions is not None:
         first, last = _range(positions, source.entries, record)
@@ -534,27 +570,104 @@ _RANGE = re.compile(r"\s*(.+?)\s*(?:\.\.\.?|:|\s)\s*(.+?)\s*")
 """FIRST:LAST, or a summary's ``FIRST ... LAST`` (``..`` too)."""
 
 
-def _address_range(text: str, source: Source, record: SessionRecord) -> tuple[int, int]:
+def _address_range(text: str, source: Source, record: SessionRecord,
+                   snapped: list[str] | None = None) -> tuple[int, int]:
     """The entry positions from address FIRST to address LAST, inclusive.
 
-    Two plain numbers that are not both entry ids of the session are entry positions (the
-    spelling ``--range`` had before it took addresses; ``--position-range`` says it
-    unambiguously).
+    A line address (``L1805``) that names no entry (the line is bookkeeping, or not an
+    entry's) is moved to the nearest entry inside the range (FIRST to the next entry, LAST
+    to the one before), else to the nearest one at all, and ``snapped`` says so. Two plain
+    numbers that are not both entry ids of the session are entry positions (the spelling
+    ``--range`` had before it took addresses; ``--position-range`` says it unambiguously).
     """
     match = _RANGE.fullmatch(text)
     if match is None:
         raise UsageError(f"--range {clipped(text)}: use FIRST:LAST entry addresses, e.g. "
                          "L12:L31 (a summary's [L12 ... L31])")
     first, last = match.group(1), match.group(2)
-    found = source.find([first, last])
+    found = _find(source, [first, last])
     if (first not in found or last not in found) and first.isdigit() and last.isdigit():
         return _range(f"{first}:{last}", source.entries, record)
-    ends = _resolve(source, record, [("address", first), ("address", last)])
-    low, high = ends[("address", first)].position, ends[("address", last)].position
+    ends: list[int] = []
+    for end, address in (("first", first), ("last", last)):
+        line = LINE_ADDRESS.fullmatch(address)
+        number = int(line.group(1)) if line is not None and not line.group(2) else 0
+        at = _snap(source, number, end == "first") if number and address not in found else None
+        if at is not None:
+            to = source.at([at])[at]
+            if snapped is not None:
+                snapped.append(f"--range {end} {address} names no entry; moved to the "
+                               f"{'next' if to.line > number else 'previous'} entry, "
+                               f"{to.address} (line {to.line})")
+            ends.append(at)
+        else:
+            ends.append(_resolve(source, record, [("address", address)])[
+                ("address", address)].position)
+    low, high = ends
     if low > high:
         raise UsageError(f"--range {clipped(text)}: {first} comes after {last} in the session; "
                          "give the earlier address first")
     return low, high
+
+
+def _first_at_line(source: Source, line: int) -> int:
+    """The position of the first entry whose line is ``line`` or later (``entries``: none),
+    by a binary search over positions (entries are in file order)."""
+    low, high = 0, source.entries
+    while low < high:
+        middle = (low + high) // 2
+        if source.at([middle])[middle].line < line:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _snap(source: Source, line: int, forward: bool) -> int | None:
+    """The position of the entry nearest ``line`` on the range's inside (``forward``: the
+    first entry after it, else the last before it; else the one on the other side); None
+    when ``line`` lies past the session's last entry (no entry is near it: it is wrong)."""
+    after = _first_at_line(source, line)
+    if after >= source.entries:
+        return None
+    before = after - 1
+    return after if forward or before < 0 else before
+
+
+def _own(address: str, located: Located) -> str:
+    """``address`` as the session itself spells it: a line address found by its line
+    (``L877``, ``L877/3``, ``L877/phase:0``) becomes the entry's own id, its operation's
+    address, or its phase's; any other address as it is."""
+    if address == located.address or not LINE_ADDRESS.match(address):
+        return address
+    phase = _PHASE.fullmatch(address)
+    if phase is not None:
+        return f"{located.entry_id}/phase:{phase.group(2)}"
+    return located.address
+
+
+def _find(source: Source, addresses: Sequence[str]) -> dict[str, list[Located]]:
+    """:meth:`Source.find`, and a line address (``L877``, ``L877.1``, ``L877/3``) of an
+    entry whose id is not one (a Claude Code entry's is a UUID) found by its line."""
+    found = source.find(addresses)
+    for address in addresses:
+        if address in found:
+            continue
+        head, slash, rest = address.partition("/")
+        line = LINE_ADDRESS.fullmatch(head)
+        if line is None or not source.entries:
+            continue
+        at = _first_at_line(source, int(line.group(1))) + int(line.group(2) or 0)
+        if at >= source.entries:
+            continue
+        entry = source.at([at])[at]
+        if entry.line != int(line.group(1)):
+            continue
+        real = entry.address + slash + rest
+        hits = source.find([real]).get(real)
+        if hits:
+            found[address] = hits
+    return found
 
 
 def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -> dict[
@@ -565,7 +678,7 @@ def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -
     """
     named = {t: _PHASE.fullmatch(str(t[1])) for t in targets if t[0] != "position"}
     lookup = {t: (m.group(1) if m else str(t[1])) for t, m in named.items()}
-    found = source.find(list(dict.fromkeys(lookup.values()))) if lookup else {}
+    found = _find(source, list(dict.fromkeys(lookup.values()))) if lookup else {}
     positions = [int(t[1]) for t in targets if t[0] == "position"]
     at = source.at(positions) if positions else {}
     resolved: dict[Target, Located] = {}
@@ -646,7 +759,7 @@ def _page(
     following: tuple[int, int] | None = None
     for target in window:
         located = resolved[target]
-        address = str(target[1]) if target[0] != "position" else None
+        address = _own(str(target[1]), located) if target[0] != "position" else None
         text = _text(source, located, address, records, raw, show_secrets)
         if offset > len(text) or (offset == len(text) and offset > 0):
             raise ExpandError("text_offset_out_of_bounds",

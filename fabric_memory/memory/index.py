@@ -38,6 +38,7 @@ from ..errors import IndexBusyError, IndexLockedError, MemoryIndexError, QueryEr
 from ..redact import RULES_FINGERPRINT
 from ..words import CJK_CLASS, MAX_WORD_BYTES, STOP_WORDS, cjk_pairs, is_cjk
 from .locations import make_private_dirs
+from .rerank import HEAD, PASSAGE_CHARS, Candidate, fold, passage_discount
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
@@ -251,6 +252,8 @@ class Hit:
     words: int | None = None
     """How many of the query's ranking words the document holds (None without text, or
     for a regex); :attr:`HitPage.words` says of how many."""
+    similar: tuple[str, ...] = ()
+    """The addresses of the near-identical outputs folded into this hit (:mod:`.rerank`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,18 +270,25 @@ class HitPage:
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """One hit before its document is read."""
+    """One hit before its document is read (or once read, for the head of a text query)."""
 
     part: int
     """0: the hit holds every word of a query whose words need not all match (or the query
     has no such parts); 1: only some. Part 0 comes first."""
     value: float
-    """Its BM25 score, or its time (ms) when the query has no text (newest first)."""
+    """Its score (rescored in the head, :mod:`.rerank`), or its time (ms) when the query has
+    no text (newest first)."""
     address: tantivy.DocAddress
+    head: bool = False
+    """Whether it was read and rescored: the head of a part comes before the rest of it."""
+    similar: tuple[str, ...] = ()
+    """The addresses of the near-identical outputs folded into it."""
+    doc: tantivy.Document | None = field(default=None, compare=False)
+    """Its document, when the head read it."""
 
-    def key(self) -> tuple[int, float]:
+    def key(self) -> tuple[int, bool, float]:
         """Where the hit falls in an order merged from several rankings (smaller first)."""
-        return (self.part, -self.value)
+        return (self.part, not self.head, -self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +319,8 @@ class Ranking:
                 generator = tantivy.SnippetGenerator.create(self.searcher, plan.snippet,
                                                             SCHEMA, "text")
                 generator.set_max_num_chars(snippet_chars)
-            docs = [self.searcher.doc(ranked.address) for ranked in chosen]
+            docs = [ranked.doc if ranked.doc is not None else self.searcher.doc(ranked.address)
+                    for ranked in chosen]
             held = self._words_held([doc for ranked, doc in zip(chosen, docs, strict=True)
                                      if ranked.part == 1])
             hits = []
@@ -322,27 +333,70 @@ class Ranking:
                 score = ranked.value if plan is not None else None
                 words = held.get(_doc_key(ranked.address), self.words) if ranked.part else (
                     self.words)
-                hits.append(Hit(score, fields, snippet, words))
+                hits.append(Hit(score, fields, snippet, words, ranked.similar))
         return hits
 
     def _words_held(self, some: list[tantivy.Document]) -> dict[tuple[int, int], int]:
-        """How many of the plan's words each document of the some-words part holds: one
-        search over those documents alone (by path and address), each word scoring 1."""
-        if not some or self.plan is None or not self.plan.counted:
+        """How many of the plan's words each document of the some-words part holds."""
+        if self.plan is None:
             return {}
-        # Each document by its path and address: two term postings intersected, read lazily
-        # (a term set would collect every document of those sessions first).
-        each = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.boolean_query([
-            (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, name, str(doc.get_first(name))))
-            for name in ("path", "address")])) for doc in some])
-        query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, tantivy.Query.const_score_query(each, 0.0))]
-            + [(tantivy.Occur.Should, tantivy.Query.const_score_query(word, 1.0))
-               for word in self.plan.counted])
-        result = self.searcher.search(query, limit=len(some), count=True)
-        if _count(result) > len(result.hits):
-            result = self.searcher.search(query, limit=_count(result))
-        return {_doc_key(address): round(score) for score, address in result.hits}
+        counts = _held(self.searcher, some, self.plan.counted, [1.0] * len(self.plan.counted))
+        return {key: round(score) for key, score in counts.items()}
+
+
+def _held(searcher: tantivy.Searcher, some: Sequence[tantivy.Document],
+          words: Sequence[tantivy.Query], weights: Sequence[float]) -> dict[tuple[int, int], float]:
+    """The sum of the ``weights`` of the ``words`` each of ``some`` documents holds: one
+    search over those documents alone (by path and address), each word scoring its weight."""
+    if not some or not words:
+        return {}
+    # Each document by its path and address: two term postings intersected, read lazily
+    # (a term set would collect every document of those sessions first).
+    each = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.boolean_query([
+        (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, name, str(doc.get_first(name))))
+        for name in ("path", "address")])) for doc in some])
+    query = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Must, tantivy.Query.const_score_query(each, 0.0))]
+        + [(tantivy.Occur.Should, tantivy.Query.const_score_query(word, weight))
+           for word, weight in zip(words, weights, strict=True)])
+    result = searcher.search(query, limit=len(some), count=True)
+    if _count(result) > len(result.hits):
+        result = searcher.search(query, limit=_count(result))
+    return {_doc_key(address): score for score, address in result.hits}
+
+
+def _read_head(searcher: tantivy.Searcher, plan: _Plan,
+               head: list[Ranked]) -> tuple[list[Ranked], list[Ranked]]:
+    """The head of a text query's ranking read and reordered (:mod:`.rerank`): each long
+    entry of the some-words part keeps the held-word bonus of its best passage, near-identical
+    outputs fold into the best of them. Returns the head and the hits folded away."""
+    docs = [searcher.doc(ranked.address) for ranked in head]
+    texts = [str(doc.get_first("text") or "") for doc in docs]
+    values = [ranked.value for ranked in head]
+    long = [at for at, ranked in enumerate(head)
+            if ranked.part == 1 and len(texts[at]) > PASSAGE_CHARS]
+    if long and plan.snippet is not None and plan.bonus:
+        held = _held(searcher, [docs[at] for at in long], plan.counted, plan.bonus)
+        bonus = dict(zip(plan.names, plan.bonus, strict=True))
+        passages = tantivy.SnippetGenerator.create(searcher, plan.snippet, SCHEMA, "text")
+        passages.set_max_num_chars(PASSAGE_CHARS)
+        for at in long:
+            passage = passages.snippet_from_doc(docs[at]).fragment()
+            values[at] -= passage_discount(len(texts[at]), held.get(_doc_key(head[at].address),
+                                                                    0.0), passage, bonus)
+    candidates = [Candidate(ranked.part, value, text, str(doc.get_first("path")),
+                            _str(doc.get_first("role")), _str(doc.get_first("tool")))
+                  for ranked, value, text, doc in zip(head, values, texts, docs, strict=True)]
+    kept = fold(candidates)
+    chosen = {at for at, _ in kept}
+    return ([Ranked(head[at].part, values[at], head[at].address, True,
+                    tuple(str(docs[other].get_first("address")) for other in folded), docs[at])
+             for at, folded in kept],
+            [ranked for at, ranked in enumerate(head) if at not in chosen])
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _doc_key(address: tantivy.DocAddress) -> tuple[int, int]:
@@ -608,8 +662,9 @@ class MemoryIndex:
                        ranking.all_words, ranking.words)
 
     def rank(self, spec: SearchSpec, *, limit: int, offset: int) -> Ranking:
-        """The order of :meth:`search`, no document read yet: a sharded index ranks every
-        shard, merges the rankings, then reads only the hits it keeps."""
+        """The order of :meth:`search`, no document read yet but the head of a text query's
+        (:func:`_read_head`): a sharded index ranks every shard, merges the rankings, then
+        reads only the hits it keeps."""
         searcher = self.searcher()
         where = str(self.directory)
         with _translated(where):
@@ -619,23 +674,29 @@ class MemoryIndex:
                                          count=True, order_by_field="time_ms",
                                          order=tantivy.Order.Desc)
                 return Ranking(_count(result), _ranked(0, result.hits), searcher, where)
+            # The page is cut from the whole order after the head is read (it may fold
+            # hits, so the index is asked for as many more).
+            depth = offset + limit + HEAD
+            all_words: int | None = None
             if plan.rest is None or plan.every is None:
-                result = searcher.search(_combine(plan.first, spec), limit=limit, offset=offset,
-                                         count=True)
-                return Ranking(_count(result), _ranked(0, result.hits), searcher, where, plan)
-            # Two parts, one ranking: every word, then some words but not every one.
-            first = searcher.search(_combine(plan.first, spec), limit=limit, offset=offset,
-                                    count=True)
-            all_words = _count(first)
-            rest_query = _combine(plan.rest if not all_words else tantivy.Query.boolean_query(
-                [(tantivy.Occur.Should, plan.rest), (tantivy.Occur.MustNot, plan.every)]), spec)
-            rest_offset = max(offset - all_words, 0)
-            rest_limit = limit - len(first.hits)
-            rest = searcher.search(rest_query, limit=max(rest_limit, 1), offset=rest_offset,
-                                   count=True)
-            found = _ranked(0, first.hits) + (_ranked(1, rest.hits[:rest_limit])
-                                              if rest_limit > 0 else [])
-            return Ranking(all_words + _count(rest), found, searcher, where, plan, all_words)
+                result = searcher.search(_combine(plan.first, spec), limit=depth, count=True)
+                found, total = _ranked(0, result.hits), _count(result)
+            else:  # two parts, one ranking: every word, then some words but not every one
+                first = searcher.search(_combine(plan.first, spec), limit=depth, count=True)
+                all_words = _count(first)
+                rest_query = _combine(plan.rest if not all_words else tantivy.Query.boolean_query(
+                    [(tantivy.Occur.Should, plan.rest), (tantivy.Occur.MustNot, plan.every)]),
+                    spec)
+                wanted = depth - len(first.hits)
+                rest = searcher.search(rest_query, limit=max(wanted, 1), count=True)
+                found = _ranked(0, first.hits) + _ranked(1, rest.hits[:max(wanted, 0)])
+                total = all_words + _count(rest)
+            head, folded = _read_head(searcher, plan, found[:HEAD])
+            if all_words is not None:
+                all_words -= sum(ranked.part == 0 for ranked in folded)
+            ordered = head + found[HEAD:]
+            return Ranking(total - len(folded), ordered[offset:offset + limit], searcher, where,
+                           plan, all_words)
 
     def lookup(
         self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
@@ -950,6 +1011,10 @@ class _Plan:
     snippet: tantivy.Query | None = None
     counted: tuple[tantivy.Query, ...] = ()
     words: int | None = None
+    names: tuple[str, ...] = ()
+    """The counted words as :func:`fabric_memory.words.words` reads them."""
+    bonus: tuple[float, ...] = ()
+    """What holding each counted word adds to a document's score (COVERAGE times its IDF)."""
 
 
 def query_words(text: str) -> list[tuple[int, QueryWord]]:
@@ -1006,13 +1071,13 @@ def _plan(spec: SearchSpec, searcher: tantivy.Searcher) -> _Plan | None:
     if spec.match_all:
         return _Plan(first, snippet=snippet, words=len(words))
     total = max(searcher.num_docs, 1)
+    held = tuple(COVERAGE * _idf(_frequency(searcher, word), total) for word in words)
     rest = tantivy.Query.boolean_query([
-        clause for word in words for clause in (
-            (tantivy.Occur.Should, tantivy.Query.const_score_query(
-                queries[word], COVERAGE * _idf(_frequency(searcher, word), total))),
+        clause for word, weight in zip(words, held, strict=True) for clause in (
+            (tantivy.Occur.Should, tantivy.Query.const_score_query(queries[word], weight)),
             (tantivy.Occur.Should, queries[word]))] + bonus)
     return _Plan(first, rest, every, snippet, tuple(queries[word] for word in words),
-                 len(words))
+                 len(words), tuple("".join(word) for word in words), held)
 
 
 def _no_words(text: str) -> NoReturn:

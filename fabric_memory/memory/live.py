@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import FabricMemoryError, MissingExtraError, UsageError, WatchError
-from ..session import iter_session_files
-from ..sources import skipped
+from ..sources import listed, session_files, skipped
 from .catalog import StatKey, default_roots, stat_key
 from .locations import index_root
 from .reindex import reindex, reindex_paths
@@ -160,6 +159,34 @@ def watch_sessions(
         pending.caught_up = False  # what changed while nothing watched
 
 
+def keep_live(*, sessions: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None,
+              stop: Stop, log: Callable[[str], None] | None = None,
+              agents: str | None = None) -> None:
+    """:func:`watch_sessions` as a long-running door runs it in a thread (the MCP server,
+    the web view): each step that changed something and each failure is one line to
+    ``log``, and nothing it raises escapes (the door serves what is indexed)."""
+    def step(done: LiveReport) -> None:
+        report = done.report
+        changed = report["indexed"] + len(report["removed"]) + len(report["stale"])
+        if log is not None and (changed or report["invalid"]):
+            log(f"live index ({done.kind}): {report['indexed']} indexed, "
+                f"{len(report['removed'])} removed, {len(report['invalid'])} invalid")
+
+    def failed(exc: FabricMemoryError) -> None:
+        if log is not None:
+            log(f"live index: {exc.message} (retrying)")
+
+    try:
+        watch_sessions(sessions=sessions, index=index, stop=stop, on_step=step,
+                       on_error=failed, agents=agents)
+    except FabricMemoryError as exc:  # no sessions folder, no watchfiles: serve what is indexed
+        if log is not None:
+            log(f"live index off: {exc.message}")
+    except Exception as exc:  # a thread's last word: one line, not a traceback
+        if log is not None:
+            log(f"live index off: the watcher stopped ({type(exc).__name__}: {exc})")
+
+
 def _readable_folders(roots: tuple[Path, ...]) -> set[str]:
     """Every folder under ``roots`` (the roots included) that can be listed, entering no
     symlinked folder (as the walk of ``reindex`` does)."""
@@ -237,8 +264,8 @@ def _session_paths(paths: Iterable[str]) -> set[str]:
     session file in it (its files may have been written before it was watched)."""
     found: set[str] = set()
     for path in paths:
-        if path.endswith(".jsonl"):
+        if path.endswith(".jsonl") or listed(path):
             found.add(path)
         elif os.path.isdir(path) and not os.path.islink(path):
-            found.update(str(file) for file in iter_session_files(path))
+            found.update(str(file) for file in session_files(path))
     return {path for path in found if not skipped(path)}

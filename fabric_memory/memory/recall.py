@@ -118,6 +118,12 @@ class RecallHit(TypedDict):
     queryWords: NotRequired[int]
     """... of how many: the words the query ranks by (without the stop words, all of them
     when every word must match; a run of CJK characters counts as its overlapping pairs)."""
+    similar: NotRequired[int]
+    """How many near-identical outputs of the same session (the same command run again:
+    other timings, sizes, hashes) were folded into this hit; they are not hits of their
+    own."""
+    similarAddresses: NotRequired[list[str]]
+    """... their addresses (``expand`` reads them)."""
     parentId: NotRequired[str]
     role: NotRequired[str]
     tool: NotRequired[str]
@@ -336,6 +342,9 @@ def _hit(
     if hit.words is not None and words is not None:
         result["wordsHeld"] = hit.words
         result["queryWords"] = words
+    if hit.similar:
+        result["similar"] = len(hit.similar)
+        result["similarAddresses"] = list(hit.similar)
     optional = cast(dict[str, Any], result)
     for name, key in (("parent_id", "parentId"), ("role", "role"), ("tool", "tool"),
                       ("ref", "ref"), ("provider", "provider"), ("action", "action"),

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ..arguments import check_name
 from ..errors import MemoryIndexError, SessionError, UsageError, clipped, is_utf8, printable
-from ..session import DEFAULT_MAX_LINE_BYTES, hash_file, iter_session_files
-from ..sources import read_source, reader_for, skipped
+from ..session import DEFAULT_MAX_LINE_BYTES, hash_file
+from ..sources import read_source, reader_for, session_files, skipped
 from .catalog import (
     Catalog,
     IndexedProjects,
@@ -43,6 +43,7 @@ from .catalog import (
     now_iso,
     stat_key,
 )
+from .ignore import head_folder, ignored
 from .index import Writer, close_inherited_locks, item_json
 from .locations import SESSIONS_ENV, chosen_agents, discovered_roots, holds, inside_any
 from .normalize import normalize_session
@@ -59,6 +60,7 @@ from .shards import (
     build_shards,
     write_shard,
 )
+from .tombstones import Tombstones, load_tombstones
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 DEFAULT_COMMIT_EVERY = 50_000
@@ -92,6 +94,8 @@ class _Parsed:
     notes: tuple[str, ...] = ()
     salvaged: tuple[str, ...] = ()
     redacted: tuple[tuple[str, int], ...] = ()
+    ignored: str | None = None
+    """Why the session is kept out of memory: its working folder is ignored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,12 +180,16 @@ def _reindex(
                                  "(more parsers than CPUs only compete for them)")
         count = cpus
     report["workers"] = count
-    candidates = (chain.from_iterable(map(iter_session_files, roots)) if session is None
+    candidates = (chain.from_iterable(map(session_files, roots)) if session is None
                   else [_one_session(roots, session)])
     files, outside = _inside(roots, (path for path in candidates if not skipped(str(path))))
     report["invalid"].extend(outside)
     report["sessions"] = len(files)
     if sharding.sharded or isinstance(handle, ShardedIndex):
+        forgotten = load_tombstones(handle.root)
+        report["excluded"].extend(_forgotten_reason(path, forgotten) for path in files
+                                  if forgotten.of_path(path) is not None)
+        files = [path for path in files if forgotten.of_path(path) is None]
         if session is not None and sharding.cluster is not None:
             raise UsageError("--session: a cluster builds shards of many sessions; drop "
                              "--cluster to index the one file into the index's delta")
@@ -200,9 +208,11 @@ def _reindex(
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
-    pending, gone = _plan_all(roots, files, committed, full, max_line_bytes, one, narrowed)
+    pending, gone, excluded = _plan_all(roots, files, committed, full, max_line_bytes, one,
+                                        narrowed, load_tombstones(handle.root))
     if not full and not pending and not gone:
-        report["skipped"] = len(files)
+        report["excluded"].extend(excluded)
+        report["skipped"] = len(files) - len(excluded)
         report["invalid"].extend(_still_invalid(files, committed))
         report["seconds"] = round(time.perf_counter() - started, 4)
         return report
@@ -215,36 +225,31 @@ def _reindex(
                 report["notices"].append(writer.notice)
                 full = True
             catalog = load_catalog(handle)
-            tasks, gone = _plan_all(roots, files, catalog, full, max_line_bytes, one, narrowed)
+            forgotten = load_tombstones(handle.root)  # read under the lock forget writes it under
+            tasks, gone, excluded = _plan_all(roots, files, catalog, full, max_line_bytes, one,
+                                              narrowed, forgotten)
             if tasks != pending:
                 parsing.cancel()
                 parsing = _Parsing(tasks, pool, 4 * count)
-            _write_all(writer, parsing, catalog, files, gone, commit_every, progress, report)
-    report["seconds"] = round(time.perf_counter() - started, 4)
-    return report
-
-
-def _write_all(writer: Writer, parsing: _Parsing, catalog: Catalog, files: list[str],
-               gone: list[SessionRecord], commit_every: int, progress: ProgressCallback | None,
-               report: ReindexReport) -> None:
-    """Apply every parsed file and forget every file that is gone, committing every
-    ``commit_every`` documents and at the end."""
-    tasks = parsing.tasks
-    report["skipped"] = done = len(files) - len(tasks)
-    planned = {task.path for task in tasks}
-    report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
-    for parsed in parsing:
-        _apply(writer, parsed, catalog.by_path.get(parsed.path), report)
-        if writer.pending >= commit_every:
+            report["excluded"].extend(excluded)
+            report["skipped"] = done = len(files) - len(tasks) - len(excluded)
+            planned = {task.path for task in tasks} | {item["path"] for item in excluded}
+            report["invalid"].extend(_still_invalid([f for f in files if f not in planned],
+                                                     catalog))
+            for parsed in parsing:
+                _apply(writer, parsed, catalog.by_path.get(parsed.path), report, forgotten)
+                if writer.pending >= commit_every:
+                    writer.commit()
+                    report["commits"] += 1
+                done += 1
+                if progress is not None:
+                    progress(Progress(done, len(files), report["indexed"], report["skipped"]))
+            for record, reason in gone:
+                _forget(writer, record, report, reason)
             writer.commit()
             report["commits"] += 1
-        done += 1
-        if progress is not None:
-            progress(Progress(done, len(files), report["indexed"], report["skipped"]))
-    for record in gone:
-        _forget(writer, record, report)
-    writer.commit()
-    report["commits"] += 1
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    return report
 
 
 def reindex_paths(
@@ -267,8 +272,10 @@ def reindex_paths(
 def _update_paths(
     handle: Memory, roots: tuple[Path, ...], paths: Iterable[str | os.PathLike[str]],
     lock_timeout: float, max_line_bytes: int, narrowed: frozenset[str] | None, *, fresh: bool,
+    store: Path | None = None,
 ) -> ReindexReport:
-    """(``fresh``: ``handle`` is a new, empty index, whose records need no looking up.)"""
+    """(``fresh``: ``handle`` is a new, empty index, whose records need no looking up;
+    ``store``: the index root whose forgotten sessions to leave out, if not ``handle``'s.)"""
     started = time.perf_counter()
     report = new_report(roots, handle.root)
     names = sorted({os.fspath(path) for path in paths})
@@ -283,17 +290,24 @@ def _update_paths(
         if writer.notice:
             report["notices"].append(writer.notice)
         catalog = Catalog() if fresh else Catalog(snapshot=handle.records())
+        forgotten = load_tombstones(store or handle.root)
         for name in gone:
             record = catalog.record(name)
             if record is not None:
-                _forget(writer, record, report)
+                _forget(writer, record, report, GONE)
+        folders: dict[str, str | None] = {}
         for path in files:
             record = catalog.record(path)
             task = _plan(path, record, False, max_line_bytes)
-            if task is None or not _written_by(narrowed, path, max_line_bytes):
+            reason = _left_out(path, record, task, forgotten, folders)
+            if reason is not None:
+                report["excluded"].append({"path": path, "reason": reason})
+                if record is not None:
+                    _forget(writer, record, report, reason)
+            elif task is None or not _written_by(narrowed, path, max_line_bytes):
                 report["skipped"] += 1
             else:
-                _apply(writer, _parse(task), record, report)
+                _apply(writer, _parse(task), record, report, forgotten)
         writer.commit()
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
@@ -306,7 +320,8 @@ def build_shard(task: ShardTask) -> ShardResult:
     roots = tuple(Path(root) for root in task.roots)
     narrowed = chosen_agents(task.agents)
     return write_shard(task, lambda handle: _update_paths(
-        handle, roots, task.files, 0.0, task.max_line_bytes, narrowed, fresh=True))
+        handle, roots, task.files, 0.0, task.max_line_bytes, narrowed, fresh=True,
+        store=Path(task.folder).parent))
 
 
 @contextlib.contextmanager
@@ -394,20 +409,61 @@ def _committed(handle: Memory) -> Catalog:
 
 def _plan_all(
     roots: tuple[Path, ...], files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
-    one: bool = False, agents: frozenset[str] | None = None,
-) -> tuple[list[_Task], list[SessionRecord]]:
-    """Files to parse, and records under ``roots`` whose file is gone (to be forgotten): a
-    deleted or renamed file, or one indexed under another spelling of its path; ``one``:
-    ``files`` is the one session asked for, so no other record is looked at; ``agents``:
-    only files those agents wrote are parsed (told by their first line)."""
-    tasks = [task for path in files
-             if (task := _plan(path, catalog.by_path.get(path), full, max_line_bytes))
-             and _written_by(agents, path, max_line_bytes)]
+    one: bool, agents: frozenset[str] | None, forgotten: Tombstones,
+) -> tuple[list[_Task], list[tuple[SessionRecord, str]], list[PathReason]]:
+    """Files to parse; records to delete, each with why: under ``roots`` and its file gone (a
+    deleted or renamed file, or one indexed under another spelling of its path), or kept out
+    of memory (forgotten, or its folder ignored); and the files kept out. ``one``: ``files``
+    is the one session asked for, so no other record is looked at; ``agents``: only files
+    those agents wrote are parsed (told by their first line)."""
+    tasks: list[_Task] = []
+    drop: list[tuple[SessionRecord, str]] = []
+    excluded: list[PathReason] = []
+    folders: dict[str, str | None] = {}
+    for path in files:
+        record = catalog.by_path.get(path)
+        task = _plan(path, record, full, max_line_bytes)
+        reason = _left_out(path, record, task, forgotten, folders)
+        if reason is not None:
+            excluded.append({"path": path, "reason": reason})
+            if record is not None:
+                drop.append((record, reason))
+        elif task is not None and _written_by(agents, path, max_line_bytes):
+            tasks.append(task)
     if one:
-        return tasks, []
+        return tasks, drop, excluded
     seen = set(files)
-    gone = [r for r in catalog.records if r.path not in seen and holds(roots, r.path)]
-    return tasks, gone
+    drop.extend((r, GONE) for r in catalog.records if r.path not in seen and holds(roots, r.path))
+    return tasks, drop, excluded
+
+
+GONE = "the session file is gone; its documents removed"
+
+
+def _left_out(
+    path: str, record: SessionRecord | None, task: _Task | None, forgotten: Tombstones,
+    folders: dict[str, str | None],
+) -> str | None:
+    """Why ``path`` is kept out of memory, or None: forgotten, or its working folder is
+    ignored (the record's folder, else the one the file's head names: a new file is not
+    read further). ``folders`` remembers each folder's answer for one run."""
+    if forgotten.of_path(path) is not None:
+        return _forgotten_reason(path, forgotten)["reason"]
+    cwd = record.cwd if record is not None else head_folder(path) if task is not None else None
+    if cwd is None:
+        return None
+    if cwd not in folders:
+        folders[cwd] = ignored(cwd)
+    reason = folders[cwd]
+    return None if reason is None else f"not indexed: its working folder is ignored ({reason})"
+
+
+def _forgotten_reason(path: str, forgotten: Tombstones, session_id: str | None = None
+                      ) -> PathReason:
+    stone = forgotten.refuses(path, session_id)
+    assert stone is not None
+    return {"path": path, "reason": f"forgotten on {stone.forgotten_at}; bring it back with "
+            f"`fabric-memory forget --undo {stone.session_id}`"}
 
 
 def _written_by(agents: frozenset[str] | None, path: str, max_line_bytes: int) -> bool:
@@ -426,19 +482,20 @@ def refresh_sessions(
     report = new_report((), handle.root)
     with handle.writer(timeout=timeout, threads=1) as writer:
         catalog = load_catalog(handle)
+        forgotten = load_tombstones(handle.root)
         for given in records:
             record = catalog.record(given.path)
             report["sessions"] += 1
             if record is None:
                 continue
             if stat_key(record.path) is None:
-                _forget(writer, record, report)
+                _forget(writer, record, report, GONE)
                 continue
             task = _plan(record.path, record, False, DEFAULT_MAX_LINE_BYTES)
             if task is None:
                 report["skipped"] += 1
                 continue
-            _apply(writer, _parse(task), record, report)
+            _apply(writer, _parse(task), record, report, forgotten)
         writer.commit()
         report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
@@ -469,6 +526,10 @@ def _parse(task: _Task) -> _Parsed:
         session = read_source(task.path, task.max_line_bytes)
     except SessionError as exc:
         return _Parsed(task.path, invalid=exc.message)
+    reason = ignored(session.project)  # the head did not say: the reader's answer decides
+    if reason is not None:
+        return _Parsed(task.path, ignored=f"not indexed: its working folder is ignored "
+                       f"({reason})")
     normalized = normalize_session(session)
     salvaged = [p.located(session.path) for p in normalized.salvaged]
     problems = [*salvaged, *(p.located(session.path) for p in session.malformed)]
@@ -604,8 +665,19 @@ def _parse_batch(tasks: list[_Task]) -> list[_Parsed]:
 
 
 def _apply(
-    writer: Writer, parsed: _Parsed, previous: SessionRecord | None, report: ReindexReport
+    writer: Writer, parsed: _Parsed, previous: SessionRecord | None, report: ReindexReport,
+    forgotten: Tombstones,
 ) -> None:
+    record = parsed.record
+    left_out = (_forgotten_reason(parsed.path, forgotten, record.session_id)
+                if record is not None and forgotten.refuses(parsed.path, record.session_id)
+                else {"path": parsed.path, "reason": parsed.ignored} if parsed.ignored
+                else None)
+    if left_out is not None:
+        report["excluded"].append(left_out)
+        if previous is not None:
+            _forget(writer, previous, report, left_out["reason"])
+        return
     if parsed.invalid is not None:
         report["invalid"].append({"path": parsed.path, "reason": parsed.invalid})
         if previous is not None:
@@ -620,7 +692,6 @@ def _apply(
                           _touched(previous, checked).encode())
         report["skipped"] += 1
         return
-    record = parsed.record
     assert record is not None
     refused = writer.replace_session(parsed.path, parsed.documents)
     if refused is not None:
@@ -644,10 +715,9 @@ def _touched(record: SessionRecord, checked: StatKey | None) -> SessionRecord:
     return replace(record, mtime_ns=mtime, checked=checked)
 
 
-def _forget(writer: Writer, record: SessionRecord, report: ReindexReport) -> None:
+def _forget(writer: Writer, record: SessionRecord, report: ReindexReport, reason: str) -> None:
     writer.remove_session(record.path)
-    report["removed"].append({"path": record.path,
-                              "reason": "the session file is gone; its documents removed"})
+    report["removed"].append({"path": record.path, "reason": reason})
 
 
 def _mark_stale(

@@ -14,6 +14,7 @@ from .index import REBUILD
 if TYPE_CHECKING:  # types only: rendering a recall must not load the writer or expand
     from .catalog import SessionsReport, StatsReport, VerifyReport
     from .expand import ExpandedEntry, ExpandPage
+    from .forget import ForgetReport
     from .recall import RecallHit, RecallResponse
     from .report import Progress, ReindexReport
 
@@ -43,12 +44,32 @@ def render_reindex(report: ReindexReport) -> str:
     if report["redacted"]:
         masked = ", ".join(f"{kind} {n}" for kind, n in sorted(report["redacted"].items()))
         lines.append(f"secrets masked in the index: {masked}")
+    if report["excluded"]:
+        lines.append(f"kept out of memory: {len(report['excluded'])} sessions (forgotten, or "
+                     "in an ignored folder; --json lists them)")
     lines.extend(f"invalid: {item['reason']}" for item in report["invalid"])
     lines.extend(f"stale: {item['path']}: {item['reason']}" for item in report["stale"])
     lines.extend(f"incomplete: {item['path']}: {item['reason']}" for item in report["incomplete"])
     lines.extend(f"removed: {item['path']}: {item['reason']}" for item in report["removed"])
     lines.extend(f"note: {item['reason']}" for item in report["notes"])
     lines.extend(f"salvaged: {item['reason']}" for item in report["salvaged"])
+    return "\n".join(lines)
+
+
+def render_forget(report: ForgetReport) -> str:
+    count = len(report["sessions"])
+    head = {("forget", False): f"forgot {count} sessions",
+            ("forget", True): f"would forget {count} sessions (dry run)",
+            ("undo", False): f"brought back {count} sessions ({report['indexed']} indexed "
+                             "again)",
+            ("undo", True): f"would bring back {count} sessions (dry run)",
+            ("list", False): f"{count} forgotten sessions"}[(report["action"], report["dryRun"])]
+    lines = [head]
+    lines.extend(f"  {s['agent']} {s['sessionId']}  {s['path']}"
+                 + (f"  forgotten {s['forgottenAt']}" if report["action"] == "list" else "")
+                 for s in report["sessions"])
+    if report["next"] is not None:
+        lines.append(("to do it: " if report["dryRun"] else "to reverse it: ") + report["next"])
     return "\n".join(lines)
 
 
@@ -163,7 +184,8 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
         if hit.get("timestamp"):
             what.append(str(hit.get("timestamp")))
         words = _words(hit)
-        lines.append(f"  #{rank} {hit['address']} {' '.join(what)}{words}".rstrip())
+        lines.append(f"  #{rank} {hit['address']} {' '.join(what)}{words}{_similar(hit)}"
+                     .rstrip())
         snippet = " ".join(hit["snippet"].split())
         if snippet:
             lines.append(f"     {snippet}")
@@ -174,6 +196,13 @@ def _group(ranked: list[tuple[int, RecallHit]], door: Door) -> list[str]:
     # A follow holds no value with a default (so expand's defaults need not be loaded).
     lines.append(f"  expand: {_call(door, 'expand', {**follow, 'addresses': addresses}, {})}")
     return lines
+
+
+def _similar(hit: RecallHit) -> str:
+    """`` (+7 near-identical: L40 L52 …)``: the outputs folded into the hit, by address."""
+    if not hit.get("similar"):
+        return ""
+    return f"  (+{hit['similar']} near-identical: {' '.join(hit.get('similarAddresses', []))})"
 
 
 def _words(hit: RecallHit) -> str:
@@ -197,6 +226,7 @@ def render_expand(page: ExpandPage, door: Door = "cli") -> str:
     lines = [f"session {page['sessionId']}  {page['path']}  sourceHash {page['sourceHash']}",
              f"{held}{shown}"]
     lines.extend(_clamped(page.get("clamped", {})))
+    lines.extend(f"note: {note}" for note in page.get("snapped", ()))
     for entry in entries:
         lines.extend(_entry(entry, door))
     following = page["next"]

@@ -36,7 +36,11 @@ class ReindexReport(TypedDict):
     stale: list[PathReason]
     incomplete: list[PathReason]
     removed: list[PathReason]
-    """Records of files gone from under the root: their documents were deleted."""
+    """Sessions whose documents were deleted: their file is gone from under the root, or
+    they are kept out of memory now (see ``excluded``)."""
+    excluded: list[PathReason]
+    """Session files kept out of memory: forgotten (``fabric-memory forget``), or working in
+    an ignored folder (docs/privacy.md)."""
     notes: list[PathReason]
     """Values changed to fit the index (a time out of range), each with its file:line."""
     salvaged: list[PathReason]
@@ -68,8 +72,8 @@ def add_report(report: ReindexReport, more: ReindexReport) -> None:
     """Add a second pass's figures and findings to ``report``."""
     for key in ("sessions", "indexed", "skipped", "entries", "operations", "commits"):
         report[key] += more[key]
-    for key in ("invalid", "stale", "incomplete", "removed", "notes", "salvaged", "notices",
-                "sessionsRoots"):
+    for key in ("invalid", "stale", "incomplete", "removed", "excluded", "notes", "salvaged",
+                "notices", "sessionsRoots"):
         report[key].extend(more[key])  # type: ignore[literal-required]
     for kind, count in more["redacted"].items():
         report["redacted"][kind] = report["redacted"].get(kind, 0) + count
@@ -82,7 +86,7 @@ def new_report(roots: tuple[Path, ...], index: Path) -> ReindexReport:
         "sessionsRoot": str(roots[0]) if roots else "",
         "sessionsRoots": [str(root) for root in roots], "index": str(index),
         "sessions": 0, "indexed": 0, "skipped": 0, "invalid": [], "stale": [], "incomplete": [],
-        "removed": [], "notes": [],
+        "removed": [], "excluded": [], "notes": [],
         "salvaged": [],
         "entries": 0, "operations": 0, "commits": 0, "seconds": 0.0, "notices": [],
         "redacted": {},

@@ -10,8 +10,8 @@ The contract a reader keeps (read this before adding an agent)
 ``name``
     The agent name hits, ``sessions`` rows and ``--agent`` use: one of
     :data:`~fabric_memory.sources.registry.AGENTS` (``pi``, ``omp``, ``claude-code``,
-    ``codex``, ``catui``, ``fabro``). A module may hold several readers (Catui: its
-    sessions and its run traces), all with the same name.
+    ``codex``, ``catui``, ``fabro``, ``copilot``, ``kimi``). A module may hold several
+    readers (Catui: its sessions and its run traces), all with the same name.
 
 ``recognises(first, path) -> bool``
     Told from the file's **first non-blank line** (its JSON value, or
@@ -77,6 +77,8 @@ The contract a reader keeps (read this before adding an agent)
 from .reader import (
     NOT_JSON,
     Entries,
+    JsonDocument,
+    JsonHead,
     JsonLines,
     SourceLine,
     SourceReader,
@@ -97,8 +99,10 @@ from .registry import (
     TOOLS,
     agent_homes,
     agent_names,
+    listed,
     read_source,
     reader_for,
+    session_files,
     skipped,
 )
 from .tools import FileWork, Tool, Use
@@ -110,6 +114,8 @@ __all__ = [
     "TOOLS",
     "Entries",
     "FileWork",
+    "JsonDocument",
+    "JsonHead",
     "JsonLines",
     "SourceLine",
     "SourceReader",
@@ -121,9 +127,11 @@ __all__ = [
     "build_session",
     "compaction",
     "event",
+    "listed",
     "message",
     "read_source",
     "reader_for",
+    "session_files",
     "skipped",
     "text_block",
     "thinking_block",

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
 from .._gc import no_cyclic_gc
-from ..errors import SessionError
+from ..errors import NotASessionError, SessionError
 from .tools import Tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see the module docstring)
@@ -55,6 +56,14 @@ class SourceReader:
     tools: Mapping[str, Tool] = field(default_factory=dict)
     """The agent's tool names → what the work trail reads of their calls
     (:mod:`fabric_memory.sources.tools`)."""
+    by_line: bool = True
+    """Whether an entry is also addressed by its line (``L877``, short where the agent's
+    own ids are long): only where a line stays where it was written. Not for whole-file JSON
+    nodes (a rewrite moves them) nor for a message recorded again further on (Gemini CLI)."""
+    lists: Callable[[str], bool] = lambda path: False
+    """Whether a file not named ``*.jsonl`` (every such file under a sessions root is
+    listed) is one of this agent's sessions, by its path: Gemini CLI's
+    ``chats/session-*.json``. Which reader reads it is still told by its content."""
 
 
 # --- reading lines ----------------------------------------------------------------------
@@ -124,13 +133,170 @@ class JsonLines:
                                f"cannot read file: {exc.strerror or exc}") from exc
 
 
+MAX_DOCUMENT_BYTES: Final = 256 * 1024 * 1024
+"""The largest whole-file JSON session read (an agent rewrites such a file on every turn, so
+one far larger is no session)."""
+_TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[][{}:,]')
+"""A JSON string (escapes included) or a structural character: what :func:`node_spans`
+walks (numbers, literals and white space lie between tokens)."""
+
+
+@dataclass(slots=True)
+class JsonDocument:
+    """A session that is one JSON document (Gemini CLI's legacy chats, Cline's and Continue's
+    files): read and hashed whole, as :class:`JsonLines` hashes a file, and parsed once.
+
+    Its entries' sources are the **nodes** of one array (a message of ``messages[]``):
+    :meth:`nodes` gives each as a :class:`SourceLine` whose ``offset`` and ``length`` are the
+    node's exact bytes in the file and whose ``number`` is the line it starts on, so
+    ``expand --raw`` returns the node verbatim (checked against ``sourceHash``) and every
+    reader builds its entries with :class:`Entries` as from lines. The node's address is the
+    reader's (the message's id, else its index): never the byte offset, which the next
+    rewrite of the file moves.
+    """
+
+    path: str
+    max_bytes: int = MAX_DOCUMENT_BYTES
+    data: bytes = b""
+    value: Any = None
+    source_hash: str = ""
+    size: int = 0
+    problems: list[LineProblem] = field(default_factory=list)
+    """Always empty: a document is read whole or not at all (as :class:`JsonLines` has it)."""
+    truncated: LineProblem | None = None
+
+    @classmethod
+    def read(cls, path: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> JsonDocument:
+        """The document at ``path``; :class:`~fabric_memory.errors.SessionError` (located)
+        when it cannot be read, is larger than ``max_bytes`` or is not JSON."""
+        import xxhash
+
+        from ..session import decode_line, open_regular
+
+        try:
+            with os.fdopen(open_regular(path), "rb") as stream:
+                data = stream.read(max_bytes + 1)
+        except OSError as exc:
+            raise SessionError(path, None, f"cannot read file: {exc.strerror or exc}") from exc
+        if len(data) > max_bytes:
+            raise SessionError(path, None, f"whole-file JSON session larger than {max_bytes} "
+                               "bytes; not read")
+        try:
+            value = decode_line(data)
+        except orjson.JSONDecodeError as exc:
+            line = data.count(b"\n", 0, exc.pos) + 1
+            reason = str(exc).split(":", 1)[0]
+            raise NotASessionError(path, line, f"not a JSON document ({reason}); a file "
+                                   "being rewritten is read again on the next reindex") from None
+        return cls(path, max_bytes, data, value, xxhash.xxh3_128_hexdigest(data), len(data))
+
+    def nodes(self, *keys: str) -> list[SourceLine]:
+        """Each element of the array at ``keys`` (object keys from the top; none: the
+        document is the array), in order, with its exact bytes; ``[]`` when there is none."""
+        value = self.value
+        for key in keys:
+            value = value.get(key) if type(value) is dict else None
+        if type(value) is not list:
+            return []
+        spans = node_spans(self.data, keys)
+        if len(spans) != len(value):  # cannot be for a document orjson parsed; say so if so
+            raise SessionError(self.path, None, f"found {len(spans)} of the {len(value)} "
+                               f"elements of {'.'.join(keys) or 'the document'}")
+        found: list[SourceLine] = []
+        line, counted = 1, 0
+        for (start, end), element in zip(spans, value, strict=True):
+            line += self.data.count(b"\n", counted, start)
+            counted = start
+            found.append(SourceLine(line, start, end - start, element))
+        return found
+
+
+def node_spans(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int]]:
+    """``(start, end)`` byte offsets of each element of the array at ``keys`` in the JSON
+    document ``data`` (valid JSON: it was parsed first). Walks strings and structural
+    characters only; an element's span is trimmed of the white space around it."""
+    path: list[str | None] = []
+    """The key each open container sits under (``None``: the top, or an array's element)."""
+    key: str | None = None
+    last = b""
+    tokens = _TOKEN.finditer(data)
+    for match in tokens:
+        token = match.group()
+        first = token[:1]
+        if first == b'"':
+            last = token
+        elif first == b":":
+            key = orjson.loads(last)
+        elif first in b"{[":
+            path.append(key)
+            key = None
+            if first == b"[" and len(path) == len(keys) + 1 and path[1:] == list(keys):
+                return _elements(data, match.end(), tokens)
+        else:  # ``,`` or a closing bracket: what follows is a key, or an array's element
+            key = None
+            if first != b",":
+                path.pop()
+    return []
+
+
+def _elements(data: bytes, start: int, tokens: Iterator[re.Match[bytes]]) -> list[tuple[int, int]]:
+    """The element spans of the array whose ``[`` ends at ``start`` (``tokens`` go on from it)."""
+    spans: list[tuple[int, int]] = []
+    depth = 0
+    for match in tokens:
+        first = match.group()[:1]
+        if first in b"{[":
+            depth += 1
+        elif first in b"}]" and depth:
+            depth -= 1
+        elif depth == 0 and first in b",]":
+            _span(data, start, match.start(), spans)
+            if first == b"]":
+                return spans
+            start = match.end()
+    return spans
+
+
+def _span(data: bytes, start: int, end: int, spans: list[tuple[int, int]]) -> None:
+    """Add ``data[start:end]`` trimmed of white space (nothing when it is only that: ``[]``)."""
+    while start < end and data[start] in b" \t\r\n":
+        start += 1
+    while end > start and data[end - 1] in b" \t\r\n":
+        end -= 1
+    if end > start:
+        spans.append((start, end))
+
+
 SNIFF_BYTES: Final = 16 * 1024
 """What :func:`first_value` reads at a time: a first line (a header) is usually far shorter."""
 
 
+@dataclass(frozen=True, slots=True)
+class JsonHead:
+    """What :attr:`SourceReader.recognises` is given for a file whose first line opens a JSON
+    document written over several lines (``{`` of a pretty-printed whole-file session): its
+    first bytes, which a reader tells its own documents by (their first keys)."""
+
+    data: bytes
+
+    @property
+    def first_key(self) -> str | None:
+        """The first key of the document when it is an object."""
+        match = _FIRST_KEY.match(self.data)
+        return orjson.loads(match.group(1)) if match else None
+
+    def names(self, key: str) -> bool:
+        """Whether ``key`` is a key somewhere in the head."""
+        return re.search(rb'"' + re.escape(key.encode()) + rb'"\s*:', self.data) is not None
+
+
+_FIRST_KEY: Final = re.compile(rb'\s*\{\s*("(?:[^"\\]|\\.)*")\s*:')
+
+
 def first_value(path: str, max_line_bytes: int) -> Any:
-    """The JSON value of the first non-blank line of ``path`` (:data:`NOT_JSON` when it is
-    not JSON, is longer than ``max_line_bytes``, or there is none). Reads only that far."""
+    """The JSON value of the first non-blank line of ``path``: :data:`NOT_JSON` when it is
+    not JSON, is longer than ``max_line_bytes``, or there is none; a :class:`JsonHead` when
+    it opens a JSON document written over several lines. Reads only that far."""
     from ..session import open_regular
 
     try:
@@ -148,7 +314,10 @@ def first_value(path: str, max_line_bytes: int) -> Any:
                     return NOT_JSON
                 line = line.removesuffix(b"\r")
                 if line and not line.isspace():
-                    return _decoded(line)
+                    value = _decoded(line)
+                    if value is NOT_JSON and line.lstrip()[:1] in (b"{", b"["):
+                        return JsonHead(pending[:SNIFF_BYTES])
+                    return value
                 if end < 0:
                     return NOT_JSON
                 start = end + 1
@@ -220,7 +389,8 @@ def event(kind: str, text: str) -> dict[str, Any]:
 class Entries:
     """The entries of one source file, built in file order.
 
-    Each :meth:`add` is one entry of ``line``: the first keeps ``address`` (the agent's own
+    Each :meth:`add` is one entry of ``line`` (a line, or a node of a
+    :class:`JsonDocument`): the first keeps ``address`` (the agent's own
     id, else ``L<line>``), a further entry from the same line gets ``<address>.<k>``
     (k = 1, 2, …), as glued Pi lines do. Addresses depend only on their line, so they
     survive appends. Entries of one line chain through each other (``<address>`` →
@@ -230,20 +400,40 @@ class Entries:
 
     entries: list[Entry] = field(default_factory=list)
     notes: list[LineProblem] = field(default_factory=list)
-    _line: int = 0
+    _at: tuple[int, int] = (0, -1)
     _count: int = 0
+    _base: str = ""
 
     def add(self, line: SourceLine, raw: dict[str, Any], *, address: str | None = None,
             parent: str | None = None, timestamp: str | None = None) -> Entry:
-        """Add ``raw`` (a builder's result) read from ``line``; returns the entry."""
+        """Add ``raw`` (a builder's result) read from ``line``; returns the entry.
+
+        An entry whose raw source is no span of the file (a database row) is added from
+        ``SourceLine(<row number>, 0, 0, row)`` and given its raw source as ``source`` (the
+        row as JSON), which ``expand --raw`` returns: ``entries.add(…).source = …``."""
+        return self._add(line, raw, address, parent, timestamp, follows=False)
+
+    def follow(self, raw: dict[str, Any]) -> Entry:
+        """Add ``raw`` as a further entry of the line (or node) added last that comes
+        *after* the entry before it (a tool result after its call in the same node): its
+        address is the next ``<address>.<k>``, its parent that entry, its time the same. The
+        line's last entry is then the one a later entry follows (:attr:`last_id`)."""
+        before = self.entries[-1]
+        line = SourceLine(before.line, before.offset, before.length, None)
+        entry = self._add(line, raw, self._base, before.id, before.timestamp, follows=True)
+        entry.source = before.source
+        return entry
+
+    def _add(self, line: SourceLine, raw: dict[str, Any], address: str | None,
+             parent: str | None, timestamp: str | None, *, follows: bool) -> Entry:
         from ..session import Entry, migrated_id
 
-        if line.number != self._line:
-            self._line, self._count = line.number, 0
-        base = address or migrated_id(line.number)
+        if (line.number, line.offset) != self._at:  # several nodes may share a line
+            self._at, self._count = (line.number, line.offset), 0
+        base = self._base = address or migrated_id(line.number)
         entry_id = base if self._count == 0 else f"{base}.{self._count}"
-        if self._count:  # the line's parent moves to this entry; the one before points here
-            before = self.entries[-1]
+        if self._count and not follows:  # the line's parent moves to this entry; the one
+            before = self.entries[-1]     # before points here
             before.parent_id = before.raw["parentId"] = entry_id
         self._count += 1
         raw = {"id": entry_id, "parentId": parent, "timestamp": timestamp, **raw}
@@ -265,6 +455,31 @@ class Entries:
         return self.entries[-1].id if self.entries else None
 
 
+LINE_AGENTS: Final = frozenset({"pi", "omp"})
+"""Agents whose lines are the entries themselves (Pi's format): an entry's address is its
+own id. Another agent's entry is what its reader made of a line, and is also addressed by
+that line (:func:`line_addresses`)."""
+LINE_ADDRESS: Final = re.compile(r"L([1-9][0-9]*)(?:\.([1-9][0-9]*))?")
+"""``L<line>`` (the first entry of a physical line) or ``L<line>.<k>`` (its k-th further
+entry)."""
+
+
+def line_addresses(entries: Iterable[Entry]) -> dict[str, str]:
+    """Entry id → its line address (``L877``; ``L877.1`` for a line's second entry), for the
+    entries whose id is not one already: short, and accepted back by ``expand`` for any
+    agent whose file has lines (a Claude Code entry's own id is a 36-character UUID)."""
+    found: dict[str, str] = {}
+    line = count = 0
+    for entry in entries:
+        if entry.line != line:
+            line, count = entry.line, 0
+        address = f"L{line}" if count == 0 else f"L{line}.{count}"
+        count += 1
+        if address != entry.id:
+            found[entry.id] = address
+    return found
+
+
 def name_ids(raw: dict[str, Any], ids: Collection[str | None]) -> None:
     """Add ``ids`` (the non-empty ones, once each) to the entry's :data:`IDS`: ids its line
     holds in structural fields (a session's, a stage's), which recall finds the entry by."""
@@ -273,8 +488,21 @@ def name_ids(raw: dict[str, Any], ids: Collection[str | None]) -> None:
         raw[IDS] = named
 
 
+class Source(Protocol):
+    """What :func:`build_session` reads of where entries came from: a :class:`JsonLines`,
+    a :class:`JsonDocument`, a :class:`~fabric_memory.sources.database.Database`."""
+
+    path: str
+    problems: list[LineProblem]
+    truncated: LineProblem | None
+    size: int
+
+    @property
+    def source_hash(self) -> str: ...
+
+
 def build_session(
-    lines: JsonLines, entries: Entries, *, agent: str, session_id: str,
+    lines: Source, entries: Entries, *, agent: str, session_id: str,
     project: str | None, header: dict[str, Any], version: int = 1,
 ) -> Session:
     """The :class:`~fabric_memory.session.Session` a source reader returns."""

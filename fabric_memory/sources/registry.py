@@ -7,7 +7,7 @@ Adding an agent: one module under :mod:`fabric_memory.sources` with a
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -16,7 +16,12 @@ from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
 from .codex import CODEX
+from .copilot import COPILOT
 from .fabro import FABRO
+from .gemini import GEMINI
+from .goose import DATABASE_READER as GOOSE_DATABASE
+from .goose import LINES_READER as GOOSE_LINES
+from .kimi import KIMI
 from .pi import OMP, PI
 from .reader import SourceReader, first_value, under
 from .tools import Tool
@@ -30,8 +35,13 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 READERS: Final[tuple[SourceReader, ...]] = (
     CLAUDE_CODE,
     CODEX,
+    COPILOT,
+    KIMI,
+    GOOSE_DATABASE,
+    GOOSE_LINES,
     CATUI_TRACES,
     FABRO,
+    GEMINI,
     CATUI_SESSIONS,
     OMP,
     PI,
@@ -45,7 +55,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
 """Every agent's tool names → what the work trail reads of their calls (the readers'
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
-AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro")
+AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
+                  "gemini", "goose")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
@@ -69,6 +80,26 @@ def read_source(path: str | os.PathLike[str],
     raise :class:`~fabric_memory.errors.SessionError` (located) when it cannot be read."""
     name = os.fspath(path)
     return reader_for(name, max_line_bytes).read(name, max_line_bytes)
+
+
+def session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
+    """Every session file under ``root``: each ``*.jsonl`` file and each file a reader
+    :func:`listed`, sorted by path (:func:`fabric_memory.session.iter_session_files`)."""
+    from ..session import iter_session_files
+
+    return iter_session_files(root, listed)
+
+
+def by_line(agent: str) -> bool:
+    """Whether ``agent``'s entries are also addressed by their lines (``SourceReader.by_line``:
+    every reader of that agent says so)."""
+    return all(reader.by_line for reader in READERS if reader.name == agent)
+
+
+def listed(path: str) -> bool:
+    """Whether some reader lists ``path``, a file not named ``*.jsonl``, as one of its
+    sessions (see ``SourceReader.lists``)."""
+    return any(reader.lists(path) for reader in READERS)
 
 
 def skipped(path: str) -> bool:

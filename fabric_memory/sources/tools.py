@@ -13,6 +13,8 @@ Pi-shaped tool result, :func:`~fabric_memory.sources.reader.tool_result`).
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -115,6 +117,27 @@ def plan_tool(list_key: str, step_key: str) -> Tool:
     return Tool("plan", use)
 
 
+_CHECKLIST: Final = re.compile(r"^\s*[-*]\s*\[([ xX~-])\]\s*(.+?)\s*$", re.MULTILINE)
+_MARKS: Final = {"x": "completed", "X": "completed", "~": "in_progress", "-": "in_progress"}
+
+
+def checklist_tool(key: str) -> Tool:
+    """A tool that sets the whole plan as a Markdown checklist in ``arguments[key]``
+    (``- [x] step`` done, ``- [ ] step`` open, ``- [~] step`` under way)."""
+
+    def use(arguments: Mapping[str, Any]) -> Use:
+        checklist = argument(arguments, key)
+        if not checklist:
+            return Use()
+        plan = tuple((_MARKS.get(mark, "pending"), step)
+                     for mark, step in _CHECKLIST.findall(checklist))
+        return Use(plan=plan, target="plan")
+
+    return Tool("plan", use)
+
+
+@functools.cache
 def search_tool(pattern_key: str) -> Tool:
-    """A search (its failure is about its pattern)."""
+    """A search (its failure is about its pattern); one per key, so agents that name a
+    search tool alike (``glob``) read it one way."""
     return Tool("search", lambda arguments: Use(target=argument(arguments, pattern_key) or ""))

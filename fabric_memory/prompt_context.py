@@ -1,0 +1,382 @@
+"""``fabric-memory handoff`` on ``UserPromptSubmit``: memory that arrives with the prompt.
+
+A host's ``UserPromptSubmit`` hook JSON carries the user's ``prompt`` beside
+``session_id``, ``transcript_path`` and ``cwd``. The prompt's content words
+(:func:`query_words`: no stop words, no chat words such as "continue" or "thanks") are
+recalled over what the model no longer sees: this session before its last compaction first
+(:func:`out_of_view`: what the host's compaction replaced by its summary), then the
+project's other sessions. A hit is given to the model only when it clears the relevance bar
+(:func:`clears_bar`: it holds enough of the prompt's words, and no turn the model still sees
+holds as many); at most :data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and
+a passage already given in this session is not given again (:class:`Given`, a small state
+file per session in the fabric-memory home). Anything else gives nothing: a greeting, a
+question the sessions never touched, one whose answer the kept turns show.
+
+The index is read as committed (no hot-tier refresh: a query never writes and never waits on
+the writer; a session the index does not hold yet adds nothing of its own). The hook's
+failing-open wrapper, time budget and log are :func:`fabric_memory.handoff.run_handoff`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import orjson
+
+from .errors import HandoffError, QueryError, clipped
+from .hook_json import read_hook_object
+from .words import STOP_WORDS, words
+
+if TYPE_CHECKING:
+    from .memory.recall import RecallHit
+    from .view import EntryView
+
+EVENT: Final = "UserPromptSubmit"
+MAX_CONTEXT_BYTES: Final = 2048
+"""The injected context's bound (its text, in UTF-8 bytes)."""
+MAX_QUERY_WORDS: Final = 24
+"""A longer prompt (a paste) is recalled by its first content words."""
+MIN_QUERY_WORDS: Final = 2
+"""A prompt with fewer content words recalls nothing: one word says too little."""
+MIN_HELD: Final = 2
+HELD_SHARE: Final = 0.4
+"""A hit clears the bar when it holds at least :data:`MIN_HELD` of the prompt's content
+words and at least this share of them."""
+HITS_PER_SEARCH: Final = 20
+PASSAGE_BYTES: Final = 400
+MAX_TRANSCRIPT_BYTES: Final = 32 * 1024 * 1024
+STATE_FOLDER: Final = "prompt-context"
+MAX_GIVEN: Final = 1000
+"""Passages remembered per session (the oldest forgotten first)."""
+AGENTS: Final = frozenset({"claude-code", "codex", "pi"})
+BOUNDARY: Final = "system:compact_boundary"
+CHAT_WORDS: Final = frozenset({
+    "ok", "okay", "yes", "yeah", "yep", "no", "nope", "sure", "thanks", "thank", "thx", "ty",
+    "please", "pls", "hi", "hello", "hey", "continue", "go", "ahead", "proceed", "carry",
+    "keep", "going", "next", "great", "good", "nice", "cool", "perfect", "awesome", "done",
+    "lgtm", "looks", "fine", "right", "agreed", "alright", "k", "morning", "afternoon",
+    "evening", "bye", "cheers", "well", "again", "also", "try", "retry", "resume", "start",
+    "stop", "wait", "hmm", "oh", "ah", "lol", "much", "lot", "tell", "know", "think", "want",
+    "need", "like", "make", "sense", "one", "thing", "things", "work", "working", "works",
+})
+"""Words a conversational turn is made of ("ok, go ahead", "thanks, continue"): a prompt of
+only these and stop words recalls nothing, and they do not count toward the bar."""
+_HOST_TEXT = re.compile(r"\s*(?:<[a-z][\w-]*>|/[a-z][\w:-]*(?:\s|$))")
+"""A prompt that is host markup or a slash command (``/compact``), not a question."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptInput:
+    """What a UserPromptSubmit hook receives (the fields the context uses)."""
+
+    session_id: str
+    transcript_path: str | None
+    prompt: str
+    cwd: str | None
+
+
+def read_prompt_input(data: bytes) -> PromptInput:
+    """The host's UserPromptSubmit JSON, checked; :class:`~fabric_memory.errors.HandoffError`
+    naming the JSON path of what is wrong (``transcript_path`` may be null: Codex's is when
+    the session is not written to a file)."""
+    value = read_hook_object(data)
+    for key in ("session_id", "hook_event_name"):
+        if not isinstance(value.get(key), str) or not value[key]:
+            raise HandoffError(f"stdin: $.{key} must be a non-empty string, got "
+                               f"{clipped(value.get(key))}")
+    if value["hook_event_name"] != EVENT:
+        raise HandoffError(f"stdin: $.hook_event_name is {clipped(value['hook_event_name'])}, "
+                           f"not {EVENT}")
+    prompt, path, cwd = value.get("prompt"), value.get("transcript_path"), value.get("cwd")
+    if not isinstance(prompt, str):
+        raise HandoffError(f"stdin: $.prompt must be a string, got {clipped(prompt)}")
+    if path is not None and (not isinstance(path, str) or not path):
+        raise HandoffError(f"stdin: $.transcript_path must be a path or null, got "
+                           f"{clipped(path)}")
+    return PromptInput(value["session_id"], path, prompt,
+                       cwd if isinstance(cwd, str) and cwd else None)
+
+
+def query_words(prompt: str) -> list[str]:
+    """The prompt's content words, each once, in order (at most :data:`MAX_QUERY_WORDS`):
+    no stop words, no chat words, no single characters; [] for host markup, a slash command
+    or a prompt of fewer than :data:`MIN_QUERY_WORDS` of them."""
+    if _HOST_TEXT.match(prompt):
+        return []
+    found: dict[str, None] = {}
+    for word in words(prompt):
+        if len(word) > 1 and word not in STOP_WORDS and word not in CHAT_WORDS:
+            found.setdefault(word)
+            if len(found) == MAX_QUERY_WORDS:
+                break
+    return list(found) if len(found) >= MIN_QUERY_WORDS else []
+
+
+# --- what the model still sees ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InView:
+    """A session as its model sees it now: the entries it sees verbatim, what it no longer
+    sees (the entries its latest compaction replaced), and the words of each turn it sees."""
+
+    session_id: str
+    agent: str
+    project: str | None
+    visible: frozenset[str]
+    hidden: frozenset[str]
+    kept_words: tuple[frozenset[str], ...]
+    short: Mapping[str, str] = field(default_factory=dict)
+    """Entry id → its line address (``L877``), where that is shorter than the id."""
+
+
+def _is_marker(view: EntryView) -> bool:
+    return view.type == "compaction" or (
+        view.type == "custom_message" and view.raw.get("customType") == BOUNDARY)
+
+
+def out_of_view(agent: str, session_id: str, project: str | None,
+                views: Sequence[EntryView]) -> InView:
+    """What the model of the session whose active branch is ``views`` still sees.
+
+    Before the latest compaction marker the host shows its summary instead of the entries,
+    except what each host keeps: Pi from the compaction's ``firstKeptEntryId`` on, Codex the
+    user's own messages. A session never compacted is seen whole."""
+    markers = [at for at, view in enumerate(views) if _is_marker(view)]
+    if not markers:
+        seen = list(views)
+        hidden: list[EntryView] = []
+    else:
+        last = markers[-1]
+        kept_from = views[last].raw.get("firstKeptEntryId") if agent == "pi" else None
+        start = next((at for at, view in enumerate(views[:last]) if view.id == kept_from), last)
+        before = [view for view in views[:start] if not _is_marker(view)]
+        kept_users = agent == "codex"
+        hidden = [view for view in before if not (kept_users and view.role == "user")]
+        seen = [view for view in before if kept_users and view.role == "user"]
+        seen += [view for view in views[start:] if not _is_marker(view)]
+    return InView(session_id, agent, project, frozenset(view.id for view in seen),
+                  frozenset(view.id for view in hidden),
+                  tuple(frozenset(words(view.text)) for view in seen if view.text))
+
+
+def read_in_view(path: str, session_id: str) -> InView:
+    """:func:`out_of_view` of the transcript at ``path`` (its active branch); a
+    :class:`~fabric_memory.errors.HandoffError` when it is not that session's."""
+    from .sources import read_source
+    from .sources.reader import line_addresses
+
+    if os.path.isfile(path) and os.path.getsize(path) > MAX_TRANSCRIPT_BYTES:
+        raise HandoffError(f"{path}: the transcript is above the "
+                           f"{MAX_TRANSCRIPT_BYTES // 2**20} MiB a prompt hook reads")
+    session = read_source(path)  # (a missing or unreadable file: a located SessionError)
+    if session.agent not in AGENTS:
+        raise HandoffError(f"{path}: a {session.agent} session, not a Claude Code, Codex or "
+                           "Pi one")
+    if session.session_id != session_id:
+        raise HandoffError(f"{path}: holds session {clipped(session.session_id)}, the hook "
+                           f"names {clipped(session_id)}")
+    view = out_of_view(session.agent, session.session_id, session.project,
+                       [entry.view for entry in session.active_branch()])
+    return replace(view, short=line_addresses(session.entries))
+
+
+# --- the relevance bar ------------------------------------------------------------------
+
+
+def needed(query: Sequence[str]) -> int:
+    """How many of the prompt's content words a hit must hold."""
+    return max(MIN_HELD, -(-len(query) * 4 // 10))  # ceil(HELD_SHARE * n)
+
+
+def clears_bar(hit: RecallHit, query: Sequence[str], view: InView) -> bool:
+    """Whether ``hit`` earns its place: it holds enough of the prompt's words, and no turn
+    the model still sees holds every one of them that the hit's passage shows (the answer
+    is then in view: a kept turn that only shares the topic's words does not count)."""
+    if hit.get("wordsHeld", 0) < needed(query):
+        return False
+    shown = set(query) & set(words(hit["snippet"]))
+    return not any(shown <= kept for kept in view.kept_words)
+
+
+# --- the passages -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    session_id: str
+    session: str
+    """The session as ``expand`` takes it (the hit's ``follow.session``)."""
+    address: str
+    label: str
+    text: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.session} {self.address}"
+
+
+def _passage(hit: RecallHit, short: Mapping[str, str]) -> Passage:
+    from .compaction.text import clip_collapsed, collapse
+
+    label = hit.get("tool") or hit.get("role") or hit["type"]
+    stamp = hit.get("timestamp", "")[:16].replace("T", " ")
+    address = hit["address"]
+    if address == hit["entryId"]:  # (an operation's address names its entry and more)
+        address = short.get(address, address)
+    return Passage(hit["sessionId"], hit["follow"]["session"], address,
+                   f"{label}, {stamp}" if stamp else label,
+                   clip_collapsed(collapse(hit["snippet"]), PASSAGE_BYTES))
+
+
+def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
+             sessions: str | None = None) -> list[Passage]:
+    """The passages that clear the bar, best first: this session's out of view, then the
+    project's other sessions'."""
+    from .memory.recall import recall
+
+    text = " ".join(query)
+    chosen: list[RecallHit] = []
+    if view.hidden:
+        try:
+            own = recall(text, session=view.session_id, hot_sessions=0, limit=HITS_PER_SEARCH,
+                         index=index, sessions=sessions)["hits"]
+        except QueryError:  # the index does not hold this session yet
+            own = []
+        chosen += [hit for hit in own if hit["entryId"] in view.hidden]
+    if view.project:
+        others = recall(text, project=view.project, hot_sessions=0, limit=HITS_PER_SEARCH,
+                        index=index, sessions=sessions)["hits"]
+        chosen += [hit for hit in others if hit["sessionId"] != view.session_id]
+    passages: dict[str, Passage] = {}
+    texts: set[str] = set()
+    for hit in chosen:
+        if clears_bar(hit, query, view):
+            passage = _passage(hit, view.short if hit["sessionId"] == view.session_id else {})
+            if passage.key not in passages and passage.text not in texts:
+                passages[passage.key] = passage
+                texts.add(passage.text)
+    return list(passages.values())
+
+
+def render_context(passages: Iterable[Passage], own: str,
+                   max_bytes: int = MAX_CONTEXT_BYTES) -> tuple[str, list[Passage]]:
+    """The context text within ``max_bytes`` and the passages it holds ("" when none fits):
+    one expand call in the header, then the passages grouped by session, ``own`` (this
+    session) first."""
+    head = ("# fabric-memory: earlier context for this prompt (recalled from what is no "
+            "longer in your context; verify before relying on it)\n"
+            "Each [address] reads whole with `fabric-memory expand <session> --address "
+            "<address>` (MCP tool `expand`: {\"session\": ..., \"addresses\": [...]}).\n")
+    groups: dict[str, list[Passage]] = {}
+    used = len(head.encode())
+    shown: list[Passage] = []
+    for passage in passages:
+        heading = 0 if passage.session in groups else len(_heading(passage, own).encode())
+        line = _line(passage)
+        if used + heading + len(line.encode()) > max_bytes:
+            continue
+        groups.setdefault(passage.session, []).append(passage)
+        shown.append(passage)
+        used += heading + len(line.encode())
+    if not shown:
+        return "", []
+    body = "".join(_heading(group[0], own) + "".join(_line(p) for p in group)
+                   for group in groups.values())
+    return head + body, shown
+
+
+def _heading(passage: Passage, own: str) -> str:
+    if passage.session_id == own:
+        return f"\n## This session ({passage.session}), before its compaction\n"
+    return f"\n## Session {passage.session} (same project)\n"
+
+
+def _line(passage: Passage) -> str:
+    return f"- [{passage.address}] {passage.label}: {passage.text}\n"
+
+
+# --- what was given ---------------------------------------------------------------------
+
+
+class Given:
+    """The passages already given in one session (a JSON list in the fabric-memory home,
+    ``prompt-context/<hash of the session id>.json``); unreadable state is an empty one."""
+
+    def __init__(self, session_id: str, home: Path) -> None:
+        folder = home / STATE_FOLDER
+        name = hashlib.sha256(session_id.encode()).hexdigest()[:32]
+        self.path = folder / f"{name}.json"
+        try:
+            value = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            value = []
+        self.keys: list[str] = [k for k in value if isinstance(k, str)] \
+            if isinstance(value, list) else []
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys
+
+    def add(self, passages: Iterable[Passage]) -> None:
+        """Remember ``passages`` (written whole by a rename: a reader never sees half)."""
+        from .memory.locations import make_private_dirs
+
+        self.keys = (self.keys + [passage.key for passage in passages])[-MAX_GIVEN:]
+        make_private_dirs(self.path.parent)
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, orjson.dumps(self.keys))
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.path)
+
+
+# --- the hook ---------------------------------------------------------------------------
+
+
+def prompt_context(data: bytes, home: Path, *, index: str | None = None,
+                   sessions: str | None = None) -> str | None:
+    """The line a UserPromptSubmit hook prints for the hook input ``data``, or None when
+    nothing earns its place (``home``: the fabric-memory home, where what was given is
+    kept); :class:`~fabric_memory.errors.FabricMemoryError` when the input or the memory
+    cannot be read."""
+    given = read_prompt_input(data)
+    query = query_words(given.prompt)
+    if not query:
+        return None
+    if given.transcript_path is None:
+        view = InView(given.session_id, "", given.cwd, frozenset(), frozenset(), ())
+    else:
+        view = read_in_view(given.transcript_path, given.session_id)
+    if view.project is None and given.cwd:
+        view = replace(view, project=given.cwd)
+    state = Given(given.session_id, home)
+    fresh = [p for p in recalled(query, view, index=index, sessions=sessions)
+             if p.key not in state]
+    text, shown = render_context(fresh, given.session_id)
+    if not shown:
+        return None
+    try:
+        state.add(shown)
+    except OSError as exc:  # without its state the hook would repeat itself: give nothing
+        raise HandoffError(f"{state.path}: cannot record what was given "
+                           f"({exc.strerror or exc})") from None
+    return orjson.dumps({"hookSpecificOutput": {"hookEventName": EVENT,
+                                                "additionalContext": text}}).decode()
+
+
+def is_prompt_event(data: bytes) -> bool:
+    """Whether the hook input names the UserPromptSubmit event (cheaply: a failed parse is
+    the SessionStart reader's to report)."""
+    try:
+        return read_hook_object(data).get("hook_event_name") == EVENT
+    except HandoffError:
+        return False
+

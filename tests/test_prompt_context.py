@@ -1,0 +1,252 @@
+"""``fabric-memory handoff`` on UserPromptSubmit: the prompt's context — recalled from what
+the model no longer sees, addressed, bounded, given once, nothing for an idle prompt, and
+failing open."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from fabric_memory.errors import HandoffError
+from fabric_memory.handoff import run_handoff
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.prompt_context import (
+    MAX_CONTEXT_BYTES,
+    prompt_context,
+    query_words,
+    read_prompt_input,
+)
+
+from .transcripts import CWD, ClaudeTranscript, CodexRollout, exec_output
+
+FACT = "postgres://ledger:[email protected]:5433/ledger_dev"
+"""The value only the compacted part of the session holds."""
+
+
+def _line(uuid: str) -> str:
+    """The line address of a transcript builder's entry (its uuid ends with its line)."""
+    return f"L{int(uuid[-12:])}"
+
+
+def _event(session_id: str, path: Path | None, prompt: str, **extra: Any) -> bytes:
+    return orjson.dumps({"session_id": session_id,
+                         "transcript_path": None if path is None else str(path), "cwd": CWD,
+                         "hook_event_name": "UserPromptSubmit", "prompt": prompt, **extra})
+
+
+def _claude(compacted: bool = True) -> tuple[ClaudeTranscript, dict[str, str]]:
+    t = ClaudeTranscript()
+    marks = {"task": t.user("Set up the ledger database for local development; the "
+                            "invoice export to CSV comes later.")}
+    marks["fact"] = t.tool("Bash", {"command": "cat .env.local"},
+                           f"DATABASE_URL={FACT}\nLEDGER_CURRENCY=EUR")
+    marks["error"] = t.tool("Bash", {"command": "alembic upgrade head"},
+                            "sqlalchemy.exc.OperationalError: connection refused on port 5432",
+                            is_error=True)
+    if compacted:
+        t.compact("This session is being continued. The database was configured.")
+    marks["kept"] = t.user("Now add the invoice export to CSV in ledger/export.py.")
+    marks["kept_tool"] = t.tool("Write", {"file_path": "ledger/export.py",
+                                          "content": "def export_invoices(rows): ..."}, "ok")
+    return t, marks
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> dict[str, Path]:
+    """The sessions folder, the fabric-memory home and the index in it (its default place)."""
+    folders = {"sessions": tmp_path / "sessions", "home": tmp_path / "home"}
+    folders["index"] = folders["home"] / "index"
+    folders["sessions"].mkdir()
+    return folders
+
+
+def _index(memory: dict[str, Path]) -> None:
+    reindex(sessions=memory["sessions"], index=memory["index"])
+
+
+def _context(memory: dict[str, Path], data: bytes) -> str | None:
+    output = prompt_context(data, memory["home"], index=str(memory["index"]),
+                            sessions=str(memory["sessions"]))
+    if output is None:
+        return None
+    value = orjson.loads(output)
+    assert value["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    return str(value["hookSpecificOutput"]["additionalContext"])
+
+
+def test_a_question_about_the_compacted_part_gets_its_passage_once(
+        memory: dict[str, Path]) -> None:
+    """After a compaction, a question about what it replaced gets the passage holding the
+    answer, with its address; the same question again gets nothing (given once)."""
+    t, marks = _claude()
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    data = _event(t.session_id, path, "What DATABASE_URL connection string did the ledger "
+                                      "database use locally?")
+    context = _context(memory, data)
+    assert context is not None and FACT in context
+    assert f"[{_line(marks['fact'])}]" in context and "before its compaction" in context
+    assert f"[{_line(marks['kept_tool'])}]" not in context
+    assert f"[{_line(marks['kept'])}]" not in context
+    assert len(context.encode()) <= MAX_CONTEXT_BYTES
+    assert _context(memory, data) is None
+
+
+@pytest.mark.parametrize("prompt", [
+    "hi", "hello!", "continue", "thanks", "ok, go ahead", "yes please", "/compact",
+    "<command-name>/clear</command-name>", "Looks good, keep going", "thank you so much",
+])
+def test_an_idle_prompt_gets_nothing(memory: dict[str, Path], prompt: str) -> None:
+    """Greetings, "continue", thanks and slash commands recall nothing at all."""
+    assert query_words(prompt) == []
+    t, _ = _claude()
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    assert _context(memory, _event(t.session_id, path, prompt)) is None
+
+
+@pytest.mark.parametrize("prompt", [
+    "How should Kubernetes autoscale the database pods?",  # never touched (but "database")
+    "Where is the invoice export to CSV written?",  # the kept turns show it
+])
+def test_nothing_when_the_sessions_never_touched_it_or_the_kept_turns_show_it(
+        memory: dict[str, Path], prompt: str) -> None:
+    """A question no session touched, or one whose answer is in the turns the model still
+    sees, gets nothing."""
+    t, _ = _claude()
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    assert _context(memory, _event(t.session_id, path, prompt)) is None
+
+
+def test_a_session_never_compacted_adds_nothing_of_its_own(memory: dict[str, Path]) -> None:
+    """The model sees the whole of a session never compacted: none of it is injected."""
+    t, _ = _claude(compacted=False)
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    assert _context(memory, _event(t.session_id, path, "What DATABASE_URL connection "
+                                                       "string did the ledger use?")) is None
+
+
+def test_the_projects_other_sessions_come_after_this_ones(memory: dict[str, Path]) -> None:
+    """Another session of the same project answers too, under its own heading, after this
+    session's passages."""
+    earlier = ClaudeTranscript(session_id="5d3c1b2a-0000-4000-8000-0000000e0001")
+    earlier.user("Pin the ledger database image.")
+    earlier.tool("Edit", {"file_path": "docker-compose.yml", "old_string": "postgres:15",
+                          "new_string": "postgres:16.4"},
+                 "ledger database image pinned to postgres:16.4 (DATABASE_URL unchanged)")
+    earlier.write(memory["sessions"] / f"{earlier.session_id}.jsonl")
+    t, _ = _claude()
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    context = _context(memory, _event(t.session_id, path, "Which DATABASE_URL and postgres "
+                                                          "image does the ledger database use?"))
+    assert context is not None
+    assert context.index("before its compaction") < context.index(
+        f"Session {earlier.session_id} (same project)")
+    assert "postgres:16.4" in context and FACT in context
+
+
+def test_codex_keeps_the_users_messages_so_they_are_not_injected(
+        memory: dict[str, Path]) -> None:
+    """Codex keeps the user's own messages through a compaction: a fact only a user message
+    before it holds is not injected; a tool's output before it is."""
+    r = CodexRollout()
+    r.user("The staging cluster is named ledger-eu-west-7, remember that.")
+    output = r.call("exec_command", {"cmd": "cat .env.local"},
+                    exec_output(0, f"DATABASE_URL={FACT}"))
+    r.compacted("The user set up the ledger database.")
+    r.user("Now write the export.")
+    path = r.write(memory["sessions"] / f"rollout-2026-07-01T10-00-00-{r.session_id}.jsonl")
+    _index(memory)
+    assert _context(memory, _event(r.session_id, path, "which staging cluster name did "
+                                                       "I say to remember?")) is None
+    context = _context(memory, _event(r.session_id, path, "What DATABASE_URL connection "
+                                                          "string does the ledger use?"))
+    assert context is not None and FACT in context and f"[L{output}]" in context
+
+
+def test_the_context_stays_within_its_bound(memory: dict[str, Path]) -> None:
+    """Many matching passages: the context keeps to its 2 KiB and to whole passages."""
+    t = ClaudeTranscript()
+    for n in range(30):
+        t.tool("Bash", {"command": f"deploy ledger shard {n}"},
+               f"ledger shard {n} deploy failed: quota exceeded in region eu-{n} " * 4)
+    t.compact("Deploys were tried.")
+    t.user("Let us look at something else.")
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    context = _context(memory, _event(t.session_id, path, "why did the ledger shard deploy "
+                                                          "fail with quota exceeded?"))
+    assert context is not None and len(context.encode()) <= MAX_CONTEXT_BYTES
+    assert context.count("\n- [") >= 3 and context.endswith("\n")
+
+
+def test_prompt_input_errors_name_the_json_path() -> None:
+    """A prompt that is not a string, or a transcript path that is not one, is named."""
+    with pytest.raises(HandoffError, match=r"\$\.prompt must be a string"):
+        read_prompt_input(orjson.dumps({"session_id": "s", "hook_event_name":
+                                        "UserPromptSubmit", "prompt": 3}))
+    with pytest.raises(HandoffError, match=r"\$\.transcript_path must be a path or null"):
+        read_prompt_input(orjson.dumps({"session_id": "s", "hook_event_name":
+                                        "UserPromptSubmit", "prompt": "x",
+                                        "transcript_path": 7}))
+
+
+def test_the_hook_fails_open_without_an_index(memory: dict[str, Path],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """No memory index: nothing printed, the reason logged."""
+    t, _ = _claude()
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(memory["home"]))
+    monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", str(memory["sessions"]))
+    log = memory["home"] / "handoff.log"
+    run = run_handoff(_event(t.session_id, path, "What DATABASE_URL did the ledger use?"),
+                      log=log)
+    assert run.output is None and run.reason
+    assert t.session_id in log.read_text()
+
+
+def test_the_hook_answers_while_the_index_writer_is_held(memory: dict[str, Path]) -> None:
+    """Another process holding the index's writer lock does not hold the prompt up."""
+    t, _ = _claude()
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    with path.open("ab") as out:  # the session moved on since it was indexed
+        out.write(orjson.dumps({"type": "user", "uuid": "c0000000-0000-4000-8000-999999999999",
+                                "parentUuid": t.last, "sessionId": t.session_id,
+                                "message": {"role": "user", "content": "more"}}) + b"\n")
+    locks = list(memory["index"].rglob("writer.lock"))
+    assert locks
+    with locks[0].open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        context = _context(memory, _event(t.session_id, path, "What DATABASE_URL connection "
+                                                              "string did the ledger use?"))
+    assert context is not None and FACT in context
+
+
+def test_the_command_prints_the_hosts_shape(memory: dict[str, Path]) -> None:
+    """``fabric-memory handoff`` as a process: UserPromptSubmit's JSON on stdout, nothing
+    for an idle prompt."""
+    t, _ = _claude()
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    env = {**os.environ, "FABRIC_MEMORY_HOME": str(memory["home"]),
+           "FABRIC_MEMORY_SESSIONS": str(memory["sessions"])}
+
+    def run(prompt: str) -> str:
+        return subprocess.run([sys.executable, "-m", "fabric_memory.cli", "handoff"],
+                              input=_event(t.session_id, path, prompt), capture_output=True,
+                              env=env, check=True, timeout=30).stdout.decode()
+
+    assert run("thanks, continue") == ""
+    value = orjson.loads(run("What DATABASE_URL connection string did the ledger use?"))
+    assert FACT in value["hookSpecificOutput"]["additionalContext"]

@@ -1,0 +1,161 @@
+"""Gemini CLI: whole-file JSON chats and JSON Lines chats, addressed by message id, their
+nodes expanded exactly, found where Gemini CLI writes them, their work read by the trail."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from fabric_memory.compaction.span import session_addresses
+from fabric_memory.errors import NotASessionError
+from fabric_memory.handoff import packet_sections, render_packet, summarized_span
+from fabric_memory.memory.expand import expand, expand_request
+from fabric_memory.memory.recall import recall
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.session import Session
+from fabric_memory.sources import read_source, reader_for, session_files
+from fabric_memory.sources.gemini import GEMINI
+
+from .agent_homes import fake_home
+from .conftest import FIXTURES
+
+AUTHORED = FIXTURES / "agents" / "gemini" / "authored"
+LEGACY = AUTHORED / "session-2026-03-02T09-00-7f3a9c2e.json"
+LINES = AUTHORED / "session-2026-03-03T10-00-0b9e8d7c.jsonl"
+ALL = [LEGACY, LINES]
+EDIT = "a1f0c3d2-0002-4e5f-8a9b-000000000002"
+"""The whole-file fixture's assistant message: an edit, a failed test run, a todo list and
+a cancelled write."""
+
+
+def _packet(session: Session) -> str:
+    """The packet a compaction hook would get, with the addresses it prints."""
+    span = summarized_span([entry.view for entry in session.active_branch()])
+    addresses = session_addresses(session)
+    sections = packet_sections(span, session.project, addresses)
+    return render_packet(sections, session.session_id, span.views[0].id, span.views[-1].id,
+                         len(span.views), 6000, session.project)
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.name for p in ALL])
+def test_each_message_is_its_node_addressed_by_its_id(path: Path) -> None:
+    """Every entry's span is the exact JSON of the message it came from (the node of
+    ``messages[]``, or the line of its last record), addressed by the message's id; tool
+    results follow their call as ``<id>.<k>``."""
+    assert reader_for(str(path)) is GEMINI
+    session = read_source(path)
+    data = path.read_bytes()
+    assert session.agent == "gemini" and not session.malformed
+    for entry in session.entries:
+        node = orjson.loads(data[entry.offset:entry.offset + entry.length])
+        assert node["id"] == entry.id.split(".")[0]
+        assert data[:entry.offset].count(b"\n") + 1 == entry.line
+
+
+def test_the_whole_file_shape_reads_calls_results_and_their_status() -> None:
+    """The assistant message holds its thoughts, text and four calls; each result follows
+    in order with its status: the edit succeeded, the test run exited 1, the write was
+    cancelled (an interrupted error)."""
+    session = read_source(LEGACY)
+    views = {entry.id: entry.view for entry in session.entries}
+    assert [call.name for call in views[EDIT].tool_calls] == [
+        "replace", "run_shell_command", "write_todos", "write_file"]
+    results = [views[f"{EDIT}.{k}"].message for k in range(1, 5)]
+    assert [(r["toolName"], r["isError"], r.get("exitCode"), r.get("interrupted"))
+            for r in results if r] == [
+        ("replace", False, None, None), ("run_shell_command", True, 1, None),
+        ("write_todos", False, None, None), ("write_file", True, None, True)]
+    assert [entry.id for entry in session.active_branch()][-3:] == [
+        f"{EDIT}.3", f"{EDIT}.4", "a1f0c3d2-0003-4e5f-8a9b-000000000003"]
+
+
+def test_json_lines_keep_the_last_record_and_leave_a_rewound_message_off_the_branch() -> None:
+    """A message recorded twice is one entry holding its last record (with the tool call
+    the second added); the message a ``$rewindTo`` dropped stays an entry off the active
+    branch; the one after it follows the message before the rewound one."""
+    session = read_source(LINES)
+    ids = [entry.id.removeprefix("b2000000-000") for entry in session.entries]
+    assert ids == ["1-4000-8000-000000000001", "2-4000-8000-000000000002",
+                   "2-4000-8000-000000000002.1", "3-4000-8000-000000000003",
+                   "4-4000-8000-000000000004"]
+    assert session.entries[1].line == 5  # the second record of the message
+    active = [entry.id for entry in session.active_branch()]
+    assert "b2000000-0003-4000-8000-000000000003" not in active
+    assert active[-2:] == ["b2000000-0002-4000-8000-000000000002.1",
+                           "b2000000-0004-4000-8000-000000000004"]
+    failed = session.entries[2].view.message
+    assert failed is not None and (failed["exitCode"], failed["isError"]) == (128, True)
+
+
+def test_a_broken_document_is_a_located_error(tmp_path: Path) -> None:
+    """A whole-file chat cut short (a rewrite caught half-way) is not a session, with the
+    line where its JSON stops."""
+    broken = tmp_path / "chats" / "session-2026-03-02T09-00-7f3a9c2e.json"
+    broken.parent.mkdir()
+    data = LEGACY.read_bytes()
+    broken.write_bytes(data[: data.index(b'"toolCalls"')])
+    with pytest.raises(NotASessionError, match=r"json:\d+: not a JSON document"):
+        read_source(broken)
+
+
+def test_found_in_a_temporary_home_recalled_and_expanded_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chats under ``~/.gemini/tmp/<project>/chats`` are found with no option (Gemini's other
+    files there are not listed); a rare word is recalled to its entry and agent; the hit
+    expands as text, and raw as the message's exact node; after Gemini CLI rewrites the
+    file with one more message, the same address still expands to the same node."""
+    home = fake_home(tmp_path, monkeypatch)
+    chats = home / ".gemini" / "tmp" / "4c1b7e0d" / "chats"
+    chats.mkdir(parents=True)
+    copy = chats / LEGACY.name
+    shutil.copy(LEGACY, copy)
+    shutil.copy(LINES, chats / LINES.name)
+    (chats.parent / "logs.json").write_text("[]")
+    (chats.parent / "checkpoint-x.json").write_text("{}")
+    assert sorted(p.name for p in session_files(home / ".gemini")) == [LEGACY.name, LINES.name]
+    report = reindex(workers=1)
+    assert (report["indexed"], report["invalid"]) == (2, [])
+    hits = recall("wombat", agent="gemini")["hits"]
+    assert [(h["address"], h["agent"], h.get("tool"), h.get("isError")) for h in hits] == [
+        (f"{EDIT}.2", "gemini", "run_shell_command", True)]
+    text = expand_request(hits[0]["follow"])["entries"][0]["text"]
+    assert "Exit Code: 1" in text
+    node = expand_request({**hits[0]["follow"], "raw": True})["entries"][0]["text"]
+    document = orjson.loads(copy.read_bytes())
+    assert orjson.loads(node) == document["messages"][1]
+    assert node.encode() in copy.read_bytes()
+    document["messages"].append({"id": "late", "timestamp": "2026-03-02T09:05:00.000Z",
+                                 "type": "user", "content": "and the yabby report"})
+    copy.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    again = expand(document["sessionId"], addresses=[EDIT], raw=True)["entries"][0]["text"]
+    assert orjson.loads(again) == document["messages"][1]
+
+
+def test_gemini_cli_home_moves_the_folder(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$GEMINI_CLI_HOME`` stands for the home folder Gemini CLI writes under."""
+    fake_home(tmp_path, monkeypatch)
+    moved = tmp_path / "elsewhere"
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(moved))
+    assert GEMINI.homes(()) == (moved / ".gemini" / "tmp",)
+
+
+def test_the_trail_and_the_packet_carry_edits_failed_commands_and_the_plan() -> None:
+    """The packet of a Gemini chat names the edit with its change, the test run that
+    exited 1, the cancelled write, the open todo items, and the user's task, each with its
+    message-id address (never a line, which the next rewrite of the file moves)."""
+    packet = orjson.loads(_packet(read_source(LEGACY)))["hookSpecificOutput"][
+        "additionalContext"]
+    for line in (f"[{EDIT}.1] ledger/sum.py: edit `- total = float(a) + float(b)` -> "
+                 "`+ total = Decimal(a) + Decimal(b)`",
+                 f"[{EDIT}.2] check: `pytest -q tests/test_sum.py` last run failed (exit 1)",
+                 f"[{EDIT}.3] open: in_progress: Import Decimal in ledger/sum.py",
+                 f"[{EDIT}.4] error: write_file `notes/rounding.md` -> interrupted",
+                 "task: \"The quokka-ledger totals are off by a cent"):
+        assert line in packet
+    lines = orjson.loads(_packet(read_source(LINES)))["hookSpecificOutput"][
+        "additionalContext"]
+    assert "run_shell_command `git mv platypus_report.py report.py` -> failed" in lines

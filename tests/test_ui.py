@@ -1,0 +1,238 @@
+"""``fabric-memory ui`` over raw HTTP: the token on every route, hostile paths and queries,
+the JSON twins, secrets masked, and the start-up refusals (a real server process)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import orjson
+import pytest
+
+from .ui_host import BIN, RARE, SECRET, RunningUI, Store, build_store, running_ui
+
+ROUTES = ["/", "/sessions.json", "/session/{id}", "/session/{id}.json", "/raw/{id}?address=e001",
+          "/live/{id}", "/search?q=parser", "/search.json?q=parser", "/stats", "/stats.json",
+          "/events", "/static/ui.js", "/static/ui.css", "/no-such-page"]
+TRACEBACK_MARKS = (b"Traceback", b'File "', b"Error:\n")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return build_store(tmp_path_factory.mktemp("ui"))
+
+
+@pytest.fixture(scope="module")
+def ui(store: Store) -> Iterator[RunningUI]:
+    with running_ui(store) as running:
+        yield running
+
+
+def _routes(store: Store) -> list[str]:
+    return [route.replace("{id}", store.long.session_id) for route in ROUTES]
+
+
+def test_first_line_is_the_url_with_its_token(ui: RunningUI) -> None:
+    """stdout's first line is http://127.0.0.1:PORT/?token=… and that URL opens the list."""
+    assert ui.url.startswith("http://127.0.0.1:")
+    assert len(ui.token) >= 32
+    status, headers, _ = ui.get("/?token=" + ui.token, cookie=None)
+    assert status == 303
+    assert headers["location"] == "/"
+    assert f"fabric_memory_ui_{ui.base.rsplit(':', 1)[1]}={ui.token}" in headers["set-cookie"]
+    assert "httponly" in headers["set-cookie"].lower()
+
+
+@pytest.mark.parametrize("cookie,status", [(None, 401), ("wrong", 403)], ids=["missing", "wrong"])
+def test_every_route_needs_the_token(ui: RunningUI, store: Store, cookie: str | None,
+                                     status: int) -> None:
+    """Without the token, or with a wrong one, every route answers 401/403 and no content."""
+    for route in _routes(store):
+        name = None if cookie is None else f"fabric_memory_ui_{ui.base.rsplit(':', 1)[1]}=wrong"
+        got, _, body = ui.get(route, cookie=name)
+        assert got == status, route
+        assert store.long.session_id.encode() not in body, route
+        assert b"parser" not in body and b"<html" not in body, route
+        assert b"token" in body, route
+    got, _, body = ui.get(f"/?token=nope{ui.token}", cookie=None)
+    assert got == 403 and b"<html" not in body
+
+
+def test_every_route_answers_with_the_token(ui: RunningUI, store: Store) -> None:
+    """With the cookie, each page answers (the unknown page with a clean 404) and carries
+    the security headers: nothing may load from elsewhere."""
+    for route in _routes(store):
+        if route.startswith(("/live/", "/events")):
+            continue  # streams: tested in the browser
+        status, headers, body = ui.get(route)
+        assert status == (404 if route == "/no-such-page" else 200), (route, body[:300])
+        assert headers["content-security-policy"].startswith("default-src 'self'")
+        assert not any(mark in body for mark in TRACEBACK_MARKS), route
+
+
+@pytest.mark.parametrize("path", [
+    "/session/..%2F..%2F..%2Fetc%2Fpasswd", "/session/../../../etc/passwd",
+    "/session/%2Fetc%2Fpasswd", "/session//etc/passwd", "/session/%00",
+    "/raw/..%2F..%2Fetc%2Fpasswd?address=L1",
+    "/session/~root%2F.bashrc", "/static/..%2F..%2Fapp.py", "/static/../app.py",
+])
+def test_path_traversal_reads_nothing_outside(ui: RunningUI, path: str) -> None:
+    """A session named by a path outside the sessions roots (or none) is not found: a clean
+    404 page, never the file, never a traceback."""
+    status, _, body = ui.get(path)
+    assert status in (400, 404), (path, status, body[:300])
+    assert b"root:" not in body and b"import " not in body
+    assert not any(mark in body for mark in TRACEBACK_MARKS)
+
+
+def test_an_unknown_session_is_a_clear_404(ui: RunningUI) -> None:
+    """An id no session has: 404 saying so, as a page and as JSON."""
+    status, _, body = ui.get("/session/00000000-dead-beef-0000-000000000000")
+    assert status == 404
+    assert b"session_not_found" in body and b"not in the memory index" in body
+    status, _, body = ui.get("/session/00000000-dead-beef-0000-000000000000.json")
+    assert status == 404
+    assert orjson.loads(body)["error"]["status"] == 404
+
+
+def test_huge_and_bad_queries_are_refused_cleanly(ui: RunningUI) -> None:
+    """A 1 MB query, a 10 kB one, bad numbers and bad filters: a 4xx with a reason, and the
+    server keeps answering."""
+    status, _, body = ui.get("/search?q=" + "a" * 1_000_000)
+    assert 400 <= status < 500 and not any(mark in body for mark in TRACEBACK_MARKS)
+    status, _, body = ui.get("/search?q=" + "word%20" * 1500)
+    assert status == 400 and b"the limit is 4096" in body
+    for path in ("/?page=abc", "/?page=0", "/?agent=nobody", "/?compacted=maybe",
+                 "/?since=yesterday", "/search?q=x&since=soon", "/search?q=x&offset=-1"):
+        status, _, body = ui.get(path)
+        assert status == 400, path
+        assert not any(mark in body for mark in TRACEBACK_MARKS), path
+    assert ui.get("/")[0] == 200
+
+
+def test_sessions_json_twin_holds_what_the_list_shows(ui: RunningUI, store: Store) -> None:
+    """``/sessions.json`` and ``/?format=json`` hold each row's fields; the page shows them."""
+    status, _, body = ui.get("/sessions.json")
+    assert status == 200
+    page = orjson.loads(body)
+    assert orjson.loads(ui.get("/?format=json")[2]) == page
+    assert page["total"] == 2 and page["perAgent"] == {"pi": 2}
+    first = page["sessions"][0]
+    assert first["sessionId"] == store.long.session_id  # newest first
+    assert first["facts"]["compactions"] == 1
+    assert first["facts"]["failures"] == 2  # the failed read, the failed Fabric operation
+    assert first["facts"]["title"].startswith("Make the parser accept trailing commas")
+    html = ui.get("/")[2].decode()
+    for row in page["sessions"]:
+        assert row["facts"]["title"] in html
+        assert row["sessionId"] in html
+
+
+@pytest.mark.parametrize("query,expected", [
+    ("compacted=yes", 1), ("compacted=no", 1), ("failed=yes", 1), ("failed=no", 1),
+    ("agent=pi", 2), ("agent=codex", 0), ("project=/repo", 2), ("project=/elsewhere", 0),
+    ("since=2000-01-01T00:00:00Z", 2), ("until=2000-01-01T00:00:00Z", 0),
+])
+def test_list_filters(ui: RunningUI, query: str, expected: int) -> None:
+    """Each filter of the list narrows it as named."""
+    status, _, body = ui.get(f"/sessions.json?{query}")
+    assert status == 200
+    assert orjson.loads(body)["total"] == expected
+
+
+def test_session_page_marks_every_entry_by_its_address(ui: RunningUI, store: Store) -> None:
+    """Every entry has id=<address>; the summary's addresses are links (to another page of
+    the timeline through ?at=); an edit is a diff; an error is marked; results past a few
+    lines are collapsed."""
+    sid = store.long.session_id
+    page = orjson.loads(ui.get(f"/session/{sid}.json")[2])
+    assert page["pages"] == 2 and page["page"] == 1
+    html = ui.get(f"/session/{sid}")[2].decode()
+    for entry in page["shown"]:
+        assert f'id="{entry["address"]}"' in html
+    assert f'id="{store.failed_op}"' in html
+    assert '<span class="del">-const a = 1;</span>' in html
+    assert '<span class="add">+const a = 2;</span>' in html
+    assert 'class="entry role-toolResult is-error"' in html
+    assert '<details class="result">' in html
+    second = ui.get(f"/session/{sid}?at={store.rare_address}")[2].decode()
+    assert f'id="{store.rare_address}"' in second and "page 2 of 2" in second
+    link = f'href="/session/{sid}?at={quote(store.failed_op, safe="")}#{store.failed_op}"'
+    assert link in second
+    assert f'<a class="address" href="#{store.rare_address}">' in second
+
+
+def test_secrets_are_masked_on_the_page_and_in_the_raw_line(ui: RunningUI, store: Store) -> None:
+    """A key in a user message never reaches the page, its JSON, or the raw line."""
+    sid = store.long.session_id
+    for path in (f"/session/{sid}", f"/session/{sid}.json", f"/raw/{sid}?address={store.secret}",
+                 "/search?q=deploy", "/stats.json"):
+        status, _, body = ui.get(path)
+        assert status == 200, path
+        assert SECRET.values[0].encode() not in body, path
+    assert b"[REDACTED:" in ui.get(f"/raw/{sid}?address={store.secret}")[2]
+    assert b"[REDACTED:" in ui.get(f"/session/{sid}")[2]
+
+
+def test_search_groups_hits_and_marks_the_words(ui: RunningUI, store: Store) -> None:
+    """Recall's hits, grouped by session, held words marked, each a link to its entry."""
+    page = orjson.loads(ui.get(f"/search.json?q={RARE.lower()}")[2])
+    assert page["total"] >= 1
+    group = page["groups"][0]
+    assert group["sessionId"] == store.long.session_id
+    assert any(hit["address"] == store.rare_address for hit in group["hits"])
+    html = ui.get(f"/search?q={RARE}")[2].decode()
+    assert "<mark>QUOKKA</mark>_<mark>ZEPHYR</mark>_<mark>7731</mark>" in html
+    assert f'#{store.rare_address}"' in html
+
+
+def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
+    """Stats: failure rate per tool (Fabric operations by their ref), every compaction with
+    its tokensBefore, charts drawn as SVG."""
+    stats = orjson.loads(ui.get("/stats.json")[2])
+    tools = {row["tool"]: row for row in stats["tools"]}
+    assert tools["read"]["failures"] == 1 and tools["pi.bash"]["failureRate"] == 1.0
+    assert [c["tokensBefore"] for c in stats["compactions"]] == [1000]
+    assert stats["sessions"] == 2
+    assert b"<svg" in ui.get("/stats")[2]
+
+
+def test_non_loopback_host_needs_a_token(store: Store) -> None:
+    """--host 0.0.0.0 without --token is refused before anything is bound; a short token too."""
+    for extra, said in ((["--host", "0.0.0.0"], "not a loopback address"),
+                        (["--host", "0.0.0.0", "--token", "short"], "at least 16")):
+        done = subprocess.run([str(BIN / "fabric-memory"), "ui", "--no-open", "--sessions",
+                               str(store.sessions), "--index", str(store.index), *extra],
+                              capture_output=True, timeout=30)
+        assert done.returncode == 2  # a usage error
+        assert done.stdout == b""
+        assert said in done.stderr.decode()
+        assert b"Traceback" not in done.stderr
+
+
+def test_a_given_token_is_the_one_required(store: Store) -> None:
+    """--token SECRET: the printed URL carries it and only it opens the pages."""
+    mine = "my-own-token-0123456789"
+    with running_ui(store, "--token", mine) as ui:
+        assert ui.token == mine
+        assert ui.get("/sessions.json")[0] == 200
+        assert ui.get("/sessions.json", cookie=f"{ui.cookie.split('=')[0]}=other-token")[0] == 403
+
+
+def test_quickstart_names_the_ui() -> None:
+    """quickstart's closing lines name fabric-memory ui."""
+    from fabric_memory.quickstart import NEXT_STEPS
+
+    assert "fabric-memory ui" in NEXT_STEPS
+
+
+def test_package_ships_templates_and_static_files() -> None:
+    """The templates and the vendored script and style are package data."""
+    import tomllib
+
+    here = Path(__file__).parent.parent
+    data = tomllib.loads((here / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert data["package-data"]["fabric_memory.ui"] == ["templates/*.html", "static/*"]
+    assert (here / "fabric_memory" / "ui" / "static" / "ui.js").is_file()
