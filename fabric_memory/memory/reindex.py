@@ -208,8 +208,9 @@ def _reindex(
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
+    folders = _Folders()
     pending, gone, excluded = _plan_all(roots, files, committed, full, max_line_bytes, one,
-                                        narrowed, load_tombstones(handle.root))
+                                        narrowed, load_tombstones(handle.root), folders)
     if not full and not pending and not gone:
         report["excluded"].extend(excluded)
         report["skipped"] = len(files) - len(excluded)
@@ -227,7 +228,7 @@ def _reindex(
             catalog = load_catalog(handle)
             forgotten = load_tombstones(handle.root)  # read under the lock forget writes it under
             tasks, gone, excluded = _plan_all(roots, files, catalog, full, max_line_bytes, one,
-                                              narrowed, forgotten)
+                                              narrowed, forgotten, folders)
             if tasks != pending:
                 parsing.cancel()
                 parsing = _Parsing(tasks, pool, 4 * count)
@@ -295,7 +296,7 @@ def _update_paths(
             record = catalog.record(name)
             if record is not None:
                 _forget(writer, record, report, GONE)
-        folders: dict[str, str | None] = {}
+        folders = _Folders()
         for path in files:
             record = catalog.record(path)
             task = _plan(path, record, False, max_line_bytes)
@@ -409,7 +410,7 @@ def _committed(handle: Memory) -> Catalog:
 
 def _plan_all(
     roots: tuple[Path, ...], files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
-    one: bool, agents: frozenset[str] | None, forgotten: Tombstones,
+    one: bool, agents: frozenset[str] | None, forgotten: Tombstones, folders: _Folders,
 ) -> tuple[list[_Task], list[tuple[SessionRecord, str]], list[PathReason]]:
     """Files to parse; records to delete, each with why: under ``roots`` and its file gone (a
     deleted or renamed file, or one indexed under another spelling of its path), or kept out
@@ -419,7 +420,6 @@ def _plan_all(
     tasks: list[_Task] = []
     drop: list[tuple[SessionRecord, str]] = []
     excluded: list[PathReason] = []
-    folders: dict[str, str | None] = {}
     for path in files:
         record = catalog.by_path.get(path)
         task = _plan(path, record, full, max_line_bytes)
@@ -440,21 +440,41 @@ def _plan_all(
 GONE = "the session file is gone; its documents removed"
 
 
+class _Folders:
+    """What one run learns of working folders: whether each is ignored, and the folder each
+    new file's head names, by the file's stat (the plan before the lock and the plan under
+    it read a file's head once)."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, str | None] = {}
+        self.heads: dict[tuple[str, StatKey | None], str | None] = {}
+
+    def head(self, path: str, checked: StatKey | None) -> str | None:
+        key = (path, checked)
+        if key not in self.heads:
+            self.heads[key] = head_folder(path)
+        return self.heads[key]
+
+    def reason(self, cwd: str) -> str | None:
+        if cwd not in self.reasons:
+            self.reasons[cwd] = ignored(cwd)
+        return self.reasons[cwd]
+
+
 def _left_out(
     path: str, record: SessionRecord | None, task: _Task | None, forgotten: Tombstones,
-    folders: dict[str, str | None],
+    folders: _Folders,
 ) -> str | None:
     """Why ``path`` is kept out of memory, or None: forgotten, or its working folder is
     ignored (the record's folder, else the one the file's head names: a new file is not
-    read further). ``folders`` remembers each folder's answer for one run."""
+    read further)."""
     if forgotten.of_path(path) is not None:
         return _forgotten_reason(path, forgotten)["reason"]
-    cwd = record.cwd if record is not None else head_folder(path) if task is not None else None
+    cwd = (record.cwd if record is not None
+           else folders.head(path, task.checked) if task is not None else None)
     if cwd is None:
         return None
-    if cwd not in folders:
-        folders[cwd] = ignored(cwd)
-    reason = folders[cwd]
+    reason = folders.reason(cwd)
     return None if reason is None else f"not indexed: its working folder is ignored ({reason})"
 
 
