@@ -44,6 +44,9 @@ EXPECTED = (
     "live.freshness",
     "live.idle_cpu",
     "cli.recall",
+    *(f"ui.{page}.{size}" for size in ("agent", "large")
+      for page in ("list", "session", "search")),
+    "ui.first_paint",
     "cluster.reindex.1",
     "cluster.reindex.2",
     *(f"cluster.recall.{shards}" for shards in (1, 4, 16)),

@@ -3,6 +3,8 @@ the JSON twins, secrets masked, and the start-up refusals (a real server process
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,17 @@ from urllib.parse import quote
 import orjson
 import pytest
 
-from .ui_host import BIN, RARE, SECRET, RunningUI, Store, build_store, running_ui
+from .ui_host import (
+    BIN,
+    CLAUDE_SESSION,
+    CLAUDE_WORD,
+    RARE,
+    SECRET,
+    RunningUI,
+    Store,
+    build_store,
+    running_ui,
+)
 
 ROUTES = ["/", "/sessions.json", "/session/{id}", "/session/{id}.json", "/raw/{id}?address=e001",
           "/live/{id}", "/search?q=parser", "/search.json?q=parser", "/stats", "/stats.json",
@@ -118,7 +130,7 @@ def test_sessions_json_twin_holds_what_the_list_shows(ui: RunningUI, store: Stor
     assert status == 200
     page = orjson.loads(body)
     assert orjson.loads(ui.get("/?format=json")[2]) == page
-    assert page["total"] == 2 and page["perAgent"] == {"pi": 2}
+    assert page["total"] == 3 and page["perAgent"] == {"claude-code": 1, "pi": 2}
     first = page["sessions"][0]
     assert first["sessionId"] == store.long.session_id  # newest first
     assert first["facts"]["compactions"] == 1
@@ -131,9 +143,10 @@ def test_sessions_json_twin_holds_what_the_list_shows(ui: RunningUI, store: Stor
 
 
 @pytest.mark.parametrize("query,expected", [
-    ("compacted=yes", 1), ("compacted=no", 1), ("failed=yes", 1), ("failed=no", 1),
-    ("agent=pi", 2), ("agent=codex", 0), ("project=/repo", 2), ("project=/elsewhere", 0),
-    ("since=2000-01-01T00:00:00Z", 2), ("until=2000-01-01T00:00:00Z", 0),
+    ("compacted=yes", 1), ("compacted=no", 2), ("failed=yes", 1), ("failed=no", 2),
+    ("agent=pi", 2), ("agent=claude-code", 1), ("agent=codex", 0), ("project=/repo", 3),
+    ("project=/elsewhere", 0), ("since=2000-01-01T00:00:00Z", 3),
+    ("until=2000-01-01T00:00:00Z", 0), ("agent=pi&compacted=no", 1),
 ])
 def test_list_filters(ui: RunningUI, query: str, expected: int) -> None:
     """Each filter of the list narrows it as named."""
@@ -188,6 +201,38 @@ def test_search_groups_hits_and_marks_the_words(ui: RunningUI, store: Store) -> 
     assert f'#{store.rare_address}"' in html
 
 
+def test_another_agents_entries_land_by_line_and_by_id(ui: RunningUI) -> None:
+    """A Claude Code entry's element is its line address (what summaries print); the id a
+    recall hit names lands on it too; Claude's Edit is a diff."""
+    page = orjson.loads(ui.get(f"/search.json?q={CLAUDE_WORD}")[2])
+    hit = page["groups"][0]["hits"][0]
+    assert page["groups"][0]["sessionId"] == CLAUDE_SESSION
+    html = ui.get(f"/session/{CLAUDE_SESSION}?at={quote(hit['address'])}")[2].decode()
+    timeline = orjson.loads(ui.get(f"/session/{CLAUDE_SESSION}.json")[2])
+    said = next(e for e in timeline["shown"] if CLAUDE_WORD in e["text"])
+    assert said["address"].startswith("L") and said["entryId"] != said["address"]
+    assert hit["address"] in (said["address"], said["entryId"])
+    assert f'id="{said["address"]}"' in html and f'id="{said["entryId"]}"' in html
+    assert '<span class="del">-sleep(9)</span>' in html
+    assert '<span class="add">+sleep(0)</span>' in html
+
+
+def test_summary_page_links_every_address(ui: RunningUI, store: Store) -> None:
+    """The summary engine's summary of a session (whole, or through an address): its
+    addresses are links to the timeline, line addresses for another agent's session."""
+    sid = store.long.session_id
+    whole = orjson.loads(ui.get(f"/summary/{sid}.json")[2])
+    assert whole["until"] == store.rare_address and "[e001]" in whole["summary"]
+    assert SECRET.values[0] not in whole["summary"]
+    html = ui.get(f"/summary/{sid}")[2].decode()
+    assert f'<a class="address" href="/session/{sid}?at=e001#e001">e001</a>' in html
+    cut = orjson.loads(ui.get(f"/summary/{sid}.json?until=e004")[2])
+    assert cut["until"] == "e004" and cut["entries"] == 4
+    assert ui.get(f"/summary/{sid}?until=nowhere")[0] == 400
+    claude = ui.get(f"/summary/{CLAUDE_SESSION}")[2].decode()
+    assert f'href="/session/{CLAUDE_SESSION}?at=L1#L1">L1</a>' in claude
+
+
 def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     """Stats: failure rate per tool (Fabric operations by their ref), every compaction with
     its tokensBefore, charts drawn as SVG."""
@@ -195,7 +240,7 @@ def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     tools = {row["tool"]: row for row in stats["tools"]}
     assert tools["read"]["failures"] == 1 and tools["pi.bash"]["failureRate"] == 1.0
     assert [c["tokensBefore"] for c in stats["compactions"]] == [1000]
-    assert stats["sessions"] == 2
+    assert stats["sessions"] == 3
     assert b"<svg" in ui.get("/stats")[2]
 
 
@@ -219,6 +264,36 @@ def test_a_given_token_is_the_one_required(store: Store) -> None:
         assert ui.token == mine
         assert ui.get("/sessions.json")[0] == 200
         assert ui.get("/sessions.json", cookie=f"{ui.cookie.split('=')[0]}=other-token")[0] == 403
+
+
+def test_a_forgotten_session_leaves_every_page(tmp_path: Path) -> None:
+    """`forget` while the server runs: the session is gone from the list, search and stats,
+    and its pages answer 404 (the server reads through the same catalog)."""
+    from fabric_memory.memory.forget import Selection, forget
+
+    store = build_store(tmp_path)
+    sid = store.long.session_id
+    with running_ui(store) as ui:
+        assert ui.get(f"/session/{sid}")[0] == 200
+        forget(Selection(named=(sid,)), index=store.index, sessions=store.sessions)
+        listed = orjson.loads(ui.get("/sessions.json")[2])["sessions"]
+        assert sid not in {row["sessionId"] for row in listed} and listed
+        for path in (f"/session/{sid}", f"/summary/{sid}",
+                     f"/raw/{sid}?address={store.rare_address}"):
+            assert ui.get(path)[0] == 404, path
+        assert orjson.loads(ui.get(f"/search.json?q={RARE}")[2])["total"] == 0
+        assert sid not in ui.get("/stats.json")[2].decode()
+
+
+def test_sigterm_stops_the_server_cleanly(store: Store) -> None:
+    """SIGTERM ends the server with exit 0 (its live index thread finishes its step), no
+    traceback."""
+    with running_ui(store) as ui:
+        assert ui.get("/sessions.json")[0] == 200
+        os.killpg(ui.process.pid, signal.SIGTERM)
+        assert ui.process.wait(timeout=15) == 0
+        assert ui.process.stderr is not None
+        assert b"Traceback" not in ui.process.stderr.read()
 
 
 def test_quickstart_names_the_ui() -> None:

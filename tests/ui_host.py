@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from .memory_builder import SessionBuilder, operation
 from .secret_samples import anthropic_key
+from .transcripts import ClaudeTranscript
 
 BIN = Path(sys.executable).parent
 START_SECONDS = 30.0
@@ -29,6 +30,9 @@ RARE = "QUOKKA_ZEPHYR_7731"
 FILLER = 230
 """Filler turns in the long session: more than one page of its timeline (200 entries)."""
 SECRET = anthropic_key(random.Random(41))
+CLAUDE_SESSION = "c1a0de00-0000-4000-8000-0000000000c1"
+CLAUDE_WORD = "MARMOSET_SLOWPATH"
+"""Said once, in the Claude Code session (whose entries are addressed by line: ``L2``)."""
 
 
 @dataclass(slots=True)
@@ -78,6 +82,14 @@ def build_store(base: Path) -> Store:
     other = SessionBuilder(sessions / "--repo--" / "2026-01-01T10-00-00-000Z_short.jsonl")
     other.user("A short and old session about the docs.")
     other.write(mtime=time.time() - 3600)
+    (sessions / "--claude--").mkdir()
+    claude = ClaudeTranscript(session_id=CLAUDE_SESSION, cwd="/repo")
+    claude.user(f"Find why {CLAUDE_WORD} is slow.")
+    claude.tool("Edit", {"file_path": "src/slow.py", "old_string": "sleep(9)",
+                         "new_string": "sleep(0)"}, "edited")
+    claude.assistant("Removed the sleep.")
+    written = claude.write(sessions / "--claude--" / f"{CLAUDE_SESSION}.jsonl")
+    os.utime(written, (time.time() - 1800, time.time() - 1800))
     reindex(sessions=sessions, index=base / "index", workers=1)
     return Store(sessions, base / "index", long, rare, failed_op, compaction, secret)
 

@@ -89,10 +89,15 @@ class JsonLines:
     that is not JSON becomes a located :class:`~fabric_memory.session.LineProblem` in
     ``problems`` (a half-written last line: ``truncated``). ``source_hash`` and ``size``
     cover exactly the bytes read, as :func:`fabric_memory.session.read_session` computes
-    them (so the ``sourceHash`` check of ``expand`` holds for every source)."""
+    them (so the ``sourceHash`` check of ``expand`` holds for every source).
+
+    ``text``: the lines of a text file (Aider's Markdown history) instead, each non-blank
+    line's ``value`` its decoded text (a line that is not UTF-8 decoded with
+    replacements); a last line without its newline is being written: ``truncated``."""
 
     path: str
     max_line_bytes: int
+    text: bool = False
     problems: list[LineProblem] = field(default_factory=list)
     truncated: LineProblem | None = None
     size: int = 0
@@ -115,6 +120,14 @@ class JsonLines:
                     self.size = offset + len(data) + (1 if ended else 0)
                     data = data.removesuffix(b"\r")
                     if not data or data.isspace():
+                        continue
+                    if self.text:
+                        if not ended:
+                            self.truncated = LineProblem(
+                                number, "truncated_tail: half-written last line ignored")
+                            continue
+                        yield SourceLine(number, offset, len(data),
+                                         data.decode("utf-8", "replace"))
                         continue
                     try:
                         value = decode_line(data)

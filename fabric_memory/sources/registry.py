@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
+from .aider import AIDER
 from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
+from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
+from .cursor import CURSOR
 from .fabro import FABRO
 from .gemini import GEMINI
 from .goose import DATABASE_READER as GOOSE_DATABASE
@@ -39,9 +42,14 @@ READERS: Final[tuple[SourceReader, ...]] = (
     KIMI,
     GOOSE_DATABASE,
     GOOSE_LINES,
+    AIDER,
+    CURSOR,
     CATUI_TRACES,
     FABRO,
     GEMINI,
+    ROO_CODE,
+    KILO_CODE,
+    CLINE,
     CATUI_SESSIONS,
     OMP,
     PI,
@@ -56,7 +64,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini", "goose")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
+                  "cursor")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
