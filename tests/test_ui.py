@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -283,6 +284,24 @@ def test_a_forgotten_session_leaves_every_page(tmp_path: Path) -> None:
             assert ui.get(path)[0] == 404, path
         assert orjson.loads(ui.get(f"/search.json?q={RARE}")[2])["total"] == 0
         assert sid not in ui.get("/stats.json")[2].decode()
+
+
+def test_a_browser_opens_on_the_url_only_with_a_display(store: Store, tmp_path: Path) -> None:
+    """Without --no-open the server opens the browser ($BROWSER here) on the printed URL
+    when there is a display, and opens none without one."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n')
+    browser.chmod(0o755)
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ":0"}) as ui:
+        deadline = time.monotonic() + 10
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert opened.read_text().split() == [ui.url]
+    opened.unlink()
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ""}):
+        time.sleep(1.5)
+    assert not opened.exists()
 
 
 def test_sigterm_stops_the_server_cleanly(store: Store) -> None:

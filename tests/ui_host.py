@@ -123,12 +123,14 @@ class RunningUI:
 
 
 @contextlib.contextmanager
-def running_ui(store: Store, *extra: str) -> Iterator[RunningUI]:
-    """``fabric-memory ui --no-open`` over ``store`` until the block ends."""
-    env = {**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+def running_ui(store: Store, *extra: str, opening: dict[str, str] | None = None,
+               ) -> Iterator[RunningUI]:
+    """``fabric-memory ui --no-open`` over ``store`` until the block ends (``opening``: the
+    environment it opens a browser in, without ``--no-open``)."""
+    env = {**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": "", **(opening or {})}
     process = subprocess.Popen(
-        [str(BIN / "fabric-memory"), "ui", "--no-open", "--sessions", str(store.sessions),
-         "--index", str(store.index), *extra],
+        [str(BIN / "fabric-memory"), "ui", *(() if opening else ("--no-open",)),
+         "--sessions", str(store.sessions), "--index", str(store.index), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
     try:
         url = _first_line(process)
