@@ -242,6 +242,10 @@ def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     assert tools["read"]["failures"] == 1 and tools["pi.bash"]["failureRate"] == 1.0
     assert [c["tokensBefore"] for c in stats["compactions"]] == [1000]
     assert stats["sessions"] == 3
+    assert stats["usage"] == {"input": 1200, "output": 300, "cacheRead": 5000,
+                              "cacheWrite": 100, "cost": 0.0123}
+    assert {row["name"]: row["usage"]["input"] for row in stats["agents"]} == {
+        "pi": 1200, "claude-code": 0}
     assert b"<svg" in ui.get("/stats")[2]
 
 
@@ -302,6 +306,29 @@ def test_a_browser_opens_on_the_url_only_with_a_display(store: Store, tmp_path: 
     with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ""}):
         time.sleep(1.5)
     assert not opened.exists()
+
+
+def test_a_shared_id_is_named_by_its_path(tmp_path: Path) -> None:
+    """Two files with one session id: each row links to its session by path, and that page
+    answers (an id alone would be ambiguous)."""
+    store = build_store(tmp_path)
+    twin = store.sessions / "--copy--" / "twin.jsonl"
+    twin.parent.mkdir()
+    twin.write_bytes(store.long.path.read_bytes())
+    from fabric_memory.memory.reindex import reindex
+
+    reindex(sessions=store.sessions, index=store.index, workers=1)
+    with running_ui(store) as ui:
+        rows = orjson.loads(ui.get("/sessions.json")[2])["sessions"]
+        twins = [row for row in rows if row["sessionId"] == store.long.session_id]
+        assert len(twins) == 2 and all(row["handle"] == row["path"] for row in twins)
+        html = ui.get("/")[2].decode()
+        for row in twins:
+            link = f'href="/session/{quote(row["handle"])}"'
+            assert link in html
+            status, _, body = ui.get(f"/session/{quote(row['handle'])}")
+            assert status == 200 and row["path"].encode() in body
+        assert ui.get(f"/session/{store.long.session_id}")[0] == 404  # ambiguous: says so
 
 
 def test_sigterm_stops_the_server_cleanly(store: Store) -> None:
