@@ -202,6 +202,11 @@ def test_every_error_code(small: dict[str, Any]) -> None:
     assert _code(lambda: expand(session_id, indices=[0], **common)) == "ambiguous_session"
     twin.unlink()
     assert _code(lambda: expand(str(twin), indices=[0], **common)) == "source_unavailable"
+    from fabric_memory.memory.forget import Selection, forget
+
+    forget(Selection((path,)), **common)
+    assert _code(lambda: expand(path, indices=[0], **common)) == "session_forgotten"
+    assert _code(lambda: expand(session_id, indices=[0], **common)) == "session_forgotten"
 
 
 def test_duplicate_ids_are_ambiguous_addresses(tmp_path: Path) -> None:

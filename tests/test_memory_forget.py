@@ -24,6 +24,7 @@ from fabric_memory.memory.live import watch_sessions
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.memory.tombstones import FILE
 
+from .cluster_host import loopback_cluster
 from .memory_builder import SessionBuilder
 from .test_serve import connected, error_text
 from .ui_host import running_ui
@@ -185,6 +186,27 @@ def test_a_sharded_build_leaves_the_forgotten_session_out(
     assert RARE.encode() not in shards and LATER.encode() not in shards
     cli(capsys, "forget", "--undo", places["secret"].session_id, *where)
     assert found(capsys, where, LATER) == 1
+
+
+def test_a_dask_cluster_build_leaves_it_out(
+        places: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a real Dask cluster (scheduler and worker processes), a --full build leaves the
+    forgotten file out, and a copy of it under a new name is refused by the worker's task
+    (by the session id in the tombstone it reads from the index folder)."""
+    sharded = tmp_path / "sharded"
+    where = ["--sessions", str(places["sessions"]), "--index", str(sharded)]
+    with loopback_cluster(tmp_path / "dask", workers=1) as cluster:
+        reindex(sessions=places["sessions"], index=sharded, cluster=cluster.address)
+        cli(capsys, "forget", places["secret"].session_id, *where)
+        places["secret"].append(f"the {LATER} step")
+        copy = places["sessions"] / "--elsewhere--" / "copy.jsonl"
+        copy.parent.mkdir()
+        copy.write_bytes(places["secret"].path.read_bytes())
+        report = reindex(sessions=places["sessions"], index=sharded, cluster=cluster.address,
+                         full=True)
+    assert {str(places["secret"].path), str(copy)} <= {i["path"] for i in report["excluded"]}
+    assert found(capsys, where, RARE) == 0 and found(capsys, where, LATER) == 0
+    assert found(capsys, where, "quoting") == 1
 
 
 def wait_for(check: Any) -> None:

@@ -61,7 +61,8 @@ _WORKING_IN: Final = re.compile(
 FAILED: Final = frozenset({"error", "cancelled"})
 
 TOOLS: Final[Mapping[str, Tool]] = {
-    "read_file": file_tool("read", "read", ("file_path", "absolute_path", "path")),
+    "read_file": file_tool("read", "read", ("file_path", "absolute_path", "path",
+                                            "target_file")),
     "write_file": file_tool("write", "written", ("file_path", "absolute_path"), (),
                             ("content",)),
     "replace": file_tool("edit", "modified", ("file_path", "absolute_path"), ("old_string",),

@@ -19,6 +19,7 @@ from .claude_code import CLAUDE_CODE
 from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
+from .cursor import CURSOR
 from .fabro import FABRO
 from .gemini import GEMINI
 from .goose import DATABASE_READER as GOOSE_DATABASE
@@ -42,6 +43,7 @@ READERS: Final[tuple[SourceReader, ...]] = (
     GOOSE_DATABASE,
     GOOSE_LINES,
     AIDER,
+    CURSOR,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -62,7 +64,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
+                  "cursor")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
