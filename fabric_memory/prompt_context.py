@@ -155,7 +155,8 @@ def out_of_view(agent: str, session_id: str, project: str | None,
     Before the latest compaction marker the host shows its summary instead of the entries,
     except what each host keeps: Pi from the compaction's ``firstKeptEntryId`` on, Codex the
     user's own messages. A session never compacted is seen whole. The ``prompt`` itself,
-    when the host wrote it before running the hook, is not a turn that answers it."""
+    when the host wrote it as the branch's last entry before running the hook, is not a
+    turn that answers it (an earlier turn asking the same is)."""
     markers = [at for at, view in enumerate(views) if _is_marker(view)]
     if not markers:
         seen = list(views)
@@ -169,11 +170,13 @@ def out_of_view(agent: str, session_id: str, project: str | None,
         hidden = [view for view in before if not (kept_users and view.role == "user")]
         seen = [view for view in before if kept_users and view.role == "user"]
         seen += [view for view in views[start:] if not _is_marker(view)]
-    asked = prompt.strip()
+    users = [at for at, view in enumerate(seen) if view.role == "user"]
+    if users and prompt.strip() and seen[users[-1]].text.strip() == prompt.strip() and not any(
+            view.role == "assistant" for view in seen[users[-1] + 1:]):
+        del seen[users[-1]]  # the prompt, written before the hook ran: no turn answering it
     return InView(session_id, agent, project, frozenset(view.id for view in seen),
                   frozenset(view.id for view in hidden),
-                  tuple(frozenset(words(view.text)) for view in seen
-                        if view.text and not (view.role == "user" and view.text.strip() == asked)))
+                  tuple(frozenset(words(view.text)) for view in seen if view.text))
 
 
 def read_in_view(path: str, session_id: str, prompt: str = "") -> InView:

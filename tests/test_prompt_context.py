@@ -99,6 +99,25 @@ def test_a_question_about_the_compacted_part_gets_its_passage_once(
     assert _context(memory, data) is None
 
 
+def test_the_prompt_written_before_the_hook_does_not_answer_itself(
+        memory: dict[str, Path]) -> None:
+    """A host that writes the prompt to the transcript before running the hook: that last
+    line is not a kept turn showing the answer; the same question asked earlier and
+    answered is."""
+    t, _ = _claude()
+    question = "What DATABASE_URL did the ledger database use?"
+    t.user(question)
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    context = _context(memory, _event(t.session_id, path, question))
+    assert context is not None and FACT in context
+    t.assistant(f"It used {FACT}.")
+    t.user(question)
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    again = {**memory, "home": memory["home"] / "again"}  # (nothing given there yet)
+    assert _context(again, _event(t.session_id, path, question)) is None
+
+
 @pytest.mark.parametrize("prompt", [
     "hi", "hello!", "continue", "thanks", "ok, go ahead", "yes please", "/compact",
     "<command-name>/clear</command-name>", "Looks good, keep going", "thank you so much",
