@@ -17,6 +17,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from .conftest import FIXTURES
+from .stores import cursor_store as cursor_store
 
 CATUI = FIXTURES / "agents" / "catui"
 FABRO = FIXTURES / "agents" / "fabro"
@@ -145,48 +146,3 @@ def goose_home(home: Path) -> Path:
     finally:
         db.close()
     return folder
-
-
-def cursor_store(path: Path, chat: dict[str, Any] | None = None) -> Path:
-    """A Cursor agent ``store.db`` at ``path`` holding the chat (default: the fixture's
-    ``chat.json``) as cursor-agent stores one: each message a JSON blob addressed by its
-    SHA-256, a protobuf root listing them (field 1) and the workspace (field 9), and the
-    metadata hex-encoded in ``meta``."""
-    import hashlib
-    import sqlite3
-
-    chat = chat or orjson.loads((AGENT_FIXTURES / "cursor" / "chat.json").read_bytes())
-
-    def field(number: int, payload: bytes) -> bytes:
-        return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path)
-    try:
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("CREATE TABLE blobs (id TEXT PRIMARY KEY, data BLOB)")
-        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-        ids = []
-        for message in chat["messages"]:
-            data = orjson.dumps(message)
-            ids.append(hashlib.sha256(data).hexdigest())
-            db.execute("INSERT INTO blobs (id, data) VALUES (?, ?)", (ids[-1], data))
-        root = b"".join(field(1, bytes.fromhex(i)) for i in ids) + field(
-            9, chat["workspace"].encode())
-        root_id = hashlib.sha256(root).hexdigest()
-        db.execute("INSERT INTO blobs (id, data) VALUES (?, ?)", (root_id, root))
-        meta = {**chat["meta"], "latestRootBlobId": root_id}
-        db.execute("INSERT INTO meta (key, value) VALUES ('0', ?)", (orjson.dumps(meta).hex(),))
-        db.commit()
-    finally:
-        db.close()
-    return path
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

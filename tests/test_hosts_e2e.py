@@ -462,8 +462,8 @@ def test_gemini_lists_our_server_calls_recall_and_its_session_is_remembered(
     earlier = home / ".gemini" / "tmp" / "earlier" / "chats"
     earlier.mkdir(parents=True)
     (earlier / LEGACY.name).write_bytes(LEGACY.read_bytes())
-    (home / ".gemini" / "settings.json").write_text(
-        '{\n  "security": {\n    "auth": {\n      "selectedType": "gemini-api-key"\n    }\n  }\n}\n')
+    (home / ".gemini" / "settings.json").write_text(orjson.dumps(
+        {"security": {"auth": {"selectedType": "gemini-api-key"}}}).decode())
     work = tmp_path / "work"
     work.mkdir()
     (home / ".gemini" / "trustedFolders.json").write_text(

@@ -8,6 +8,7 @@ finding the agents' folders, which every recall does, loads no parser.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -570,5 +571,58 @@ def string(value: object) -> str | None:
 
 
 def under(root: Path, path: str) -> bool:
-    """Whether the real path ``path`` lies inside ``root`` (its symlinks resolved)."""
-    return path.startswith(os.path.join(os.path.realpath(root), ""))
+    """Whether the real path ``path`` lies inside ``root`` (its symlinks resolved; a folder
+    that does not exist holds no file)."""
+    real = real_folder(root)
+    return real is not None and path.startswith(os.path.join(real, ""))
+
+
+_REAL: dict[str, tuple[int, int, str]] = {}
+"""Folder as named → (device, inode, real path) when last resolved."""
+
+
+def real_folder(root: str | os.PathLike[str]) -> str | None:
+    """The real path of the folder ``root`` (None when there is none). Every file read asks
+    whether an agent's home holds it: one ``stat`` (is it still the folder resolved last
+    time?) instead of an ``lstat`` per part of the path."""
+    name = os.fspath(root)
+    try:
+        found = os.stat(name)
+    except OSError:
+        return None
+    known = _REAL.get(name)
+    if known is not None and known[:2] == (found.st_dev, found.st_ino):
+        try:
+            again = os.stat(known[2])
+        except OSError:
+            again = None
+        if again is not None and (again.st_dev, again.st_ino) == known[:2]:
+            return known[2]
+    real = os.path.realpath(name)
+    if len(_REAL) >= 64:  # (a handful of homes in practice)
+        _REAL.clear()
+    _REAL[name] = (found.st_dev, found.st_ino, real)
+    return real
+
+
+def from_environment(*names: str) -> Callable[[Callable[[], Path]], Callable[[], Path]]:
+    """Remember the folder ``function`` finds while the environment variables ``names`` (and
+    ``HOME``) keep their values: an agent's home is looked up for every file read."""
+
+    def decorate(function: Callable[[], Path]) -> Callable[[], Path]:
+        found: dict[tuple[str | None, ...], Path] = {}
+        keys = (*names, "HOME")
+
+        @functools.wraps(function)
+        def folder() -> Path:
+            key = tuple(map(os.environ.get, keys))
+            path = found.get(key)
+            if path is None:
+                if len(found) >= 16:
+                    found.clear()
+                path = found[key] = function()
+            return path
+
+        return folder
+
+    return decorate

@@ -19,6 +19,7 @@ from .claude_code import CLAUDE_CODE
 from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
+from .crush import CRUSH
 from .cursor import CURSOR
 from .fabro import FABRO
 from .gemini import GEMINI
@@ -46,6 +47,7 @@ READERS: Final[tuple[SourceReader, ...]] = (
     GOOSE_LINES,
     AIDER,
     CURSOR,
+    CRUSH,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -67,7 +69,7 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "qwen")
+                  "cursor", "crush", "qwen")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
