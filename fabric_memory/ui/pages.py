@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -40,9 +40,11 @@ from ..memory.catalog import (
     Catalog,
     SessionListing,
     SessionRecord,
+    StatKey,
     default_roots,
     list_sessions,
     load_catalog,
+    stat_key,
 )
 from ..memory.expand import expand
 from ..memory.index import Hit, SearchSpec, analyze
@@ -350,9 +352,33 @@ def entries_after(places: Places, session: str, after: int) -> list[EntryJSON]:
             for position in range(max(after, 0), len(read.entries))]
 
 
+READ_CACHE = 4
+"""Sessions kept read (by path and stat): paging through one, or a live page following it,
+reads its file once per change, not once per request."""
+_READ: OrderedDict[str, tuple[StatKey | None, Session]] = OrderedDict()
+_READ_LOCK = threading.Lock()
+
+
 def _read(record: SessionRecord) -> Session:
     """The session file as it is now (read again once when it changed while being read: an
-    agent appending to it)."""
+    agent appending to it); the last :data:`READ_CACHE` read are kept while their files'
+    stat stays the same."""
+    key = stat_key(record.path)
+    with _READ_LOCK:
+        kept = _READ.get(record.path)
+        if kept is not None and key is not None and kept[0] == key:
+            _READ.move_to_end(record.path)
+            return kept[1]
+    session = _read_now(record)
+    with _READ_LOCK:
+        _READ[record.path] = (key, session)
+        _READ.move_to_end(record.path)
+        while len(_READ) > READ_CACHE:
+            _READ.popitem(last=False)
+    return session
+
+
+def _read_now(record: SessionRecord) -> Session:
     for attempt in range(2):
         try:
             return read_source(record.path)
