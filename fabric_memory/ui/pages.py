@@ -187,6 +187,8 @@ class SessionsPage(TypedDict):
     """Sessions of each agent under the other filters."""
     filters: SessionsFilters
     sessions: list[SessionRow]
+    indexing: bool
+    """No index yet: the live index is building it (the page fills in when it commits)."""
 
 
 def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> SessionsPage:
@@ -197,6 +199,9 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
     _, handle = places.open()
+    if not handle.exists():  # the live index is reading the sessions for the first time
+        return {"total": 0, "page": 1, "pages": 1, "perAgent": {}, "filters": filters,
+                "sessions": [], "indexing": True}
     listing = list_sessions(index=places.index, sessions=places.sessions,
                             project=filters.get("project"), since=filters.get("since"),
                             until=filters.get("until"))["sessions"]
@@ -221,7 +226,7 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
         for item, record, facts in shown]
     return {"total": len(rows), "page": page, "pages": pages,
             "perAgent": dict(sorted(per_agent.items())), "filters": filters,
-            "sessions": sessions}
+            "sessions": sessions, "indexing": False}
 
 
 def _facts_match(facts: Facts, filters: SessionsFilters) -> bool:
@@ -829,8 +834,9 @@ def _read_usage(value: Any, usage: list[Any]) -> None:
 
 def generation(places: Places) -> int:
     """The index's commit generation: it changes whenever the live index (or any writer)
-    commits."""
-    return places.open()[1].refresh()
+    commits; -1 while there is no index yet."""
+    handle = places.open()[1]
+    return handle.refresh() if handle.exists() else -1
 
 
 def stat_of(places: Places, session: str) -> tuple[int, int] | None:
