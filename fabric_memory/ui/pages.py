@@ -98,7 +98,9 @@ class Facts(TypedDict):
     failures: int
 
 
-_FACTS: dict[tuple[str, str, str], Facts] = {}
+_FACTS: dict[tuple[str, str], tuple[str, Facts]] = {}
+"""(index, path) → the facts of the file's version with that sourceHash: one per session,
+replaced when it changes."""
 _FACTS_LOCK = threading.Lock()
 
 
@@ -106,10 +108,10 @@ def session_facts(places: Places, handle: Memory, record: SessionRecord) -> Fact
     """What a row of the list shows beyond the catalog record: the first user words, the
     time span, compactions and failures. Counted in the index (a few searches) and the
     first user entry read back by ``expand``; cached for this version of the file."""
-    key = (str(handle.root), record.path, record.source_hash)
+    key = (str(handle.root), record.path)
     found = _FACTS.get(key)
-    if found is not None:
-        return found
+    if found is not None and found[0] == record.source_hash:
+        return found[1]
     path = ("path", (record.path,))
     timed = SearchSpec(equals=(path,), kinds=("entry",), since_ms=-MAX_TIME_MS)
 
@@ -140,7 +142,7 @@ def session_facts(places: Places, handle: Memory, record: SessionRecord) -> Fact
         + count(("operation",), excluded=(("outcome", ("succeeded",)),)),
     }
     with _FACTS_LOCK:
-        _FACTS[key] = facts
+        _FACTS[key] = (record.source_hash, facts)
     return facts
 
 
@@ -698,7 +700,8 @@ class _Numbers:
     compactions: tuple[tuple[str, str | None, int | None], ...]
 
 
-_NUMBERS: dict[tuple[str, str], _Numbers] = {}
+_NUMBERS: dict[str, tuple[str, _Numbers]] = {}
+"""Path → the numbers of the file's version with that sourceHash (one per session)."""
 
 
 def stats_page(places: Places) -> StatsPage:
@@ -777,10 +780,9 @@ def _add_usage(usage: Usage, numbers: tuple[int, int, int, int, float]) -> None:
 
 
 def _numbers_of(record: SessionRecord) -> _Numbers:
-    key = (record.path, record.source_hash)
-    found = _NUMBERS.get(key)
-    if found is not None:
-        return found
+    found = _NUMBERS.get(record.path)
+    if found is not None and found[0] == record.source_hash:
+        return found[1]
     read = _read(record)
     days: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     tools: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -813,7 +815,7 @@ def _numbers_of(record: SessionRecord) -> _Numbers:
                        {tool: (row[0], row[1]) for tool, row in tools.items()},
                        (int(usage[0]), int(usage[1]), int(usage[2]), int(usage[3]),
                         float(usage[4])), tuple(compactions))
-    _NUMBERS[key] = numbers
+    _NUMBERS[record.path] = (record.source_hash, numbers)
     return numbers
 
 
