@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -241,6 +242,10 @@ def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     assert tools["read"]["failures"] == 1 and tools["pi.bash"]["failureRate"] == 1.0
     assert [c["tokensBefore"] for c in stats["compactions"]] == [1000]
     assert stats["sessions"] == 3
+    assert stats["usage"] == {"input": 1200, "output": 300, "cacheRead": 5000,
+                              "cacheWrite": 100, "cost": 0.0123}
+    assert {row["name"]: row["usage"]["input"] for row in stats["agents"]} == {
+        "pi": 1200, "claude-code": 0}
     assert b"<svg" in ui.get("/stats")[2]
 
 
@@ -283,6 +288,47 @@ def test_a_forgotten_session_leaves_every_page(tmp_path: Path) -> None:
             assert ui.get(path)[0] == 404, path
         assert orjson.loads(ui.get(f"/search.json?q={RARE}")[2])["total"] == 0
         assert sid not in ui.get("/stats.json")[2].decode()
+
+
+def test_a_browser_opens_on_the_url_only_with_a_display(store: Store, tmp_path: Path) -> None:
+    """Without --no-open the server opens the browser ($BROWSER here) on the printed URL
+    when there is a display, and opens none without one."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n')
+    browser.chmod(0o755)
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ":0"}) as ui:
+        deadline = time.monotonic() + 10
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert opened.read_text().split() == [ui.url]
+    opened.unlink()
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ""}):
+        time.sleep(1.5)
+    assert not opened.exists()
+
+
+def test_a_shared_id_is_named_by_its_path(tmp_path: Path) -> None:
+    """Two files with one session id: each row links to its session by path, and that page
+    answers (an id alone would be ambiguous)."""
+    store = build_store(tmp_path)
+    twin = store.sessions / "--copy--" / "twin.jsonl"
+    twin.parent.mkdir()
+    twin.write_bytes(store.long.path.read_bytes())
+    from fabric_memory.memory.reindex import reindex
+
+    reindex(sessions=store.sessions, index=store.index, workers=1)
+    with running_ui(store) as ui:
+        rows = orjson.loads(ui.get("/sessions.json")[2])["sessions"]
+        twins = [row for row in rows if row["sessionId"] == store.long.session_id]
+        assert len(twins) == 2 and all(row["handle"] == row["path"] for row in twins)
+        html = ui.get("/")[2].decode()
+        for row in twins:
+            link = f'href="/session/{quote(row["handle"])}"'
+            assert link in html
+            status, _, body = ui.get(f"/session/{quote(row['handle'])}")
+            assert status == 200 and row["path"].encode() in body
+        assert ui.get(f"/session/{store.long.session_id}")[0] == 404  # ambiguous: says so
 
 
 def test_sigterm_stops_the_server_cleanly(store: Store) -> None:
