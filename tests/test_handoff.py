@@ -522,3 +522,21 @@ def test_failures_fixed_later_are_not_open(tmp_path: Path) -> None:
     assert "REVIEW.md" not in open_part  # a lookup that found nothing is no open work
     assert f"[{_at(path, still)}] error: Bash `./deploy.sh staging` -> failed" in open_part
     assert "Docker version 27.3.1" in packet  # what the working command printed
+
+
+def test_the_packet_names_what_the_engines_ledgers_no_longer_hold(tmp_path: Path) -> None:
+    """More commands than the engine's bounded ledger keeps: the packet's section says how
+    many it no longer holds and their address range, which expands."""
+    t = ClaudeTranscript()
+    t.user("Probe every port.")
+    for n in range(150):
+        t.tool("Bash", {"command": f"curl -s localhost:{8000 + n}/health"},
+               f"port {8000 + n}: status ok, build 2026.{n}")
+    path = t.write(tmp_path / "s.jsonl")
+    packet = _packet(_run(_event(t.session_id, path), tmp_path)[0])
+    section = packet.split("## Commands and what they printed (150)\n")[1]
+    found = re.match(r"- \.\.\. (\d+) more not kept in \[(L\d+) \.\.\. (L\d+)\] "
+                     r"\(`--range (L\d+):(L\d+)`\)\n", section)
+    assert found, section[:300]
+    assert int(found.group(1)) > 0 and found.group(2, 3) == found.group(4, 5)
+    assert "localhost:8149/health" in section  # the latest run is shown

@@ -81,6 +81,8 @@ class SourceLine:
     length: int
     """Byte length without the ``\\n`` (and a stripped ``\\r``)."""
     value: Any
+    data: bytes = b""
+    """The line's bytes, kept only by ``JsonLines(keep=True)`` (for :func:`line_nodes`)."""
 
 
 @dataclass(slots=True)
@@ -98,6 +100,9 @@ class JsonLines:
     path: str
     max_line_bytes: int
     text: bool = False
+    keep: bool = False
+    """Keep each line's bytes (``SourceLine.data``): a reader that addresses nodes inside
+    some lines (:func:`line_nodes`)."""
     problems: list[LineProblem] = field(default_factory=list)
     truncated: LineProblem | None = None
     size: int = 0
@@ -140,7 +145,8 @@ class JsonLines:
                             self.truncated = LineProblem(
                                 number, "truncated_tail: half-written last line ignored")
                         continue
-                    yield SourceLine(number, offset, len(data), value)
+                    yield SourceLine(number, offset, len(data), value,
+                                     data if self.keep else b"")
         except OSError as exc:
             raise SessionError(self.path, None,
                                f"cannot read file: {exc.strerror or exc}") from exc
@@ -206,22 +212,33 @@ class JsonDocument:
     def nodes(self, *keys: str) -> list[SourceLine]:
         """Each element of the array at ``keys`` (object keys from the top; none: the
         document is the array), in order, with its exact bytes; ``[]`` when there is none."""
-        value = self.value
-        for key in keys:
-            value = value.get(key) if type(value) is dict else None
-        if type(value) is not list:
-            return []
-        spans = node_spans(self.data, keys)
-        if len(spans) != len(value):  # cannot be for a document orjson parsed; say so if so
-            raise SessionError(self.path, None, f"found {len(spans)} of the {len(value)} "
-                               f"elements of {'.'.join(keys) or 'the document'}")
-        found: list[SourceLine] = []
-        line, counted = 1, 0
-        for (start, end), element in zip(spans, value, strict=True):
-            line += self.data.count(b"\n", counted, start)
-            counted = start
-            found.append(SourceLine(line, start, end - start, element))
-        return found
+        return _nodes(self.path, self.data, self.value, keys, 0, 1)
+
+
+def line_nodes(path: str, line: SourceLine, *keys: str) -> list[SourceLine]:
+    """:meth:`JsonDocument.nodes` inside one line of JSON Lines read with ``keep`` (Gemini
+    CLI's checkpoint ``{"$set": {"messages": [...]}}``): each element's exact bytes, at its
+    offset in the file."""
+    return _nodes(path, line.data, line.value, keys, line.offset, line.number)
+
+
+def _nodes(path: str, data: bytes, value: Any, keys: tuple[str, ...], base: int,
+           first_line: int) -> list[SourceLine]:
+    for key in keys:
+        value = value.get(key) if type(value) is dict else None
+    if type(value) is not list:
+        return []
+    spans = node_spans(data, keys)
+    if len(spans) != len(value):  # cannot be for a document orjson parsed; say so if so
+        raise SessionError(path, first_line, f"found {len(spans)} of the {len(value)} "
+                           f"elements of {'.'.join(keys) or 'the document'}")
+    found: list[SourceLine] = []
+    line, counted = first_line, 0
+    for (start, end), element in zip(spans, value, strict=True):
+        line += data.count(b"\n", counted, start)
+        counted = start
+        found.append(SourceLine(line, base + start, end - start, element))
+    return found
 
 
 def node_spans(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int]]:

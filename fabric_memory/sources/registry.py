@@ -27,6 +27,7 @@ from .goose import DATABASE_READER as GOOSE_DATABASE
 from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
 from .pi import OMP, PI
+from .qwen import QWEN
 from .reader import SourceReader, first_value, under
 from .tools import Tool
 
@@ -37,6 +38,7 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 """The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
 
 READERS: Final[tuple[SourceReader, ...]] = (
+    QWEN,
     CLAUDE_CODE,
     CODEX,
     COPILOT,
@@ -67,7 +69,7 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "crush")
+                  "cursor", "crush", "qwen")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
