@@ -698,6 +698,16 @@ def _install_arguments(parser: argparse.ArgumentParser) -> None:
                    "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
     sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
                    "~/.cursor/mcp.json")
+    sub.add_parser("goose", help="Goose: the MCP server as an extension in "
+                   "~/.config/goose/config.yaml (needs the goose extra)")
+    for host, where in (("gemini", "$GEMINI_CLI_HOME/.gemini/settings.json (~)"),
+                        ("qwen", "~/.qwen/settings.json"),
+                        ("cline", "the extension's settings/cline_mcp_settings.json"),
+                        ("roo-code", "the extension's settings/mcp_settings.json"),
+                        ("kilo-code", "the extension's settings/mcp_settings.json"),
+                        ("opencode", "mcp of $XDG_CONFIG_HOME/opencode/opencode.json"),
+                        ("continue", "~/.continue/mcpServers/fabric-memory.json")):
+        sub.add_parser(host, help=f"the MCP server in {where} (docs/agents.md)")
     pi = sub.add_parser("pi", help="Pi: the extension in packages of Pi's settings (what "
                         "pi install does)")
     pi.add_argument("--agent-dir", default=None, metavar="DIR",
@@ -720,14 +730,18 @@ def _run_install(args: argparse.Namespace) -> Outcome:
         from .install.claude import install_claude
 
         report = install_claude(args.project, uninstall=args.uninstall)
-    elif args.host in ("copilot", "cursor"):
-        from .install.mcp_json import install_json_host
-
-        report = install_json_host(args.host, uninstall=args.uninstall)
-    else:
+    elif args.host == "codex":
         from .install.codex import install_codex
 
         report = install_codex(uninstall=args.uninstall)
+    elif args.host == "goose":
+        from .install.goose import install_goose
+
+        report = install_goose(uninstall=args.uninstall)
+    else:  # a host whose MCP servers are in one JSON file (install/mcp_json.py)
+        from .install.mcp_json import install_json_host
+
+        report = install_json_host(args.host, uninstall=args.uninstall)
     return Outcome(report, render_host_report(report))
 
 

@@ -17,6 +17,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from .conftest import FIXTURES
+from .stores import cursor_store as cursor_store
 
 CATUI = FIXTURES / "agents" / "catui"
 FABRO = FIXTURES / "agents" / "fabro"
@@ -69,7 +70,7 @@ LOCATION_VARIABLES = (
     "FABRIC_MEMORY_EXTRA_SESSIONS", "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
     "PI_CONFIG_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CATUI_HOME", "CATUI_AGENTS_DIR",
     "CATUI_CODING_AGENT_DIR", "COPILOT_HOME", "XDG_STATE_HOME", "KIMI_SHARE_DIR",
-    "GOOSE_PATH_ROOT", "XDG_DATA_HOME")
+    "GOOSE_PATH_ROOT", "XDG_DATA_HOME", "GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "APPDATA")
 
 
 def fake_home(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

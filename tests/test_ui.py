@@ -4,8 +4,10 @@ the JSON twins, secrets masked, and the start-up refusals (a real server process
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -217,6 +219,23 @@ def test_another_agents_entries_land_by_line_and_by_id(ui: RunningUI) -> None:
     assert '<span class="add">+sleep(0)</span>' in html
 
 
+def test_each_entrys_expand_command_reads_it_back(ui: RunningUI, store: Store) -> None:
+    """The command an entry's `copy expand` button copies runs as printed and reads that
+    entry (a Pi id, a Claude Code line address)."""
+    for session in (store.long.session_id, CLAUDE_SESSION):
+        page = orjson.loads(ui.get(f"/session/{session}.json")[2])
+        for entry in page["shown"][:3]:
+            argv = shlex.split(entry["expandCommand"])
+            assert argv[:2] == ["fabric-memory", "expand"]
+            done = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True,
+                                  timeout=60)
+            assert done.returncode == 0, done.stderr
+            out = done.stdout.decode()
+            assert f"\n{entry['address']} " in out or f"\n{entry['entryId']} " in out
+            said = (entry["text"] or entry["result"]).split("\n")[0]
+            assert said in out
+
+
 def test_summary_page_links_every_address(ui: RunningUI, store: Store) -> None:
     """The summary engine's summary of a session (whole, or through an address): its
     addresses are links to the timeline, line addresses for another agent's session."""
@@ -241,6 +260,10 @@ def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     assert tools["read"]["failures"] == 1 and tools["pi.bash"]["failureRate"] == 1.0
     assert [c["tokensBefore"] for c in stats["compactions"]] == [1000]
     assert stats["sessions"] == 3
+    assert stats["usage"] == {"input": 1200, "output": 300, "cacheRead": 5000,
+                              "cacheWrite": 100, "cost": 0.0123}
+    assert {row["name"]: row["usage"]["input"] for row in stats["agents"]} == {
+        "pi": 1200, "claude-code": 0}
     assert b"<svg" in ui.get("/stats")[2]
 
 
@@ -283,6 +306,64 @@ def test_a_forgotten_session_leaves_every_page(tmp_path: Path) -> None:
             assert ui.get(path)[0] == 404, path
         assert orjson.loads(ui.get(f"/search.json?q={RARE}")[2])["total"] == 0
         assert sid not in ui.get("/stats.json")[2].decode()
+
+
+def test_a_browser_opens_on_the_url_only_with_a_display(store: Store, tmp_path: Path) -> None:
+    """Without --no-open the server opens the browser ($BROWSER here) on the printed URL
+    when there is a display, and opens none without one."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n')
+    browser.chmod(0o755)
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ":0"}) as ui:
+        deadline = time.monotonic() + 10
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert opened.read_text().split() == [ui.url]
+    opened.unlink()
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ""}):
+        time.sleep(1.5)
+    assert not opened.exists()
+
+
+def test_a_shared_id_is_named_by_its_path(tmp_path: Path) -> None:
+    """Two files with one session id: each row links to its session by path, and that page
+    answers (an id alone would be ambiguous)."""
+    store = build_store(tmp_path)
+    twin = store.sessions / "--copy--" / "twin.jsonl"
+    twin.parent.mkdir()
+    twin.write_bytes(store.long.path.read_bytes())
+    from fabric_memory.memory.reindex import reindex
+
+    reindex(sessions=store.sessions, index=store.index, workers=1)
+    with running_ui(store) as ui:
+        rows = orjson.loads(ui.get("/sessions.json")[2])["sessions"]
+        twins = [row for row in rows if row["sessionId"] == store.long.session_id]
+        assert len(twins) == 2 and all(row["handle"] == row["path"] for row in twins)
+        html = ui.get("/")[2].decode()
+        for row in twins:
+            link = f'href="/session/{quote(row["handle"])}"'
+            assert link in html
+            status, _, body = ui.get(f"/session/{quote(row['handle'])}")
+            assert status == 200 and row["path"].encode() in body
+        assert ui.get(f"/session/{store.long.session_id}")[0] == 404  # ambiguous: says so
+
+
+def test_the_list_fills_in_when_the_live_index_first_commits(tmp_path: Path) -> None:
+    """Started before any index exists, the list says it is reading the sessions (200, not
+    an error), then shows them once the live index has committed, with no reindex."""
+    import shutil
+
+    store = build_store(tmp_path)
+    shutil.rmtree(store.index)
+    with running_ui(store) as ui:
+        first = orjson.loads(ui.get("/sessions.json")[2])
+        if first["indexing"]:  # (the live index may already have committed)
+            assert b"Reading your sessions" in ui.get("/")[2]
+        deadline = time.monotonic() + 20
+        while orjson.loads(ui.get("/sessions.json")[2])["total"] != 3:
+            assert time.monotonic() < deadline, "the live index never committed"
+            time.sleep(0.2)
 
 
 def test_sigterm_stops_the_server_cleanly(store: Store) -> None:

@@ -294,9 +294,9 @@ def _json_host(name: str) -> Callable[[Make], list[Finding]]:
         host = JSON_HOSTS[name]
         path = host.file()
         data, _ = read_json_object(path, f"{host.title}'s MCP servers")
-        servers = data.get("mcpServers")
-        return server_findings(make, servers.get(SERVER) if isinstance(servers, Mapping)
-                               else None, path)
+        servers = data.get(host.key)
+        return server_findings(make, host.plain(servers.get(SERVER))
+                               if isinstance(servers, Mapping) else None, path)
 
     return check
 

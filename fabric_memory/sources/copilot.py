@@ -305,7 +305,7 @@ def _str_replace_editor(arguments: Mapping[str, Any]) -> Use:
 TOOLS: Final[Mapping[str, Tool]] = {
     "bash": PI_TOOLS["bash"],
     "powershell": shell_tool("command"),
-    "view": file_tool("read", "read", "path"),
+    "view": file_tool("read", "read", ("path", "file_path")),
     "create": file_tool("write", "created", "path", (), ("file_text",)),
     "edit": PI_TOOLS["edit"],
     "str_replace_editor": Tool("edit", _str_replace_editor),

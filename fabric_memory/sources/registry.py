@@ -19,12 +19,15 @@ from .claude_code import CLAUDE_CODE
 from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
+from .crush import CRUSH
+from .cursor import CURSOR
 from .fabro import FABRO
 from .gemini import GEMINI
 from .goose import DATABASE_READER as GOOSE_DATABASE
 from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
 from .pi import OMP, PI
+from .qwen import QWEN
 from .reader import SourceReader, first_value, under
 from .tools import Tool
 
@@ -35,6 +38,7 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 """The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
 
 READERS: Final[tuple[SourceReader, ...]] = (
+    QWEN,
     CLAUDE_CODE,
     CODEX,
     COPILOT,
@@ -42,6 +46,8 @@ READERS: Final[tuple[SourceReader, ...]] = (
     GOOSE_DATABASE,
     GOOSE_LINES,
     AIDER,
+    CURSOR,
+    CRUSH,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -62,7 +68,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
+                  "cursor", "crush", "qwen")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
