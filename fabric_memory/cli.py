@@ -698,6 +698,8 @@ def _install_arguments(parser: argparse.ArgumentParser) -> None:
                    "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
     sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
                    "~/.cursor/mcp.json")
+    sub.add_parser("goose", help="Goose: the MCP server as an extension in "
+                   "~/.config/goose/config.yaml (needs the goose extra)")
     for host, where in (("gemini", "$GEMINI_CLI_HOME/.gemini/settings.json (~)"),
                         ("qwen", "~/.qwen/settings.json"),
                         ("cline", "the extension's settings/cline_mcp_settings.json"),
@@ -732,6 +734,10 @@ def _run_install(args: argparse.Namespace) -> Outcome:
         from .install.codex import install_codex
 
         report = install_codex(uninstall=args.uninstall)
+    elif args.host == "goose":
+        from .install.goose import install_goose
+
+        report = install_goose(uninstall=args.uninstall)
     else:  # a host whose MCP servers are in one JSON file (install/mcp_json.py)
         from .install.mcp_json import install_json_host
 

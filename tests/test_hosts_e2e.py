@@ -161,7 +161,7 @@ def test_claude_code_sends_our_packet_after_each_compaction(
              "--allowedTools", "Write,Bash", "--model", "claude-sonnet-4-5"], work, env))
         session_id = first["session_id"]
         assert not claude_context(stub.bodies("messages")[0])
-        for prompt in ("which exit code did the notes check give?", "what is left to do?"):
+        for prompt in ("what did the cat check exit with?", "what is left to do?"):
             run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
             reindex(env)
             before = len(stub.bodies("messages"))
@@ -247,7 +247,7 @@ def test_codex_sends_our_packet_after_its_compaction(
         bodies = stub.bodies("responses")
         reindex(env)
         contexts = []
-        for prompt in ("which exit code did the notes check give?", "thanks, that is all"):
+        for prompt in ("what did the cat check exit with?", "thanks, that is all"):
             before = len(stub.bodies("responses"))
             run_host([*codex, "resume", "--last", prompt], work, env)
             contexts.append([_text(item.get("content"))

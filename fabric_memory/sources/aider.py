@@ -28,6 +28,7 @@ import xxhash
 from ..errors import NotASessionError
 from .pi import TOOLS as PI_TOOLS
 from .reader import (
+    NOT_JSON,
     Entries,
     JsonLines,
     SourceLine,
@@ -70,11 +71,20 @@ def lists(path: str) -> bool:
 def recognises(first: Any, path: str) -> bool:
     """Aider's history: a Markdown file whose first non-blank line opens a run
     (``# aider chat started at …``)."""
+    if first is not NOT_JSON:  # (a JSON first line is no such heading: most files end here)
+        return False
+    from ..session import open_regular
+
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(256)
+        fd = open_regular(path)  # never waits on a FIFO that has no writer
     except OSError:
         return False
+    try:
+        head = os.pread(fd, 256, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     return head.lstrip().startswith(STARTED.encode())
 
 
