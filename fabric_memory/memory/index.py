@@ -38,7 +38,16 @@ from ..errors import IndexBusyError, IndexLockedError, MemoryIndexError, QueryEr
 from ..redact import RULES_FINGERPRINT
 from ..words import CJK_CLASS, MAX_WORD_BYTES, STOP_WORDS, cjk_pairs, is_cjk
 from .locations import make_private_dirs
-from .rerank import HEAD, PASSAGE_CHARS, Candidate, fold, passage_discount
+from .rerank import (
+    HEAD,
+    PASSAGE_CHARS,
+    SHORT_CHARS,
+    Candidate,
+    Pair,
+    fold,
+    passage_discount,
+    weigh,
+)
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
@@ -285,6 +294,8 @@ class Ranked:
     """The addresses of the near-identical outputs folded into it."""
     doc: tantivy.Document | None = field(default=None, compare=False)
     """Its document, when the head read it."""
+    held: int | None = None
+    """How many of the query's words it holds, when the head counted them (some-words part)."""
 
     def key(self) -> tuple[int, bool, float]:
         """Where the hit falls in an order merged from several rankings (smaller first)."""
@@ -322,7 +333,7 @@ class Ranking:
             docs = [ranked.doc if ranked.doc is not None else self.searcher.doc(ranked.address)
                     for ranked in chosen]
             held = self._words_held([doc for ranked, doc in zip(chosen, docs, strict=True)
-                                     if ranked.part == 1])
+                                     if ranked.part == 1 and ranked.held is None])
             hits = []
             for ranked, doc in zip(chosen, docs, strict=True):
                 fields = _first_values(doc)
@@ -331,8 +342,9 @@ class Ranking:
                 if not snippet:
                     snippet = _head(text, snippet_chars)
                 score = ranked.value if plan is not None else None
-                words = held.get(_doc_key(ranked.address), self.words) if ranked.part else (
-                    self.words)
+                words = (self.words if not ranked.part else ranked.held
+                         if ranked.held is not None else held.get(_doc_key(ranked.address),
+                                                                   self.words))
                 hits.append(Hit(score, fields, snippet, words, ranked.similar))
         return hits
 
@@ -367,12 +379,14 @@ def _held(searcher: tantivy.Searcher, some: Sequence[tantivy.Document],
 
 def _read_head(searcher: tantivy.Searcher, plan: _Plan,
                head: list[Ranked]) -> tuple[list[Ranked], list[Ranked]]:
-    """The head of a text query's ranking read and reordered (:mod:`.rerank`): each long
-    entry of the some-words part keeps the held-word bonus of its best passage, near-identical
-    outputs fold into the best of them. Returns the head and the hits folded away."""
+    """The head of a text query's ranking read and reordered (:mod:`.rerank`): words standing
+    together as in the question add their bonus, each long entry of the some-words part
+    keeps the held-word bonus of its best passage only, near-identical outputs fold into the
+    best of them. Returns the head and the hits folded away."""
     docs = [searcher.doc(ranked.address) for ranked in head]
     texts = [str(doc.get_first("text") or "") for doc in docs]
     values = [ranked.value for ranked in head]
+    counts = _head_scores(searcher, plan, head, docs, values)
     long = [at for at, ranked in enumerate(head)
             if ranked.part == 1 and len(texts[at]) > PASSAGE_CHARS]
     if long and plan.snippet is not None and plan.bonus:
@@ -390,9 +404,42 @@ def _read_head(searcher: tantivy.Searcher, plan: _Plan,
     kept = fold(candidates)
     chosen = {at for at, _ in kept}
     return ([Ranked(head[at].part, values[at], head[at].address, True,
-                    tuple(str(docs[other].get_first("address")) for other in folded), docs[at])
+                    tuple(str(docs[other].get_first("address")) for other in folded), docs[at],
+                    counts.get(at))
              for at, folded in kept],
             [ranked for at, ranked in enumerate(head) if at not in chosen])
+
+
+def _head_scores(searcher: tantivy.Searcher, plan: _Plan, head: list[Ranked],
+                 docs: list[tantivy.Document], values: list[float]) -> dict[int, int]:
+    """Add each hit's proximity bonus to ``values``; return how many of the query's words
+    each hit of the some-words part holds. A short entry is weighed from its words; the
+    long ones by one search over their documents, where a held word scores a unit (a power
+    of two above every bonus together) and a pair its bonus."""
+    counted = plan.counted if any(ranked.part == 1 for ranked in head) else ()
+    if not counted and not plan.proximity:
+        return {}
+    pairs = [pair for _, pair in plan.proximity]
+    names = frozenset(plan.names) if counted else frozenset()
+    counts: dict[int, int] = {}
+    long = []
+    for at, doc in enumerate(docs):
+        text = str(doc.get_first("text") or "")
+        if len(text) > SHORT_CHARS:
+            long.append(at)
+            continue
+        counts[at], bonus = weigh(text, names, pairs)
+        values[at] += bonus
+    if long:
+        unit = 2.0 ** math.ceil(math.log2(sum(pair.weight for pair in pairs) + 1.0))
+        scores = _held(searcher, [docs[at] for at in long],
+                       [*counted, *(phrase for phrase, _ in plan.proximity)],
+                       [*(unit for _ in counted), *(pair.weight for pair in pairs)])
+        for at in long:
+            score = scores.get(_doc_key(head[at].address), 0.0)
+            counts[at] = int(score // unit) if counted else 0
+            values[at] += score - counts[at] * unit
+    return {at: held for at, held in counts.items() if head[at].part == 1}
 
 
 def _str(value: object) -> str | None:
@@ -1015,6 +1062,9 @@ class _Plan:
     """The counted words as :func:`fabric_memory.words.words` reads them."""
     bonus: tuple[float, ...] = ()
     """What holding each counted word adds to a document's score (COVERAGE times its IDF)."""
+    proximity: tuple[tuple[tantivy.Query, Pair], ...] = ()
+    """Pairs of the question's words as near as in the question, and what each adds to the
+    score of a hit of the head that holds it (:func:`_proximity`)."""
 
 
 def query_words(text: str) -> list[tuple[int, QueryWord]]:
@@ -1061,23 +1111,24 @@ def _plan(spec: SearchSpec, searcher: tantivy.Searcher) -> _Plan | None:
     words = list(dict.fromkeys(word for _, word in content))
     queries = {word: _word_query(word) for word in every_word}
     snippet = _any_of_queries([queries[word] for word in words])
-    bonus = _proximity(content, searcher)
     if len(every_word) == 1:
         return _Plan(queries[every_word[0]], snippet=snippet, words=1)
+    # Words standing together are scored in the head only (:func:`_read_head`): over every
+    # document holding a word, their positions cost a long question a third of its search.
+    proximity = _proximity(content, searcher)
     every = tantivy.Query.boolean_query(
         [(tantivy.Occur.Must, queries[word]) for word in every_word])
-    first = tantivy.Query.boolean_query(
-        [(tantivy.Occur.Must, queries[word]) for word in every_word] + bonus)
     if spec.match_all:
-        return _Plan(first, snippet=snippet, words=len(words))
+        return _Plan(every, snippet=snippet, words=len(words),
+                     names=tuple("".join(word) for word in words), proximity=proximity)
     total = max(searcher.num_docs, 1)
     held = tuple(COVERAGE * _idf(_frequency(searcher, word), total) for word in words)
     rest = tantivy.Query.boolean_query([
         clause for word, weight in zip(words, held, strict=True) for clause in (
             (tantivy.Occur.Should, tantivy.Query.const_score_query(queries[word], weight)),
-            (tantivy.Occur.Should, queries[word]))] + bonus)
-    return _Plan(first, rest, every, snippet, tuple(queries[word] for word in words),
-                 len(words), tuple("".join(word) for word in words), held)
+            (tantivy.Occur.Should, queries[word]))])
+    return _Plan(every, rest, every, snippet, tuple(queries[word] for word in words),
+                 len(words), tuple("".join(word) for word in words), held, proximity)
 
 
 def _no_words(text: str) -> NoReturn:
@@ -1133,25 +1184,26 @@ def _idf(frequency: int, total: int) -> float:
 
 
 def _proximity(content: list[tuple[int, QueryWord]],
-               searcher: tantivy.Searcher) -> list[tuple[tantivy.Occur, tantivy.Query]]:
-    """Bonus clauses for neighbouring words of the question found as near in a document:
-    each pair of consecutive words that ranks (a CJK pair already is a phrase), with as
-    many words between as the question has."""
-    clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+               searcher: tantivy.Searcher) -> tuple[tuple[tantivy.Query, Pair], ...]:
+    """The bonus of neighbouring words of the question found as near in a document: each
+    pair of consecutive words that ranks (a CJK pair already is a phrase), with as many
+    words between as the question has, as a sloppy phrase and as data."""
+    found: list[tuple[tantivy.Query, Pair]] = []
     total = max(searcher.num_docs, 1)
     for (at, word), (next_at, following) in itertools.pairwise(content):
-        if len(clauses) == MAX_PAIRS:
+        if len(found) == MAX_PAIRS:
             break
         gap = next_at - at - 1
         if len(word) > 1 or len(following) > 1 or word == following or not 0 <= gap <= MAX_GAP:
             continue
         frequencies = [_frequency(searcher, w) for w in (word, following)]
         if min(frequencies) > max(PAIR_SHARE * total, MIN_PAIR_DOCS):
-            continue  # both common: their positions cost more than the bonus tells
+            continue  # both common: found together by chance, it says little
         weight = PROXIMITY * sum(_idf(frequency, total) for frequency in frequencies)
-        phrase = tantivy.Query.phrase_query(SCHEMA, "text", [word[0], following[0]], slop=gap)
-        clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(phrase, weight)))
-    return clauses
+        found.append((tantivy.Query.phrase_query(SCHEMA, "text", [word[0], following[0]],
+                                                 slop=gap),
+                      Pair(word[0], following[0], gap, weight)))
+    return tuple(found)
 
 
 def _regex_reason(exc: ValueError) -> str:

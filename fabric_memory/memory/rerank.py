@@ -16,13 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..words import words
+from ..words import positioned, words
 
 HEAD = 20
 """Hits of a text query read and rescored before the page is cut; the rest keep the index's
 order after them."""
 PASSAGE_CHARS = 500
 """A passage: the best window of an entry this long (an entry no longer is its own)."""
+SHORT_CHARS = 300
+"""An entry this short is weighed here, from its words (held words, pairs standing
+together); a longer one by a search of the index over the head's long entries (reading
+their words here would cost more)."""
 SHAPE_CHARS = 2000
 """What of each output is compared to find near-identical ones (its start)."""
 SAME_SHARE = 0.8
@@ -31,6 +35,31 @@ words without a digit, of their first :data:`SHAPE_CHARS` characters) is common 
 OUTPUT_ROLES = frozenset(("toolResult", "bashExecution"))
 """Entries that are a command's or tool's output: only these fold (two user messages alike
 are still two things the user said)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two neighbouring words of a question, and what finding them as near adds."""
+
+    first: str
+    second: str
+    gap: int
+    """Words the question has between them: the most allowed between them in a text."""
+    weight: float
+
+
+def weigh(text: str, names: frozenset[str], pairs: Sequence[Pair]) -> tuple[int, float]:
+    """How many of ``names`` a short ``text`` holds, and the bonus of the ``pairs`` it holds
+    in order with at most their gap between (as the index's sloppy phrase finds them)."""
+    wanted = names.union(*((pair.first, pair.second) for pair in pairs))
+    found: dict[str, list[int]] = {}
+    for at, word in positioned(text):
+        if word in wanted:
+            found.setdefault(word, []).append(at)
+    bonus = sum(pair.weight for pair in pairs if any(
+        0 < later - at <= pair.gap + 1 for at in found.get(pair.first, ())
+        for later in found.get(pair.second, ())))
+    return len(names & found.keys()), bonus
 
 
 @dataclass(frozen=True, slots=True)
