@@ -38,16 +38,7 @@ from ..errors import IndexBusyError, IndexLockedError, MemoryIndexError, QueryEr
 from ..redact import RULES_FINGERPRINT
 from ..words import CJK_CLASS, MAX_WORD_BYTES, STOP_WORDS, cjk_pairs, is_cjk
 from .locations import make_private_dirs
-from .rerank import (
-    HEAD,
-    PASSAGE_CHARS,
-    SHORT_CHARS,
-    Candidate,
-    Pair,
-    fold,
-    passage_discount,
-    weigh,
-)
+from .rerank import HEAD, PASSAGE_CHARS, Candidate, Pair, fold, held_bonus, weigh
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
@@ -379,25 +370,12 @@ def _held(searcher: tantivy.Searcher, some: Sequence[tantivy.Document],
 
 def _read_head(searcher: tantivy.Searcher, plan: _Plan,
                head: list[Ranked]) -> tuple[list[Ranked], list[Ranked]]:
-    """The head of a text query's ranking read and reordered (:mod:`.rerank`): words standing
-    together as in the question add their bonus, each long entry of the some-words part
-    keeps the held-word bonus of its best passage only, near-identical outputs fold into the
-    best of them. Returns the head and the hits folded away."""
+    """The head of a text query's ranking read and rescored (:mod:`.rerank`), near-identical
+    outputs folded into the best of them. Returns the head and the hits folded away."""
     docs = [searcher.doc(ranked.address) for ranked in head]
     texts = [str(doc.get_first("text") or "") for doc in docs]
     values = [ranked.value for ranked in head]
-    counts = _head_scores(searcher, plan, head, docs, values)
-    long = [at for at, ranked in enumerate(head)
-            if ranked.part == 1 and len(texts[at]) > PASSAGE_CHARS]
-    if long and plan.snippet is not None and plan.bonus:
-        held = _held(searcher, [docs[at] for at in long], plan.counted, plan.bonus)
-        bonus = dict(zip(plan.names, plan.bonus, strict=True))
-        passages = tantivy.SnippetGenerator.create(searcher, plan.snippet, SCHEMA, "text")
-        passages.set_max_num_chars(PASSAGE_CHARS)
-        for at in long:
-            passage = passages.snippet_from_doc(docs[at]).fragment()
-            values[at] -= passage_discount(len(texts[at]), held.get(_doc_key(head[at].address),
-                                                                    0.0), passage, bonus)
+    counts = _weigh_head(searcher, plan, head, docs, texts, values)
     candidates = [Candidate(ranked.part, value, text, str(doc.get_first("path")),
                             _str(doc.get_first("role")), _str(doc.get_first("tool")))
                   for ranked, value, text, doc in zip(head, values, texts, docs, strict=True)]
@@ -410,36 +388,53 @@ def _read_head(searcher: tantivy.Searcher, plan: _Plan,
             [ranked for at, ranked in enumerate(head) if at not in chosen])
 
 
-def _head_scores(searcher: tantivy.Searcher, plan: _Plan, head: list[Ranked],
-                 docs: list[tantivy.Document], values: list[float]) -> dict[int, int]:
-    """Add each hit's proximity bonus to ``values``; return how many of the query's words
-    each hit of the some-words part holds. A short entry is weighed from its words; the
-    long ones by one search over their documents, where a held word scores a unit (a power
-    of two above every bonus together) and a pair its bonus."""
-    counted = plan.counted if any(ranked.part == 1 for ranked in head) else ()
-    if not counted and not plan.proximity:
-        return {}
+def _weigh_head(searcher: tantivy.Searcher, plan: _Plan, head: list[Ranked],
+                docs: list[tantivy.Document], texts: list[str],
+                values: list[float]) -> dict[int, int]:
+    """Add to ``values`` what the head's hits earn beyond BM25: the bonus of the pairs of the
+    question's words standing together in their best passage, and (the some-words part) of
+    the words they hold, those outside the best passage counting by the share of the entry
+    the passage is (:func:`~.rerank.held_bonus`). Returns how many of the query's words
+    each hit of the some-words part holds.
+
+    An entry no longer than a passage is weighed from its words; the longer ones' held
+    words come from one search over their documents (a word scores a unit, a power of two
+    above every bonus together, plus its bonus) and their passage from the snippet
+    generator."""
+    some = [ranked.part == 1 for ranked in head]
+    names = plan.names if any(some) else ()
     pairs = [pair for _, pair in plan.proximity]
-    names = frozenset(plan.names) if counted else frozenset()
-    counts: dict[int, int] = {}
-    long = []
-    for at, doc in enumerate(docs):
-        text = str(doc.get_first("text") or "")
-        if len(text) > SHORT_CHARS:
-            long.append(at)
-            continue
-        counts[at], bonus = weigh(text, names, pairs)
-        values[at] += bonus
-    if long:
-        unit = 2.0 ** math.ceil(math.log2(sum(pair.weight for pair in pairs) + 1.0))
-        scores = _held(searcher, [docs[at] for at in long],
-                       [*counted, *(phrase for phrase, _ in plan.proximity)],
-                       [*(unit for _ in counted), *(pair.weight for pair in pairs)])
-        for at in long:
-            score = scores.get(_doc_key(head[at].address), 0.0)
-            counts[at] = int(score // unit) if counted else 0
-            values[at] += score - counts[at] * unit
-    return {at: held for at, held in counts.items() if head[at].part == 1}
+    if not names and not pairs:
+        return {}
+    bonus = dict(zip(plan.names, plan.bonus, strict=False))
+    long = [at for at, text in enumerate(texts) if len(text) > PASSAGE_CHARS]
+    found: dict[tuple[int, int], float] = {}
+    unit = 2.0 ** math.ceil(math.log2(sum(plan.bonus) + 1.0))
+    if long and names:
+        found = _held(searcher, [docs[at] for at in long], plan.counted,
+                      [unit + weight for weight in plan.bonus])
+    passages = None
+    counts = {}
+    for at, text in enumerate(texts):
+        if at in long:
+            if passages is None:
+                passages = tantivy.SnippetGenerator.create(searcher, plan.snippet or plan.first,
+                                                           SCHEMA, "text")
+                passages.set_max_num_chars(PASSAGE_CHARS)
+            score = found.get(_doc_key(head[at].address), 0.0)
+            count = int(score // unit)
+            passage = passages.snippet_from_doc(docs[at]).fragment()
+            inside, near = weigh(passage, frozenset(names), pairs)
+            values[at] += near + (held_bonus(len(text), score - count * unit, inside, bonus)
+                                  if some[at] else 0.0)
+        else:
+            held, near = weigh(text, frozenset(names), pairs)
+            count = len(held)
+            values[at] += near + (sum(bonus.get(word, 0.0) for word in held) if some[at]
+                                  else 0.0)
+        if some[at]:
+            counts[at] = count
+    return counts
 
 
 def _str(value: object) -> str | None:
@@ -1123,10 +1118,7 @@ def _plan(spec: SearchSpec, searcher: tantivy.Searcher) -> _Plan | None:
                      names=tuple("".join(word) for word in words), proximity=proximity)
     total = max(searcher.num_docs, 1)
     held = tuple(COVERAGE * _idf(_frequency(searcher, word), total) for word in words)
-    rest = tantivy.Query.boolean_query([
-        clause for word, weight in zip(words, held, strict=True) for clause in (
-            (tantivy.Occur.Should, tantivy.Query.const_score_query(queries[word], weight)),
-            (tantivy.Occur.Should, queries[word]))])
+    rest = tantivy.Query.boolean_query([(tantivy.Occur.Should, queries[word]) for word in words])
     return _Plan(every, rest, every, snippet, tuple(queries[word] for word in words),
                  len(words), tuple("".join(word) for word in words), held, proximity)
 
