@@ -122,7 +122,7 @@ def _server_pid() -> int | None:
     return None
 
 
-def _cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     """CPU time of every thread of ``pid`` so far, to the nanosecond (``schedstat``; the
     tick counts of ``stat`` are 10 ms coarse)."""
     total = 0
@@ -165,11 +165,11 @@ def mcp_session(agent: Agent, queries: int, fresh_samples: int, idle_seconds: fl
             pid = _server_pid()
             if pid is not None:
                 await anyio.sleep(2.0)  # let the last step's work finish
-                before = _cpu_seconds(pid)
+                before = cpu_seconds(pid)
                 started = time.perf_counter()
                 await anyio.sleep(idle_seconds)
                 run.idle_seconds = time.perf_counter() - started
-                run.idle_cpu_seconds = _cpu_seconds(pid) - before
+                run.idle_cpu_seconds = cpu_seconds(pid) - before
 
     anyio.run(session)
     return run

@@ -570,6 +570,58 @@ def agent_rows(ctx: Context) -> list[Row]:
     return rows
 
 
+UI_PAGE_MS = 250.0
+"""A page of the web view answers within this (p50), whatever the store's size."""
+FIRST_PAINT_MS = 1000.0
+
+
+def ui_rows(ctx: Context) -> list[Row]:
+    """The web view (:mod:`bench.ui`): the list, a session's first page and search over HTTP
+    from a real server beside the library call each is built on, at 1,040 sessions (quick:
+    80) with a 3,000-entry session among them and at the >= 1M-document index; the first
+    paint of that session's page in Chromium."""
+    from . import ui
+
+    quick = ctx.scale is QUICK
+    total = 80 if quick else 1040
+    scratch = agent.scratch_agent(ctx.root, ctx.scratch, total)
+    long = ui.long_session(scratch.sessions)
+    reindex(sessions=scratch.sessions, index=scratch.index)
+    large = ctx.index("large")
+    rich = sorted((large.sessions / "rich").glob("*.jsonl"))[0]
+    rows = []
+    for label, sessions, index, session in (
+            (f"{total} sessions", scratch.sessions, scratch.index, long),
+            ("large", large.sessions, large.index, rich)):
+        times = ui.page_times(sessions, index, session, list(scratch.facts),
+                              10 if quick else 50)
+        where = (f"{times.documents:,} docs" if label == "large" else label)
+        for name, ours, floor, what in (
+                ("list", times.list_page, times.list_floor, "list_sessions(limit=50)"),
+                ("session", times.session_page, times.session_floor,
+                 f"its reader alone ({times.session_entries:,}-entry session)"),
+                ("search", times.search_page, times.search_floor, "recall(limit=50)")):
+            o50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+            rows.append(Row(f"ui.{name}.{'large' if label == 'large' else 'agent'}",
+                            f"web view {name} page @ {where} (p50 ms, HTTP from the server "
+                            f"process) vs in-process {what}", o50, f50, "ms", o50 / f50,
+                            "ours/floor p50", f"p50 <= {UI_PAGE_MS:.0f}",
+                            o50 <= UI_PAGE_MS,
+                            {"p90": percentile(ours, 0.9) * 1e3,
+                             "floorP90": percentile(floor, 0.9) * 1e3,
+                             "requests": len(ours)}))
+    paints = ui.first_paint(scratch.sessions, scratch.index,
+                            "10e60000-0000-4000-8000-000000003000", 3 if quick else 10)
+    if paints:
+        p50 = statistics.median(paints)
+        rows.append(Row("ui.first_paint", f"web view first contentful paint of a "
+                        f"{ui.LONG_ENTRIES:,}-entry session in Chromium (median ms)", p50, None,
+                        "ms", p50 / FIRST_PAINT_MS, "ours/budget",
+                        f"<= {FIRST_PAINT_MS:.0f}", p50 <= FIRST_PAINT_MS,
+                        {"loads": len(paints), "max": max(paints)}))
+    return rows
+
+
 def handoff_rows(ctx: Context) -> list[Row]:
     """What the summary hands over on the real dev sessions (:mod:`bench.handoff`): the share
     of probe key strings it carries beside Pi's own LLM summary at the same cuts."""
@@ -618,6 +670,51 @@ def packet_rows(ctx: Context) -> list[Row]:
     ]
 
 
+PROMPT_HOOK_MS = 250.0
+"""A prompt waits for the prompt hook: its process's p50 bound."""
+
+
+def prompt_hook_rows(ctx: Context) -> list[Row]:
+    """The prompt hook (:mod:`bench.prompt_hook`) over the agent door's 1,040 sessions
+    (quick: 80) and over the >= 1M-document index: in-process beside one plain recall of the
+    same words, and as a process beside the interpreter importing the dependencies."""
+    total = 80 if ctx.scale is QUICK else 1040
+    sessions, _ = agent.agent_sessions(ctx.root, total)
+    return [*_prompt_hook(ctx, "1040", f"{total} sessions",
+                          data.built_index(ctx.root, f"agent{total}", sessions)),
+            *_prompt_hook(ctx, "large", "", ctx.index("large"))]
+
+
+def _prompt_hook(ctx: Context, key: str, label: str, built: BuiltIndex) -> list[Row]:
+    from . import prompt_hook
+
+    quick = ctx.scale is QUICK
+    label = label or (f"{built.documents / 1e6:.2f}M docs" if built.documents >= 1e6
+                      else f"{built.documents / 1e3:.0f}k docs")
+    event = prompt_hook.with_transcript(ctx.root, built.index)
+    folder = prompt_hook.folder_of(ctx.root)
+    ours, floor = interleaved(Pair(lambda: prompt_hook.in_process(event, built.index, folder),
+                                   lambda: prompt_hook.recall_alone(built.index, folder)),
+                              5 if quick else 30)
+    o50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+    home = prompt_hook.home_for(built.index, ctx.scratch)
+    processes, floors = interleaved(
+        Pair(lambda: prompt_hook.as_process(event, home, folder),
+             lambda: subprocess.run([sys.executable, "-c", agent.FLOOR_CODE], check=True)),
+        3 if quick else 15)
+    p50, b50 = percentile(processes, 0.5) * 1e3, percentile(floors, 0.5) * 1e3
+    return [
+        Row(f"prompt.inproc.{key}", f"prompt hook in-process @ {label} (p50 ms) vs one "
+            "recall of the same words", o50, f50, "ms", o50 / f50, "ours/floor p50", "-", None,
+            {"p90": percentile(ours, 0.9) * 1e3, "documents": built.documents}),
+        Row(f"prompt.process.{key}", f"`fabric-memory handoff` prompt process @ {label} (p50 "
+            f"ms) vs `python -c \"{agent.FLOOR_CODE}\"`", p50, b50, "ms", p50 / b50,
+            "ours/floor p50", f"p50 <= {PROMPT_HOOK_MS:.0f} ms", p50 <= PROMPT_HOOK_MS,
+            {"p90": percentile(processes, 0.9) * 1e3, "runs": len(processes),
+             "documents": built.documents}),
+    ]
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
@@ -630,9 +727,11 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("hook", hook_rows),
     ("handoff", handoff_rows),
     ("handoff hook", packet_rows),
+    ("prompt hook", prompt_hook_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),
+    ("web view", ui_rows),
     ("cluster", cluster_rows),
 )
 

@@ -243,12 +243,11 @@ def agents_corpus(root: Path, sessions: int, seed: int = SEED) -> Path:
                 target_path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target_path)
                 continue
-            lines = _claude_lines(session) if layout == "claude-code" else _codex_lines(session)
-            name = (f"{session.session_id}.jsonl" if layout == "claude-code"
-                    else f"2026/01/02/rollout-2026-01-02T10-00-00-{session.session_id}.jsonl")
-            target_path = where / "sessions" / layout / name
+            writer, name = _FORMAT_WRITERS[layout]
+            target_path = where / "sessions" / layout / name.format(id=session.session_id)
             target_path.parent.mkdir(parents=True, exist_ok=True)
-            target_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+            target_path.write_bytes(b"".join(orjson.dumps(line) + b"\n"
+                                             for line in writer(session)))
 
     return _built(target, build) / "sessions"
 
@@ -302,6 +301,96 @@ def _claude_lines(session: Session) -> list[dict[str, Any]]:
     return lines
 
 
+FORMATS = ("pi", "claude-code", "codex", "copilot", "kimi", "aider", "goose", "cursor")
+"""The session formats whose reindex throughput is measured side by side
+(``bench/test_reindex.py``): JSON Lines, Aider's Markdown, and the SQLite stores of Goose
+(every session in one database) and Cursor (one database per chat)."""
+
+
+def format_corpus(root: Path, agent: str, sessions: int, seed: int = SEED) -> Path:
+    """The small corpus's ``sessions`` seeded sessions, all rewritten in ``agent``'s format
+    and laid out as that agent lays them out: the same conversations in every format."""
+    small = corpus(root, sessions, seed)
+    target = root / f"format-{agent}-{sessions}-s{seed}-{_source_key(generate.__file__, __file__)}"
+
+    def build(where: Path) -> None:
+        from fabric_memory.session import iter_session_files, read_session
+
+        sessions = [(path, read_session(path)) for path in iter_session_files(small)]
+        if agent in _STORE_WRITERS:
+            _STORE_WRITERS[agent](where / "sessions", [session for _, session in sessions])
+            return
+        for path, session in sessions:
+            if agent == "pi":
+                name = path.relative_to(small)
+                data = path.read_bytes()
+            else:
+                writer, name = _FORMAT_WRITERS[agent]
+                data = b"".join(orjson.dumps(line) + b"\n" for line in writer(session))
+                name = Path(name.format(id=session.session_id))
+            target_path = where / "sessions" / name
+            target_path.parent.mkdir(parents=True, exist_ok=True)
+            target_path.write_bytes(data)
+
+    return _built(target, build) / "sessions"
+
+
+def _copilot_lines(session: Session) -> list[dict[str, Any]]:
+    """A Copilot CLI ``events.jsonl``: session.start, then user messages, assistant
+    messages with their toolRequests, tool.execution_start/complete, parent-linked."""
+    session_id = session.session_id
+    lines: list[dict[str, Any]] = []
+
+    def add(kind: str, data: dict[str, Any], stamp: str | None) -> None:
+        parent = lines[-1]["id"] if lines else None
+        lines.append({"type": kind, "data": data, "id": f"{session_id}-{len(lines)}",
+                      "timestamp": stamp, "parentId": parent})
+
+    add("session.start", {"sessionId": session_id, "version": 1, "producer": "copilot-agent",
+                          "copilotVersion": "1.0.102",
+                          "context": {"cwd": "/work/bench-project"}}, None)
+    for _, stamp, message in _messages(session):
+        role = message["role"]
+        if role == "toolResult":
+            add("tool.execution_complete", {
+                "toolCallId": message.get("toolCallId"), "success": not message.get("isError"),
+                "result": {"content": _text(message)}}, stamp)
+        elif role == "assistant":
+            calls = [{"toolCallId": b.get("id"), "name": b.get("name"),
+                      "arguments": b.get("arguments"), "type": "function"}
+                     for b in _blocks(message) if b.get("type") == "toolCall"]
+            add("assistant.message", {"messageId": f"m{len(lines)}", "content": _text(message),
+                                      "toolRequests": calls}, stamp)
+            for call in calls:
+                add("tool.execution_start", {"toolCallId": call["toolCallId"],
+                                             "toolName": call["name"],
+                                             "arguments": call["arguments"]}, stamp)
+        else:
+            add("user.message", {"content": _text(message)}, stamp)
+    return lines
+
+
+def _kimi_lines(session: Session) -> list[dict[str, Any]]:
+    """A Kimi CLI ``context.jsonl``: a checkpoint, then messages in the shape Kimi sends its
+    model (OpenAI-style tool calls, tool messages), a usage record after each reply."""
+    lines: list[dict[str, Any]] = [{"role": "_checkpoint", "id": 0}]
+    for _, _, message in _messages(session):
+        role = message["role"]
+        text = [{"type": "text", "text": _text(message)}]
+        if role == "toolResult":
+            lines.append({"role": "tool", "content": text,
+                          "tool_call_id": message.get("toolCallId")})
+        elif role == "assistant":
+            calls = [{"type": "function", "id": b.get("id"), "function": {
+                "name": b.get("name"), "arguments": orjson.dumps(b.get("arguments")).decode()}}
+                for b in _blocks(message) if b.get("type") == "toolCall"]
+            lines.append({"role": "assistant", "content": text, "tool_calls": calls})
+            lines.append({"role": "_usage", "token_count": 1000 + len(lines)})
+        else:
+            lines.append({"role": "user", "content": text})
+    return lines
+
+
 def _codex_lines(session: Session) -> list[dict[str, Any]]:
     session_id = session.session_id
     lines: list[dict[str, Any]] = [{"timestamp": "2026-01-02T10:00:00.000Z",
@@ -325,3 +414,116 @@ def _codex_lines(session: Session) -> list[dict[str, Any]]:
         lines.extend({"timestamp": stamp, "type": "response_item", "payload": item}
                      for item in items)
     return lines
+
+
+_FORMAT_WRITERS: dict[str, tuple[Callable[[Session], list[dict[str, Any]]], str]] = {
+    "claude-code": (_claude_lines, "{id}.jsonl"),
+    "codex": (_codex_lines, "2026/01/02/rollout-2026-01-02T10-00-00-{id}.jsonl"),
+    "copilot": (_copilot_lines, "{id}/events.jsonl"),
+    "kimi": (_kimi_lines, "0d1c2b3a4f5e6d7c8b9a0f1e2d3c4b5a/{id}/context.jsonl"),
+}
+
+
+def _aider_text(session: Session) -> bytes:
+    """An Aider history of the session: its start line, the user's input (``####``), the
+    replies, and what Aider reports (``>``): edits applied, commands run and their output."""
+    out = ["", "# aider chat started at 2026-01-02 10:00:00", ""]
+    calls: dict[str, dict[str, Any]] = {}
+    for _, _, message in _messages(session):
+        role = message["role"]
+        if role == "user":
+            out.extend([*(f"#### {line}  " for line in _text(message).splitlines() or [""]),
+                        ""])
+        elif role == "assistant":
+            if text := _text(message):
+                out.extend([text, ""])
+            for block in _blocks(message):
+                if block.get("type") == "toolCall":
+                    calls[str(block.get("id"))] = block
+        else:
+            call = calls.get(str(message.get("toolCallId")), {})
+            arguments = call.get("arguments") or {}
+            path = arguments.get("path") or arguments.get("file_path")
+            if path and call.get("name") in ("edit", "write"):
+                out.append(f"> Applied edit to {path}  ")
+            else:
+                out.append(f"> Running {arguments.get('command') or call.get('name')}  ")
+                out.extend(f"> {line}  " for line in _text(message).splitlines()[:20])
+            out.append("")
+    return "\n".join(out).encode() + b"\n"
+
+
+def _goose_content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    if message["role"] == "toolResult":
+        return [{"type": "toolResponse", "id": message.get("toolCallId"), "toolResult": {
+            "status": "success", "value": {"content": [{"type": "text", "text": _text(message)}],
+                                           "isError": bool(message.get("isError"))}}}]
+    parts: list[dict[str, Any]] = [{"type": "text", "text": _text(message)}]
+    parts.extend({"type": "toolRequest", "id": b.get("id"), "toolCall": {
+        "status": "success", "value": {"name": b.get("name"), "arguments": b.get("arguments")}}}
+        for b in _blocks(message) if b.get("type") == "toolCall")
+    return parts
+
+
+def _goose_database(where: Path, sessions: list[Session]) -> None:
+    """Every session in one Goose ``sessions.db`` (Goose's schema)."""
+    import sqlite3
+
+    from tests.stores import goose_schema
+
+    where.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(where / "sessions.db")
+    try:
+        db.executescript(goose_schema())
+        for number, session in enumerate(sessions):
+            goose_id = f"20260102_{number + 1}"
+            db.execute("INSERT INTO sessions (id, name, working_dir) VALUES (?, ?, ?)",
+                       (goose_id, session.session_id, "/work/bench-project"))
+            db.executemany(
+                "INSERT INTO messages (message_id, session_id, role, content_json, "
+                "created_timestamp) VALUES (?, ?, ?, ?, ?)",
+                [(f"msg_{goose_id}_{index}", goose_id,
+                  "assistant" if message["role"] == "assistant" else "user",
+                  orjson.dumps(_goose_content(message)).decode(), 1767348000 + index)
+                 for index, (_, _, message) in enumerate(_messages(session))])
+        db.commit()
+    finally:
+        db.close()
+
+
+def _cursor_stores(where: Path, sessions: list[Session]) -> None:
+    """Each session a Cursor agent chat: ``chats/<md5>/<id>/store.db``."""
+    from tests.stores import cursor_store
+
+    for session in sessions:
+        messages: list[dict[str, Any]] = []
+        for _, _, message in _messages(session):
+            role = message["role"]
+            if role == "toolResult":
+                messages.append({"role": "tool", "content": [{
+                    "type": "tool-result", "toolCallId": message.get("toolCallId"),
+                    "result": _text(message)}]})
+                continue
+            parts: list[dict[str, Any]] = [{"type": "text", "text": _text(message)}]
+            parts.extend({"type": "tool-call", "toolCallId": b.get("id"),
+                          "toolName": b.get("name"), "args": b.get("arguments")}
+                         for b in _blocks(message) if b.get("type") == "toolCall")
+            messages.append({"role": role, "content": parts})
+        cursor_store(where / "chats" / "0123456789abcdef0123456789abcdef" / session.session_id
+                     / "store.db", {"workspace": "file:///work/bench-project", "messages": messages,
+                                    "meta": {"agentId": session.session_id, "name": "bench"}})
+
+
+def _aider_histories(where: Path, sessions: list[Session]) -> None:
+    for session in sessions:
+        target = where / session.session_id / ".aider.chat.history.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(_aider_text(session))
+
+
+_STORE_WRITERS: dict[str, Callable[[Path, list[Session]], None]] = {
+    "aider": _aider_histories,
+    "goose": _goose_database,
+    "cursor": _cursor_stores,
+}
+

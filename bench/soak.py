@@ -45,6 +45,7 @@ from typing import Any
 
 import orjson
 
+from bench.agent import cpu_seconds
 from bench.hang import stacks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -328,42 +329,180 @@ class Server:
         return pid is not None and Path(f"/proc/{pid}").exists()
 
     def _sample(self) -> None:
-        started = time.monotonic()
-        while not self.stop.is_set():
-            pid = self._pid()
-            try:
-                status = dict(line.split(":", 1) for line in
-                              Path(f"/proc/{pid}/status").read_text().splitlines())
-                rss, anon = (int(status[name].split()[0]) for name in ("VmRSS", "RssAnon"))
-                fds = len(os.listdir(f"/proc/{pid}/fd"))
-                self.samples.append((round(time.monotonic() - started, 1), rss, anon, fds))
-            except (OSError, KeyError, ValueError):
-                pass
-            self.stop.wait(SAMPLE_SECONDS)
+        sample_process(self._pid, self.stop, self.samples)
 
     def close(self) -> dict[str, Any]:
         """Wait for the client loop to close its server; what was seen of the server."""
         self._closed.wait(STALL_LIMIT)
-        third = max(len(self.samples) // 3, 1)
-        first, last = self.samples[:third], self.samples[-third:]
         errors = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
         return {
             "n": self.n,
             "connections": self.connections,
             # up to the end on its first connection: it never died and was never replaced
             "alive": self.alive_at_end and self.connections == 1,
-            "stderrTail": errors.strip().splitlines()[-1][:200] if errors.strip() else "",
-            "tracebacks": errors.count("Traceback"),
-            "samples": [list(sample) for sample in self.samples],
-            "sampleFields": ["seconds", "rssKiB", "anonKiB", "fds"],
-            "rssMaxKiB": max((sample[1] for sample in self.samples), default=None),
-            "anonMaxKiB": max((sample[2] for sample in self.samples), default=None),
-            "anonFirstThirdMaxKiB": max((sample[2] for sample in first), default=None),
-            "anonLastThirdMaxKiB": max((sample[2] for sample in last), default=None),
-            "fdsMax": max((sample[3] for sample in self.samples), default=None),
-            "fdsFirstThirdMax": max((sample[3] for sample in first), default=None),
-            "fdsLastThirdMax": max((sample[3] for sample in last), default=None),
+            **seen_of(self.samples, errors),
         }
+
+
+def sample_process(pid_of: Callable[[], int | None], stop: threading.Event,
+                   samples: list[tuple[float, int, int, int]]) -> None:
+    """Every :data:`SAMPLE_SECONDS` until ``stop``: the process's RSS, anonymous RSS and open
+    descriptors, into ``samples``."""
+    started = time.monotonic()
+    while not stop.is_set():
+        pid = pid_of()
+        try:
+            status = dict(line.split(":", 1) for line in
+                          Path(f"/proc/{pid}/status").read_text().splitlines())
+            rss, anon = (int(status[name].split()[0]) for name in ("VmRSS", "RssAnon"))
+            fds = len(os.listdir(f"/proc/{pid}/fd"))
+            samples.append((round(time.monotonic() - started, 1), rss, anon, fds))
+        except (OSError, KeyError, ValueError):
+            pass
+        stop.wait(SAMPLE_SECONDS)
+
+
+def seen_of(samples: list[tuple[float, int, int, int]], errors: str) -> dict[str, Any]:
+    """What the samples and the stderr of a server say: its memory and descriptors over the
+    run (first and last third), its last line and its tracebacks."""
+    third = max(len(samples) // 3, 1)
+    first, last = samples[:third], samples[-third:]
+    return {
+        "stderrTail": errors.strip().splitlines()[-1][:200] if errors.strip() else "",
+        "tracebacks": errors.count("Traceback"),
+        "samples": [list(sample) for sample in samples],
+        "sampleFields": ["seconds", "rssKiB", "anonKiB", "fds"],
+        "rssMaxKiB": max((sample[1] for sample in samples), default=None),
+        "anonMaxKiB": max((sample[2] for sample in samples), default=None),
+        "anonFirstThirdMaxKiB": max((sample[2] for sample in first), default=None),
+        "anonLastThirdMaxKiB": max((sample[2] for sample in last), default=None),
+        "fdsMax": max((sample[3] for sample in samples), default=None),
+        "fdsFirstThirdMax": max((sample[3] for sample in first), default=None),
+        "fdsLastThirdMax": max((sample[3] for sample in last), default=None),
+    }
+
+
+# --- the web view and its client --------------------------------------------------------------
+
+UI_PAGES = ("/", "/search?q={query}", "/session/{session}", "/stats.json")
+UI_KINDS = dict(zip(UI_PAGES, ("ui.list", "ui.search", "ui.session", "ui.stats"), strict=True))
+IDLE_SECONDS = 5.0
+"""How long the web view's CPU is measured once the churn has stopped, a page's event
+stream still open."""
+IDLE_CPU_SHARE = 0.02
+"""Most of one core the web view may use while idle."""
+
+
+class UIServer:
+    """One ``fabric-memory ui`` (its own live index), a client reading its pages in a loop
+    and an open event stream (a list page left open); a sampler records its RSS and
+    descriptors, and at the end its CPU while idle is measured."""
+
+    def __init__(self, env: dict[str, str], tally: Tally, stop: threading.Event,
+                 folder: Path) -> None:
+        self.env, self.tally, self.stop = env, tally, stop
+        self.stderr = folder / "ui.err"
+        self.samples: list[tuple[float, int, int, int]] = []
+        self.events = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.base = self.cookie = ""
+
+    def start(self) -> None:
+        with open(self.stderr, "wb") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "fabric_memory.cli", "ui", "--no-open"], env=self.env,
+                stdout=subprocess.PIPE, stderr=err, start_new_session=True, cwd=str(REPO))
+        assert self.process.stdout is not None
+        url = self.process.stdout.readline().decode().strip()
+        self.base, _, token = url.partition("/?token=")
+        self.cookie = f"fabric_memory_ui_{self.base.rsplit(':', 1)[1]}={token}"
+        threading.Thread(target=sample_process, daemon=True,
+                         args=(lambda: self.process.pid if self.process else None, self.stop,
+                               self.samples)).start()
+        threading.Thread(target=self._listen, daemon=True).start()
+
+    def _get(self, path: str) -> tuple[int, bytes]:
+        import http.client
+
+        host, port = self.base.removeprefix("http://").rsplit(":", 1)
+        connection = http.client.HTTPConnection(host, int(port), timeout=STALL_LIMIT)
+        try:
+            connection.request("GET", path, headers={"Cookie": self.cookie})
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def client_loop(self) -> None:
+        from urllib.parse import quote
+
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            session = ""
+            for page in UI_PAGES:
+                if "{session}" in page and not session:
+                    continue
+                path = page.format(query=quote(QUERIES[n % len(QUERIES)]), session=session)
+                kind = UI_KINDS[page]
+                started = time.monotonic()
+                try:
+                    status, _ = self._get(path)
+                except OSError as exc:
+                    self.tally.errors[f"{kind}:{type(exc).__name__}"] += 1
+                    continue
+                self.tally.took(kind, time.monotonic() - started)
+                if status != 200:
+                    self.tally.errors[f"{kind}:{status}"] += 1
+                elif page == "/":
+                    listed = orjson.loads(self._get("/sessions.json")[1])["sessions"]
+                    session = quote(listed[0]["handle"]) if listed else ""
+
+    def _listen(self) -> None:
+        """A list page left open: its event stream, counting the ``changed`` events."""
+        import http.client
+
+        host, port = self.base.removeprefix("http://").rsplit(":", 1)
+        connection = http.client.HTTPConnection(host, int(port), timeout=None)
+        try:
+            connection.request("GET", "/events", headers={"Cookie": self.cookie})
+            response = connection.getresponse()
+            while not self.stop.is_set() or self.idle_open:
+                line = response.readline()
+                if not line:
+                    return
+                self.events += line.startswith(b"event: changed")
+        except OSError:
+            self.tally.errors["ui.events:disconnected"] += 1
+        finally:
+            connection.close()
+
+    idle_open = True
+
+    def idle_cpu(self, seconds: float) -> float | None:
+        """The server's CPU time over ``seconds`` of quiet, as a share of one core."""
+        if self.process is None or self.process.poll() is not None:
+            return None
+        before = cpu_seconds(self.process.pid)
+        time.sleep(seconds)
+        return round((cpu_seconds(self.process.pid) - before) / seconds, 4)
+
+    def close(self, idle: float | None) -> dict[str, Any]:
+        alive = self.process is not None and self.process.poll() is None
+        self.idle_open = False
+        if self.process is not None and alive:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STALL_LIMIT)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        errors = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
+        return {"alive": alive, "idleCpuShare": idle, "idleSeconds": IDLE_SECONDS,
+                "changedEvents": self.events,
+                "stoppedBySigterm": self.process is not None and self.process.returncode == 0,
+                **seen_of(self.samples, errors)}
+
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -390,6 +529,9 @@ def run(seconds: float) -> dict[str, Any]:
         actors: list[Callable[[], None]] = [soak.reindex_loop, soak.appender_loop, soak.chaos]
         actors += [functools.partial(soak.reader_loop, n) for n in range(READERS)]
         actors += [server.client_loop for server in servers]
+        ui = UIServer(soak.env, soak.tally, soak.stop, Path(tmp))
+        ui.start()
+        actors.append(ui.client_loop)
         threads = [threading.Thread(target=actor, daemon=True) for actor in actors]
         for thread in threads:
             thread.start()
@@ -402,6 +544,7 @@ def run(seconds: float) -> dict[str, Any]:
             pass  # the root is in place
         lost, checked = _lost_sessions(soak)
         serving = [server.close() for server in servers]
+        web = ui.close(ui.idle_cpu(IDLE_SECONDS))
     report: dict[str, Any] = {
         "seconds": seconds,
         "started": started_at,
@@ -418,13 +561,15 @@ def run(seconds: float) -> dict[str, Any]:
         "sessionsOnDisk": checked,
         "sessionsLost": lost,
         "servers": serving,
+        "ui": web,
     }
     report["problems"] = _problems(report)
     return report
 
 
 def _latency(tally: Tally) -> dict[str, Any]:
-    readers = [t for kind in ("cli", "mcp.recall", "mcp.expand")
+    readers = [t for kind in ("cli", "mcp.recall", "mcp.expand", "ui.list", "ui.search",
+                              "ui.session")
                for t in tally.latencies.get(kind, [])]
     writer = tally.latencies.get("reindex", [])
     return {
@@ -473,7 +618,17 @@ def _problems(report: dict[str, Any]) -> list[str]:
         problems.append(f"{len(report['crashes'])} crashes")
     if report["hangs"] or report["hungActors"]:
         problems.append(f"{len(report['hangs'])} hangs, {report['hungActors']} actors stuck")
-    for server in report["servers"]:
+    ui = report["ui"]
+    if not ui["alive"] or not ui["stoppedBySigterm"]:
+        problems.append(f"the web view died or did not stop on SIGTERM: {ui['stderrTail']}")
+    if ui["idleCpuShare"] is not None and ui["idleCpuShare"] > IDLE_CPU_SHARE:
+        problems.append(f"the web view used {ui['idleCpuShare']:.1%} of a core while idle")
+    for kind, count in report["errors"].items():
+        # 404 and 503: a session moved away with its root, or being rewritten (as MCP's
+        # session_not_found and source_unavailable); anything else is the web view's fault.
+        if kind.startswith("ui.") and not kind.endswith((":404", ":503")):
+            problems.append(f"the web view answered {kind} {count} times")
+    for server in [*report["servers"], {**ui, "n": "ui", "alive": True}]:
         name = f"server {server['n']}"
         if not server["alive"]:
             problems.append(f"{name} died or was replaced: {server['stderrTail']}")
@@ -510,6 +665,12 @@ def render(report: dict[str, Any]) -> str:
             f"files max {server['rssMaxKiB']} KiB), fds "
             f"{server['fdsFirstThirdMax']} -> {server['fdsLastThirdMax']} (max "
             f"{server['fdsMax']}), alive to the end: {server['alive']}")
+    ui = report["ui"]
+    lines.append(
+        f"web view: anonymous RSS {ui['anonFirstThirdMaxKiB']} -> {ui['anonLastThirdMaxKiB']} "
+        f"KiB (RSS max {ui['rssMaxKiB']} KiB), fds max {ui['fdsMax']}, CPU while idle "
+        f"{ui['idleCpuShare']} of a core over {ui['idleSeconds']:g} s, "
+        f"{ui['changedEvents']} live events, stopped by SIGTERM: {ui['stoppedBySigterm']}")
     lines.append("problems: " + ("; ".join(report["problems"]) or "none"))
     return "\n".join(lines)
 

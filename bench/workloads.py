@@ -33,8 +33,8 @@ from fabric_memory.memory.expand import expand
 from fabric_memory.memory.normalize import normalize_session
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import default_workers, reindex
-from fabric_memory.session import iter_session_files, read_session
-from fabric_memory.sources import read_source
+from fabric_memory.session import read_session
+from fabric_memory.sources import read_source, session_files
 from fabric_memory.trace import is_fabric_execution_trace_v1
 
 Call = Callable[[], object]
@@ -127,7 +127,7 @@ class Prebuilt:
 def prebuild(sessions: Path) -> Prebuilt:
     documents: list[str] = []
     records: list[tuple[str, str, int, bytes]] = []
-    for path in iter_session_files(sessions):
+    for path in session_files(sessions):
         session = read_source(path)
         normalized = normalize_session(session)
         name = str(path)

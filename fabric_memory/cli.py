@@ -522,6 +522,45 @@ def _run_forget(args: argparse.Namespace) -> Outcome:
     return Outcome(report, render_forget(report))
 
 
+def _doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    _locations(parser)
+
+
+def _run_doctor(args: argparse.Namespace) -> Outcome:
+    from .doctor import doctor, render_doctor
+
+    report = doctor(index=args.index_dir, sessions=args.sessions)
+    return Outcome(report, render_doctor(report), 0 if report["healthy"] else 1)
+
+
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", metavar="SESSION", nargs="?", default=None,
+                        help="a session id, or a path under a sessions root")
+    parser.add_argument("--range", default=None, metavar="FIRST:LAST",
+                        help="only these entry addresses, inclusive (a summary's [L12 ... L31])")
+    parser.add_argument("--query", default=None, metavar="Q",
+                        help="instead of a session: the entries a recall of Q finds")
+    parser.add_argument("--limit", type=int, default=20, metavar="N",
+                        help="--query: the first N hits (default 20, at most 50)")
+    parser.add_argument("--format", choices=("markdown", "html", "json"), default="markdown")
+    parser.add_argument("--output", default=None, metavar="FILE",
+                        help="write the export to FILE (mode 0600) instead of stdout")
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="secrets and private text as written (docs/secrets.md)")
+    _locations(parser)
+
+
+def _run_export(args: argparse.Namespace) -> Outcome:
+    from .memory.export import export, render_export, write_export
+
+    exported = export(args.session, range=args.range, query=args.query, limit=args.limit,
+                      show_secrets=args.show_secrets, index=args.index_dir,
+                      sessions=args.sessions)
+    if args.output is not None:
+        return Outcome(exported, write_export(exported, args.format, args.output))
+    return Outcome(exported, render_export(exported, args.format))
+
+
 # --- hook / compact ---------------------------------------------------------------------
 
 
@@ -659,6 +698,16 @@ def _install_arguments(parser: argparse.ArgumentParser) -> None:
                    "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
     sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
                    "~/.cursor/mcp.json")
+    sub.add_parser("goose", help="Goose: the MCP server as an extension in "
+                   "~/.config/goose/config.yaml (needs the goose extra)")
+    for host, where in (("gemini", "$GEMINI_CLI_HOME/.gemini/settings.json (~)"),
+                        ("qwen", "~/.qwen/settings.json"),
+                        ("cline", "the extension's settings/cline_mcp_settings.json"),
+                        ("roo-code", "the extension's settings/mcp_settings.json"),
+                        ("kilo-code", "the extension's settings/mcp_settings.json"),
+                        ("opencode", "mcp of $XDG_CONFIG_HOME/opencode/opencode.json"),
+                        ("continue", "~/.continue/mcpServers/fabric-memory.json")):
+        sub.add_parser(host, help=f"the MCP server in {where} (docs/agents.md)")
     pi = sub.add_parser("pi", help="Pi: the extension in packages of Pi's settings (what "
                         "pi install does)")
     pi.add_argument("--agent-dir", default=None, metavar="DIR",
@@ -681,14 +730,18 @@ def _run_install(args: argparse.Namespace) -> Outcome:
         from .install.claude import install_claude
 
         report = install_claude(args.project, uninstall=args.uninstall)
-    elif args.host in ("copilot", "cursor"):
-        from .install.mcp_json import install_json_host
-
-        report = install_json_host(args.host, uninstall=args.uninstall)
-    else:
+    elif args.host == "codex":
         from .install.codex import install_codex
 
         report = install_codex(uninstall=args.uninstall)
+    elif args.host == "goose":
+        from .install.goose import install_goose
+
+        report = install_goose(uninstall=args.uninstall)
+    else:  # a host whose MCP servers are in one JSON file (install/mcp_json.py)
+        from .install.mcp_json import install_json_host
+
+        report = install_json_host(args.host, uninstall=args.uninstall)
     return Outcome(report, render_host_report(report))
 
 
@@ -797,6 +850,11 @@ COMMANDS: list[Command] = [
             _verify_arguments, _run_verify),
     Command("forget", "take sessions out of memory for good (--undo brings them back); "
             "see docs/privacy.md", _forget_arguments, _run_forget),
+    Command("doctor", "check every host's MCP server and hooks, the index, its lock and the "
+            "hooks' log; print the command that fixes each problem", _doctor_arguments,
+            _run_doctor),
+    Command("export", "a session, an address range or a search's hits as Markdown, HTML or "
+            "JSON, addresses kept, secrets masked", _export_arguments, _run_export),
     Command("serve", "MCP server over stdio (tools recall, expand, sessions) on a live "
             "index; needs the mcp extra", _serve_arguments, _run_serve),
     Command("ui", "a local web view of every agent's sessions, search and stats on a live "

@@ -163,6 +163,9 @@ class Section:
     their text is never rewritten; other sections keep their latest lines."""
     ranked: bool = False
     """The lines are in order of worth (exact values): when cut, the first are kept."""
+    unkept: tuple[int, str, str] | None = None
+    """Items the engine's bounded ledger itself no longer holds: how many, and the first and
+    last address of their range (named whenever the section is shown)."""
 
     def preference(self) -> list[int]:
         """Line indexes in the order they are given room."""
@@ -192,6 +195,7 @@ def packet_sections(span: Span, project: str | None = None,
     relative to it; ``addresses`` maps entry ids to the line addresses shown."""
     from .compaction import summarize_span
     from .compaction.authored import authored
+    from .compaction.ledger import LedgerName
     from .compaction.span import readdressed
     from .compaction.text import clip, clip_collapsed, collapse, mask, masking_once
 
@@ -202,7 +206,8 @@ def packet_sections(span: Span, project: str | None = None,
     unfinished = [Line(item.first, item.last, f"open: {item.text}")
                   for item in ledgers["plan"].items]
     unfinished += [Line(item.first, item.last, f"error: {item.text}")
-                   for item in ledgers["errors"].items if item.first not in failing]
+                   for item in ledgers["errors"].items
+                   if item.first not in failing and not _lookup(item.key)]
     unfinished += [Line(item.first, item.last, f"check: {item.text}")
                    for item in ledgers["checks"].items if item.first in failing]
     reply = next((item for item in ledgers_state.status if item.key == "assistant"), None)
@@ -226,16 +231,24 @@ def packet_sections(span: Span, project: str | None = None,
     exact = [Line(item.first, item.last, item.text) for item in values]
     passed = [Line(item.first, item.last, _tagged(item.text, item.tags))
               for item in ledgers["checks"].items if item.first not in failing]
+    def unkept(name: LedgerName) -> tuple[int, str, str] | None:
+        ledger = ledgers[name]
+        if not ledger.dropped or not ledger.dropped_first or not ledger.dropped_last:
+            return None
+        return ledger.dropped, ledger.dropped_first, ledger.dropped_last
+
     sections = [
         Section("Still open", unfinished),
         Section("The user's words", words, words=True),
         Section("Exact values and errors", exact, ranked=True),
         Section("Commands and what they printed",
                 [Line(i.first, i.last, _tagged(i.text, i.tags))
-                 for i in ledgers["commands"].items]),
-        Section("Commits", [Line(i.first, i.last, i.text) for i in ledgers["commits"].items]),
+                 for i in ledgers["commands"].items], unkept=unkept("commands")),
+        Section("Commits", [Line(i.first, i.last, i.text) for i in ledgers["commits"].items],
+                unkept=unkept("commits")),
         Section("Content written", [Line(i.first, i.last, i.text)
-                                    for i in ledgers["changes"].items]),
+                                    for i in ledgers["changes"].items],
+                unkept=unkept("changes")),
         Section("Checks", passed),
     ]
     if project and project.startswith("/"):
@@ -250,6 +263,16 @@ def packet_sections(span: Span, project: str | None = None,
             section.lines = [line for line in section.lines
                              if _core(line.said or line.text) not in said]
     return sections
+
+
+def _lookup(key: str) -> bool:
+    """Whether an outstanding error (its key: ``ref\x00target``) is of a read or a search:
+    a lookup that found nothing is no work left open (what it said stays among the exact
+    values and errors)."""
+    from .sources.registry import TOOLS
+
+    tool = TOOLS.get(key.partition("\x00")[0])
+    return tool is not None and tool.kind in ("read", "search")
 
 
 def _tagged(text: str, tags: tuple[str, ...]) -> str:
@@ -293,7 +316,11 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
     lines = [[f"- [{_where(line)}] {line.text}\n" for line in section.lines]
              for section in sections]
     sizes = [[_escaped_size(text) for text in shown] for shown in lines]
-    headings = [f"\n## {section.title} ({len(section.lines)})\n" for section in sections]
+    headings = [f"\n## {section.title} ({len(section.lines) + unkept_count(section)})\n"
+                + (_omission(section.unkept[0], shown_id(section.unkept[1]),
+                             shown_id(section.unkept[2]), "not kept ")
+                   if section.unkept else "")
+                for section in sections]
     # A section shown in part ends with its omission line: its room is held from its first
     # line on (at its widest) and given back once the section is shown whole.
     cut_line = [_escaped_size(_omission(len(section.lines), widest, widest))
@@ -338,10 +365,15 @@ def render_packet(sections: list[Section], session_id: str, first: str | None,
     return output.decode()
 
 
-def _omission(count: int, first: str, last: str) -> str:
-    """The line that names what a cut section left out and how to read it (the header says
-    the command)."""
-    return f"- ... {count} more in [{first} ... {last}] (`--range {first}:{last}`)\n"
+def unkept_count(section: Section) -> int:
+    return section.unkept[0] if section.unkept else 0
+
+
+def _omission(count: int, first: str, last: str, what: str = "") -> str:
+    """The line that names what a cut section left out (``what``: ``not kept `` for what
+    the engine's ledger itself no longer holds) and how to read it (the header says the
+    command)."""
+    return f"- ... {count} more {what}in [{first} ... {last}] (`--range {first}:{last}`)\n"
 
 
 def _output(packet: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from .conftest import FIXTURES
+from .stores import cursor_store as cursor_store
 
 CATUI = FIXTURES / "agents" / "catui"
 FABRO = FIXTURES / "agents" / "fabro"
@@ -68,7 +69,8 @@ LOCATION_VARIABLES = (
     "FABRIC_MEMORY_SESSIONS", "FABRIC_MEMORY_HOME", "FABRIC_MEMORY_AGENTS",
     "FABRIC_MEMORY_EXTRA_SESSIONS", "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
     "PI_CONFIG_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "CATUI_HOME", "CATUI_AGENTS_DIR",
-    "CATUI_CODING_AGENT_DIR", "COPILOT_HOME", "XDG_STATE_HOME", "KIMI_SHARE_DIR")
+    "CATUI_CODING_AGENT_DIR", "COPILOT_HOME", "XDG_STATE_HOME", "KIMI_SHARE_DIR",
+    "GOOSE_PATH_ROOT", "XDG_DATA_HOME", "GEMINI_CLI_HOME", "XDG_CONFIG_HOME", "APPDATA")
 
 
 def fake_home(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -127,3 +129,20 @@ def agent_home(home: Path, agent: str) -> Path:
     target = home / f".{agent}" / folder.name
     shutil.copytree(folder, target)
     return target
+
+
+def goose_home(home: Path) -> Path:
+    """Goose's folder under ``home`` (``~/.local/share/goose/sessions``) with the fixture
+    database built from its SQL (Goose's schema) and the earlier JSON Lines session."""
+    import sqlite3
+
+    folder = home / ".local" / "share" / "goose" / "sessions"
+    folder.mkdir(parents=True)
+    source = AGENT_FIXTURES / "goose"
+    shutil.copy(source / "20250701_100000.jsonl", folder)
+    db = sqlite3.connect(folder / "sessions.db")
+    try:
+        db.executescript((source / "sessions.sql").read_text(encoding="utf-8"))
+    finally:
+        db.close()
+    return folder

@@ -1,4 +1,4 @@
-"""The real Claude Code, Codex and GitHub Copilot CLIs of ``tests/hosts`` (README's test
+"""The real Claude Code, Codex, GitHub Copilot and Gemini CLIs of ``tests/hosts`` (README's test
 command runs ``npm ci`` there), and an environment in which they never reach the network."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ HOSTS = REPO / "tests" / "hosts"
 CLAUDE = HOSTS / "node_modules" / ".bin" / "claude"
 CODEX = HOSTS / "node_modules" / ".bin" / "codex"
 COPILOT = HOSTS / "node_modules" / ".bin" / "copilot"
+GEMINI = HOSTS / "node_modules" / ".bin" / "gemini"
 
 
 def host_cli(path: Path) -> str:

@@ -141,10 +141,13 @@ class SessionBuilder:
             "isError": is_error, "timestamp": 0,
         })
 
-    def assistant(self, content: list[dict[str, Any]]) -> str:
-        """An assistant message with these content blocks (text, thinking, toolCall)."""
+    def assistant(self, content: list[dict[str, Any]],
+                  usage: dict[str, Any] | None = None) -> str:
+        """An assistant message with these content blocks (text, thinking, toolCall) and,
+        when given, the turn's ``usage`` (Pi's shape)."""
         return self._entry("message", message={
-            "role": "assistant", "timestamp": 0, "stopReason": "stop", "content": content})
+            "role": "assistant", "timestamp": 0, "stopReason": "stop", "content": content,
+            **({"usage": usage} if usage is not None else {})})
 
     def bash(self, command: str, output: str, exit_code: int = 0) -> str:
         """A user ``!command`` run: Pi's bashExecution message."""

@@ -1,5 +1,6 @@
-"""A stand-in for the model API on 127.0.0.1, for driving the real Claude Code and Codex:
-Anthropic's ``POST /v1/messages`` and OpenAI's ``POST /v1/responses``, streamed as
+"""A stand-in for the model API on 127.0.0.1, for driving the real Claude Code, Codex and
+Gemini CLI: Anthropic's ``POST /v1/messages``, OpenAI's ``POST /v1/responses`` and Gemini's
+``POST …/models/M:streamGenerateContent`` (and ``:generateContent``), streamed as
 server-sent events as the real services stream them. It makes each tool call of ``steps``
 once, in order, then answers in text (also where a ``None`` step ends a turn; a request
 asking for a summary gets one), and keeps every request body, so a test can ask what the
@@ -90,6 +91,22 @@ class StubModel:
         return "tool", _shell_call(body.get("tools") or [], step.shell), tokens
 
 
+    # --- Gemini generateContent -------------------------------------------------------
+
+    def gemini_reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A model ``Content``: a ``functionCall`` of the next step (``claude_tool`` names
+        the function as the host declared it), else text."""
+        contents = body.get("contents") or []
+        if not body.get("tools") or not contents:
+            return {"role": "model", "parts": [{"text": "ok"}]}
+        made = self.next_step()
+        if made is None:
+            return {"role": "model", "parts": [{"text": DONE}]}
+        step = made[1]
+        return {"role": "model", "parts": [{"functionCall": {
+            "name": step.claude_tool, "args": step.claude_input}}]}
+
+
 def _asks_for_summary(text: str) -> bool:
     """The host's own compaction request: Claude Code's ("Do NOT call any tools", an
     <analysis> and a <summary> block) or Codex's ("CONTEXT CHECKPOINT COMPACTION")."""
@@ -165,6 +182,11 @@ class _Handler(BaseHTTPRequestHandler):
             stub.record("responses", body)
             kind, value, tokens = stub.responses_reply(body)
             self._responses((kind, value), number, tokens)
+        elif path.endswith(":streamGenerateContent") or path.endswith(":generateContent"):
+            stub.record("gemini", body)
+            self._gemini(stub.gemini_reply(body), path.endswith(":streamGenerateContent"))
+        elif path.endswith(":countTokens"):
+            self._send(200, b'{"totalTokens": 100}', "application/json")
         elif path.endswith("/count_tokens"):
             self._send(200, b'{"input_tokens": 100}', "application/json")
         else:
@@ -214,6 +236,16 @@ class _Handler(BaseHTTPRequestHandler):
             _sse("message_stop", {"type": "message_stop"}),
         ])
         self._send(200, events, "text/event-stream")
+
+    def _gemini(self, content: dict[str, Any], stream: bool) -> None:
+        answer = {"candidates": [{"content": content, "finishReason": "STOP", "index": 0}],
+                  "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20,
+                                    "totalTokenCount": 120},
+                  "modelVersion": "gemini-stub"}
+        if not stream:
+            self._send(200, json.dumps(answer).encode(), "application/json")
+            return
+        self._send(200, f"data: {json.dumps(answer)}\r\n\r\n".encode(), "text/event-stream")
 
     def _responses(self, reply: tuple[str, Any], number: int, tokens: int) -> None:
         kind, value = reply

@@ -10,10 +10,16 @@ from typing import Any
 
 import orjson
 import pytest
+import tantivy
 
-from bench import handoff
+from bench import handoff, workloads
 from bench.compare import Row, table
 from bench.data import QUICK
+from fabric_memory.memory import index as memory_index
+from fabric_memory.memory.reindex import reindex
+from fabric_memory.words import searchable
+
+from .memory_builder import SessionBuilder
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = ("literal", "phrase", "structural", "regex")
@@ -38,12 +44,16 @@ EXPECTED = (
     "handoff",
     "packet.inproc",
     "packet.process",
+    *(f"prompt.{how}.{size}" for size in ("1040", "large") for how in ("inproc", "process")),
     "reindex.rss",
     "certify",
     "mcp.recall",
     "live.freshness",
     "live.idle_cpu",
     "cli.recall",
+    *(f"ui.{page}.{size}" for size in ("agent", "large")
+      for page in ("list", "session", "search")),
+    "ui.first_paint",
     "cluster.reindex.1",
     "cluster.reindex.2",
     *(f"cluster.recall.{shards}" for shards in (1, 4, 16)),
@@ -132,3 +142,26 @@ def test_handoff_scores_the_key_strings_each_summary_carries() -> None:
     assert task["ours"] == 1.0 and task["pi"] == 1.0  # Pi's summary names the branch too
     assert commits["pi"] == 0.0  # Pi's summary carries no commit hash
     assert result["cuts"]["before-compaction.jsonl@L294"]["piBytes"] > 0
+
+
+def test_the_reindex_floor_indexes_each_word_as_the_memory_index_does(tmp_path: Path) -> None:
+    """The full reindex's floor (the same documents straight into Tantivy) is built with the
+    memory index's tokenizer: every word of a mixed-script text (a CJK character alone, a run
+    of letters, a colour-coded word) finds the same documents in both, so the ratio measures
+    the engine's own work."""
+    text = "修复钩子配置 the Zürich gateway \x1b[1mREADY\x1b[0m 東京"
+    builder = SessionBuilder(tmp_path / "sessions" / "--repo--" / "s.jsonl")
+    builder.user(text)
+    builder.user("something else entirely")
+    builder.write()
+    prebuilt = workloads.prebuild(tmp_path / "sessions")
+    workloads.tantivy_floor(prebuilt, tmp_path / "floor")
+    reindex(sessions=tmp_path / "sessions", index=tmp_path / "ours", workers=1)
+    floor = tantivy.Index.open(str(tmp_path / "floor"))
+    floor.register_tokenizer(memory_index.TEXT_TOKENIZER, memory_index.ANALYZER)
+    ours = memory_index.open_index(tmp_path / "ours").searcher()
+    words = memory_index.analyze(searchable(text))  # (as the normalizer hands it over)
+    assert "钩" in words and "zürich" in words and "ready" in words
+    for word in words:
+        query = tantivy.Query.term_query(memory_index.SCHEMA, "text", word)
+        assert floor.searcher().search(query, 10).count == ours.search(query, 10).count == 1, word

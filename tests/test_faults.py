@@ -644,6 +644,23 @@ def test_a_fifo_or_folder_in_place_of_a_session_never_hangs(tmp_path: Path, kind
     assert recall("beta", **roots)["total"] == 1
 
 
+def test_a_new_fifo_among_the_sessions_never_hangs_the_reindex(tmp_path: Path) -> None:
+    """A FIFO with a session's name that was never indexed: reindex (reading each new file's
+    head for its working folder) reports it invalid at once and indexes the rest."""
+    roots = _roots(tmp_path)
+    _session(roots["sessions"], "two", "beta words")
+    fifo = roots["sessions"] / "--repo--" / "new.jsonl"
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    where = ("--sessions", str(roots["sessions"]), "--index", str(roots["index"]))
+    status, out, err = finish(cli("reindex", *where, "--json"))
+    assert status == 0, err.decode()
+    report = orjson.loads(out)
+    assert report["indexed"] == 1
+    assert report["invalid"] == [{"path": str(fifo), "reason": f"{fifo}: cannot read file: "
+                                  "not a regular file (a FIFO)"}]
+
+
 # --- a session appended while it is being reindexed ------------------------------------------
 
 

@@ -494,9 +494,10 @@ def test_a_cut_keeps_the_task_and_the_latest_corrections(tmp_path: Path) -> None
 
 
 def test_failures_fixed_later_are_not_open(tmp_path: Path) -> None:
-    """A failed command that later works by another path, a failed write followed by a
-    write of the same file, and a failed check that later passes are not listed as open;
-    a failure nothing fixed is, with its address."""
+    """A failed command that later works by another path or within a later chain, a failed
+    write followed by a write of the same file, a failed check that later passes and a
+    read of a missing file are not listed as open; a failure nothing fixed is, with its
+    address."""
     t = ClaudeTranscript()
     t.user("Set up the build.")
     t.tool("Bash", {"command": "docker --version"}, "Exit code 127\ndocker: command not found",
@@ -508,12 +509,34 @@ def test_failures_fixed_later_are_not_open(tmp_path: Path) -> None:
     t.tool("Write", {"file_path": "ci/build.yml", "content": "a: 1\n"}, "ok")
     t.tool("Bash", {"command": "cd web && npm test"}, "Exit code 1\n1 failing", is_error=True)
     t.tool("Bash", {"command": "npm test"}, "12 passing")
+    t.tool("Bash", {"command": "mise run lint 2>&1"}, "Exit code 1\nlint failed", is_error=True)
+    t.tool("Bash", {"command": "mise run lint && mise run test 2>&1 | tail -20"}, "ok")
+    t.tool("Read", {"file_path": ".entire/REVIEW.md"}, "File does not exist.", is_error=True)
     still = t.tool("Bash", {"command": "./deploy.sh staging"}, "Exit code 2\nno such host",
                    is_error=True)
     path = t.write(tmp_path / "s.jsonl")
     packet = _packet(_run(_event(t.session_id, path), tmp_path)[0])
     open_part = packet.split("## Still open")[1].split("\n## ")[0]
     assert "docker" not in open_part and "build.yml" not in open_part
-    assert "npm test" not in open_part
+    assert "npm test" not in open_part and "mise run lint" not in open_part
+    assert "REVIEW.md" not in open_part  # a lookup that found nothing is no open work
     assert f"[{_at(path, still)}] error: Bash `./deploy.sh staging` -> failed" in open_part
     assert "Docker version 27.3.1" in packet  # what the working command printed
+
+
+def test_the_packet_names_what_the_engines_ledgers_no_longer_hold(tmp_path: Path) -> None:
+    """More commands than the engine's bounded ledger keeps: the packet's section says how
+    many it no longer holds and their address range, which expands."""
+    t = ClaudeTranscript()
+    t.user("Probe every port.")
+    for n in range(150):
+        t.tool("Bash", {"command": f"curl -s localhost:{8000 + n}/health"},
+               f"port {8000 + n}: status ok, build 2026.{n}")
+    path = t.write(tmp_path / "s.jsonl")
+    packet = _packet(_run(_event(t.session_id, path), tmp_path)[0])
+    section = packet.split("## Commands and what they printed (150)\n")[1]
+    found = re.match(r"- \.\.\. (\d+) more not kept in \[(L\d+) \.\.\. (L\d+)\] "
+                     r"\(`--range (L\d+):(L\d+)`\)\n", section)
+    assert found, section[:300]
+    assert int(found.group(1)) > 0 and found.group(2, 3) == found.group(4, 5)
+    assert "localhost:8149/health" in section  # the latest run is shown

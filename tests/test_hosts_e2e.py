@@ -161,7 +161,7 @@ def test_claude_code_sends_our_packet_after_each_compaction(
              "--allowedTools", "Write,Bash", "--model", "claude-sonnet-4-5"], work, env))
         session_id = first["session_id"]
         assert not claude_context(stub.bodies("messages")[0])
-        for prompt in ("which exit code did the notes check give?", "what is left to do?"):
+        for prompt in ("what did the cat check exit with?", "what is left to do?"):
             run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
             reindex(env)
             before = len(stub.bodies("messages"))
@@ -247,7 +247,7 @@ def test_codex_sends_our_packet_after_its_compaction(
         bodies = stub.bodies("responses")
         reindex(env)
         contexts = []
-        for prompt in ("which exit code did the notes check give?", "thanks, that is all"):
+        for prompt in ("what did the cat check exit with?", "thanks, that is all"):
             before = len(stub.bodies("responses"))
             run_host([*codex, "resume", "--last", prompt], work, env)
             contexts.append([_text(item.get("content"))
@@ -438,3 +438,65 @@ def test_copilot_lists_our_server_calls_recall_and_its_session_is_remembered(
     assert hit["sessionId"] == session.session_id
     entry = expand_request({**hit["follow"], "raw": True})["entries"][0]
     assert entry["text"] == line_at(written, entry["line"])
+
+
+def test_gemini_lists_our_server_calls_recall_and_its_session_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `fabric-memory install gemini`, the real Gemini CLI lists our server as
+    connected (`gemini mcp list`, in a folder it trusts); in a session against the stub (its
+    `GOOGLE_GEMINI_BASE_URL`), the model's `mcp_fabric-memory_recall` call reaches our server
+    and comes back with the hit of an earlier Gemini chat; then a failing command. The chat
+    Gemini CLI writes is read by our reader (the checkpoint's context message, the calls,
+    the command's exit code 2), recalled with `--agent gemini` and its node expanded
+    exactly."""
+    from fabric_memory.memory.expand import expand_request
+    from fabric_memory.memory.recall import recall
+    from fabric_memory.memory.reindex import reindex
+    from fabric_memory.sources import read_source
+
+    from .host_clis import GEMINI
+    from .test_sources_gemini import LEGACY
+
+    home = fake_home(tmp_path, monkeypatch)
+    earlier = home / ".gemini" / "tmp" / "earlier" / "chats"
+    earlier.mkdir(parents=True)
+    (earlier / LEGACY.name).write_bytes(LEGACY.read_bytes())
+    (home / ".gemini" / "settings.json").write_text(orjson.dumps(
+        {"security": {"auth": {"selectedType": "gemini-api-key"}}}).decode())
+    work = tmp_path / "work"
+    work.mkdir()
+    (home / ".gemini" / "trustedFolders.json").write_text(
+        orjson.dumps({str(work): "TRUST_FOLDER"}).decode())
+    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    reindex()
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", "gemini"],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+    gemini = host_cli(GEMINI)
+    program = Path(sys.executable).parent / "fabric-memory"
+    listed = run_host_cli([gemini, "mcp", "list"], work, env, timeout=RUN_SECONDS)
+    assert listed.returncode == 0  # the list goes to stderr
+    assert f"fabric-memory: {program} serve (stdio) - Connected" in listed.stderr, listed
+    steps = [Step("mcp_fabric-memory_recall", {"query": "wombat", "agent": "gemini"}, ""),
+             Step("run_shell_command", {"command": "ls /no-such-dir-for-gemini"}, "")]
+    with serving(StubModel(steps)) as stub:
+        env.update(GEMINI_API_KEY="stub-key", GOOGLE_GEMINI_BASE_URL=stub.url)
+        run_host([gemini, "-p", "what failed in the quokka ledger?", "--yolo",
+                  "-m", "gemini-2.5-flash"], work, env)
+        answers = [part["functionResponse"] for body in stub.bodies("gemini")
+                   for part in body["contents"][-1]["parts"] if "functionResponse" in part]
+    assert "a1f0c3d2-0002-4e5f-8a9b-000000000002.2" in orjson.dumps(answers[0]).decode()
+    written = next((home / ".gemini" / "tmp").glob("work/chats/session-*.jsonl"))
+    session = read_source(written)
+    assert session.agent == "gemini" and session.project == str(work)
+    calls = [call.name for entry in session.entries for call in entry.view.tool_calls]
+    assert calls == ["mcp_fabric-memory_recall", "run_shell_command"]
+    failed = [e.raw["message"] for e in session.entries if e.view.role == "toolResult"][-1]
+    assert (failed["isError"], failed["exitCode"]) == (True, 2)
+    reindex()
+    hit = recall("no-such-dir-for-gemini", agent="gemini")["hits"][0]
+    assert hit["sessionId"] == session.session_id
+    node = expand_request({**hit["follow"], "raw": True})["entries"][0]["text"]
+    assert orjson.loads(node)["id"] == hit["entryId"].split(".")[0]
+    assert node.encode() in written.read_bytes()

@@ -462,34 +462,79 @@ COPILOT_CONFIG = """{
 item a line), with another indent."""
 
 
+_STDIO = {"command": str(PROGRAM), "args": ["serve"]}
+_EXTENSION = {**_STDIO, "env": {}, "disabled": False, "autoApprove": []}
+_STORAGE = ".config/Code/User/globalStorage"
+
+
 @pytest.mark.parametrize(("host", "where", "entry"), [
     ("copilot", ".copilot/mcp-config.json",
      {"type": "local", "command": str(PROGRAM), "args": ["serve"], "tools": ["*"]}),
     ("cursor", ".cursor/mcp.json", {"command": str(PROGRAM), "args": ["serve"], "env": {}}),
+    ("gemini", ".gemini/settings.json", _STDIO),
+    ("qwen", ".qwen/settings.json", _STDIO),
+    ("cline", f"{_STORAGE}/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+     _EXTENSION),
+    ("roo-code", f"{_STORAGE}/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+     _EXTENSION),
+    ("kilo-code", f"{_STORAGE}/kilocode.kilo-code/settings/mcp_settings.json", _EXTENSION),
+    ("continue", ".continue/mcpServers/fabric-memory.json", _STDIO),
+    ("opencode", ".config/opencode/opencode.json",
+     {"type": "local", "command": [str(PROGRAM), "serve"], "enabled": True}),
 ])
-def test_copilot_and_cursor_get_the_server_and_uninstall_gives_the_file_back(
+def test_json_hosts_get_the_server_and_uninstall_gives_the_file_back(
     home: Path, host: str, where: str, entry: dict[str, object]
 ) -> None:
     """Beside another server and an unknown key (four-space indent), install adds ours in
     the host's own shape, a second install writes nothing, and --uninstall leaves the file
     byte-identical; a file install created is deleted again."""
-    from fabric_memory.install.mcp_json import install_json_host
+    from fabric_memory.install.mcp_json import HOSTS, install_json_host
 
+    key = HOSTS[host].key
     path = home / where
     assert actions(install_json_host(host, program=PROGRAM)) == ["added"]
-    assert json.loads(path.read_text()) == {"mcpServers": {"fabric-memory": entry}}
+    assert json.loads(path.read_text()) == {key: {"fabric-memory": entry}}
     assert actions(install_json_host(host, program=PROGRAM, uninstall=True)) == ["removed"]
     assert not path.exists()
-    path.write_text(COPILOT_CONFIG)
+    config = COPILOT_CONFIG.replace('"mcpServers"', f'"{key}"')
+    path.write_text(config)
     assert actions(install_json_host(host, program=PROGRAM)) == ["added"]
     data = json.loads(path.read_text())
-    assert list(data["mcpServers"]) == ["playwright", "fabric-memory"]
-    assert data["futureKey"] == {"kept": True} and '\n    "mcpServers"' in path.read_text()
+    assert list(data[key]) == ["playwright", "fabric-memory"]
+    assert data["futureKey"] == {"kept": True} and f'\n    "{key}"' in path.read_text()
     written = path.read_bytes()
     assert actions(install_json_host(host, program=PROGRAM)) == ["unchanged"]
     assert path.read_bytes() == written
     assert actions(install_json_host(host, program=PROGRAM, uninstall=True)) == ["removed"]
-    assert path.read_text() == COPILOT_CONFIG
+    assert path.read_text() == config
+
+
+def test_a_vs_code_extension_is_installed_in_the_editor_that_has_it(home: Path) -> None:
+    """Cline's settings go to the editor whose storage holds the extension (Cursor here),
+    not VS Code's."""
+    from fabric_memory.install.mcp_json import install_json_host
+
+    storage = home / ".config" / "Cursor" / "User" / "globalStorage" / "saoudrizwan.claude-dev"
+    storage.mkdir(parents=True)
+    report = install_json_host("cline", program=PROGRAM)
+    assert report["changes"][0]["file"] == str(storage / "settings" / "cline_mcp_settings.json")
+
+
+def test_opencode_keeps_the_users_arguments_and_moves_to_a_new_program(home: Path) -> None:
+    """An OpenCode entry that runs our serve with extra arguments is left as it is; one of
+    an older program gets the new one, its extra arguments and environment kept."""
+    from fabric_memory.install.mcp_json import install_json_host
+
+    path = home / ".config" / "opencode" / "opencode.json"
+    path.parent.mkdir(parents=True)
+    mine = {"type": "local", "command": [str(PROGRAM), "serve", "--sessions", "/s"],
+            "environment": {"A": "1"}}
+    path.write_text(json.dumps({"mcp": {"fabric-memory": mine}}))
+    assert actions(install_json_host("opencode", program=PROGRAM)) == ["unchanged"]
+    moved = Path("/opt/new/fabric-memory")
+    assert actions(install_json_host("opencode", program=moved)) == ["updated"]
+    assert json.loads(path.read_text())["mcp"]["fabric-memory"] == {
+        **mine, "command": [str(moved), "serve", "--sessions", "/s"]}
 
 
 def test_copilot_follows_copilot_home_through_a_symlink(
@@ -511,3 +556,60 @@ def test_copilot_follows_copilot_home_through_a_symlink(
     real.write_text('{\n  // a comment\n}\n')
     status, _, err = run_cli(capsys, "install", "copilot")
     assert status == 2 and f"{link}:2: not valid JSON" in err
+
+
+GOOSE_CONFIG = """# Goose's config (comments are the user's own)
+GOOSE_PROVIDER: anthropic
+GOOSE_MODEL: claude-sonnet-4-5
+extensions:
+  developer:
+    bundled: true
+    display_name: Developer
+    enabled: true
+    name: developer
+    timeout: 300
+    type: builtin
+  github:
+    args:
+    - -y
+    - '@modelcontextprotocol/server-github'
+    cmd: npx
+    enabled: false  # switched off for now
+    envs: {}
+    name: github
+    timeout: 300
+    type: stdio
+"""
+"""A config.yaml in the layout Goose writes (serde_yaml: sequences not indented), with a
+comment and a disabled extension of the user's."""
+
+
+def test_goose_gets_an_extension_and_uninstall_gives_the_config_back(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """install goose adds our stdio extension beside the user's (comments, keys and layout
+    kept), a second install writes nothing, --uninstall gives the file back byte for byte;
+    a config it created is deleted again; a file that is not YAML is refused with its line."""
+    from ruamel.yaml import YAML
+
+    from fabric_memory.install.goose import install_goose
+
+    path = home / ".config" / "goose" / "config.yaml"
+    assert actions(install_goose(program=PROGRAM)) == ["added"]
+    assert YAML().load(path.read_text())["extensions"]["fabric-memory"]["cmd"] == str(PROGRAM)
+    assert actions(install_goose(program=PROGRAM, uninstall=True)) == ["removed"]
+    assert not path.exists()
+    path.write_text(GOOSE_CONFIG)
+    assert actions(install_goose(program=PROGRAM)) == ["added"]
+    written = path.read_text()
+    assert written.startswith(GOOSE_CONFIG.rstrip("\n")) and "# switched off for now" in written
+    ours = YAML().load(written)["extensions"]["fabric-memory"]
+    assert (ours["type"], ours["cmd"], list(ours["args"]), ours["enabled"]) == (
+        "stdio", str(PROGRAM), ["serve"], True)
+    assert actions(install_goose(program=PROGRAM)) == ["unchanged"]
+    assert path.read_text() == written
+    assert actions(install_goose(program=PROGRAM, uninstall=True)) == ["removed"]
+    assert path.read_text() == GOOSE_CONFIG
+    path.write_text("extensions:\n  a: [1,\n")
+    status, _, err = run_cli(capsys, "install", "goose")
+    assert status == 2 and f"{path}:3: not valid YAML" in err

@@ -202,6 +202,11 @@ def test_every_error_code(small: dict[str, Any]) -> None:
     assert _code(lambda: expand(session_id, indices=[0], **common)) == "ambiguous_session"
     twin.unlink()
     assert _code(lambda: expand(str(twin), indices=[0], **common)) == "source_unavailable"
+    from fabric_memory.memory.forget import Selection, forget
+
+    forget(Selection((path,)), **common)
+    assert _code(lambda: expand(path, indices=[0], **common)) == "session_forgotten"
+    assert _code(lambda: expand(session_id, indices=[0], **common)) == "session_forgotten"
 
 
 def test_duplicate_ids_are_ambiguous_addresses(tmp_path: Path) -> None:
@@ -550,3 +555,28 @@ def test_a_range_end_between_entries_snaps_and_says_so(tmp_path: Path) -> None:
     assert "snapped" not in whole and len(whole["entries"]) == len(uuids)
     with pytest.raises(ExpandError, match='no address "L999"'):
         expand(session, range=f"L{gaps[0]}:L999", **common)
+
+
+def test_line_addresses_and_snapping_through_mcp_and_pi(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MCP `expand` tool (a real `fabric-memory serve`) and Pi's `memory_expand` take a
+    Claude Code line address and a range ending between entries as the CLI does, and their
+    text says where the range moved."""
+    from fabric_memory.pi.tools import call_tool
+
+    from .agent_homes import mcp_answers
+
+    path, session, uuids = _claude_with_bookkeeping(tmp_path / "claude")
+    at = _claude_lines(path)
+    gap = next(n for n in range(at[uuids[0]], at[uuids[-1]]) if n not in at.values())
+    monkeypatch.setenv("FABRIC_MEMORY_SESSIONS", str(tmp_path / "claude"))
+    monkeypatch.setenv("FABRIC_MEMORY_HOME", str(tmp_path / "home"))
+    request = {"session": session, "range": f"L{at[uuids[0]]}:L{gap}"}
+    pi = call_tool("memory_expand", request)
+    (mcp,) = mcp_answers([("expand", request)])
+    for page in (pi["details"], mcp):
+        assert [entry["address"] for entry in page["entries"]] == uuids[:2]
+        assert page["snapped"][0].startswith(f"--range last L{gap} names no entry")
+    assert f"note: --range last L{gap} names no entry" in pi["text"]
+    line = call_tool("memory_expand", {"session": session, "addresses": [f"L{at[uuids[2]]}"]})
+    assert [entry["address"] for entry in line["details"]["entries"]] == [uuids[2]]

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -23,8 +24,10 @@ from fabric_memory.memory.live import watch_sessions
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.memory.tombstones import FILE
 
+from .cluster_host import loopback_cluster
 from .memory_builder import SessionBuilder
 from .test_serve import connected, error_text
+from .ui_host import running_ui
 
 RARE = "quetzalvortex"
 """A word only the session to forget says."""
@@ -185,6 +188,27 @@ def test_a_sharded_build_leaves_the_forgotten_session_out(
     assert found(capsys, where, LATER) == 1
 
 
+def test_a_dask_cluster_build_leaves_it_out(
+        places: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a real Dask cluster (scheduler and worker processes), a --full build leaves the
+    forgotten file out, and a copy of it under a new name is refused by the worker's task
+    (by the session id in the tombstone it reads from the index folder)."""
+    sharded = tmp_path / "sharded"
+    where = ["--sessions", str(places["sessions"]), "--index", str(sharded)]
+    with loopback_cluster(tmp_path / "dask", workers=1) as cluster:
+        reindex(sessions=places["sessions"], index=sharded, cluster=cluster.address)
+        cli(capsys, "forget", places["secret"].session_id, *where)
+        places["secret"].append(f"the {LATER} step")
+        copy = places["sessions"] / "--elsewhere--" / "copy.jsonl"
+        copy.parent.mkdir()
+        copy.write_bytes(places["secret"].path.read_bytes())
+        report = reindex(sessions=places["sessions"], index=sharded, cluster=cluster.address,
+                         full=True)
+    assert {str(places["secret"].path), str(copy)} <= {i["path"] for i in report["excluded"]}
+    assert found(capsys, where, RARE) == 0 and found(capsys, where, LATER) == 0
+    assert found(capsys, where, "quoting") == 1
+
+
 def wait_for(check: Any) -> None:
     deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline:
@@ -264,6 +288,32 @@ def test_a_running_server_and_the_pi_tools_forget_too(
     answer = run("pi", "tool", "memory_recall", stdin=orjson.dumps({"query": "quoting"}),
                  env=env)
     assert answer["details"]["total"] == 1
+
+
+def test_the_web_view_forgets_too(places: dict[str, Any],
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A running ``fabric-memory ui`` stops listing and finding the session once it is
+    forgotten, does not show its page, and its live index does not take the append back."""
+    secret = places["secret"]
+    with running_ui(SimpleNamespace(**places)) as ui:  # type: ignore[arg-type]
+        def search(word: str) -> Any:
+            status, _, body = ui.get(f"/search.json?q={word}")
+            assert status == 200
+            return orjson.loads(body)
+
+        def paths() -> set[str]:
+            return {s["path"] for s in orjson.loads(ui.get("/sessions.json")[2])["sessions"]}
+
+        assert search(RARE)["total"] == 1 and str(secret.path) in paths()
+        cli(capsys, "forget", secret.session_id, *places["where"])
+        assert search(RARE)["total"] == 0 and str(secret.path) not in paths()
+        assert secret.session_id not in ui.get(f"/search?q={RARE}")[2].decode()
+        assert ui.get(f"/session/{secret.session_id}")[0] == 404
+        secret.append(f"the {LATER} step")
+        session_in(places["sessions"] / "--ours--" / "after.jsonl", "/work/ours",
+                   "marigoldfence")
+        wait_for(lambda: search("marigoldfence")["total"] == 1)
+        assert search(LATER)["total"] == 0 and str(secret.path) not in paths()
 
 
 # --- do-not-index ------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -398,6 +399,45 @@ def test_workers_are_capped_at_the_cpu_count(tmp_path: Path, monkeypatch: pytest
     assert report["notices"] == ["--workers 1000: capped at 2, the number of CPUs (more "
                                  "parsers than CPUs only compete for them)"]
     assert report["indexed"] == 6
+
+
+def test_a_file_changed_while_the_writer_opens_is_indexed_as_it_is_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers start on the plan made before the lock; a file that changes before the
+    plan made under the lock is parsed again from that plan: its new text is found, and its
+    record holds its new stat (the next run skips it)."""
+    roots = _roots(tmp_path)
+    changed = _small(tmp_path, "s0", "alpha words")
+    for n in range(1, 6):
+        _small(tmp_path, f"s{n}", f"words {n}")
+    real = reindex_module.load_catalog
+    calls: list[int] = []
+    started: list[Any] = []
+
+    class Recorded(reindex_module._Parsing):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            started.append(self)
+
+    def changing(handle: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:  # (the first call is the look before the lock)
+            # Once the workers have parsed the file as it was (bounded: 10 s).
+            concurrent.futures.wait(started[0]._window, timeout=10)
+            changed.append("gamma appended")
+        return real(handle)
+
+    monkeypatch.setattr(reindex_module, "_Parsing", Recorded)
+    monkeypatch.setattr(reindex_module, "load_catalog", changing)
+    report = reindex(**roots, workers=2)
+    assert (report["indexed"], len(calls)) == (6, 2)
+    monkeypatch.undo()
+    record = load_catalog(open_index(roots["index"])).by_path[str(changed.path)]
+    assert record.source_hash == read_session(changed.path).source_hash
+    assert recall("gamma", hot_sessions=0, **roots)["total"] == 1
+    assert reindex(**roots, workers=2)["skipped"] == 6
+    _complete(roots["index"])
 
 
 def test_a_deleted_hot_session_is_forgotten_by_the_next_query(tmp_path: Path) -> None:

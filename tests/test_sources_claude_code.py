@@ -209,3 +209,28 @@ def test_any_lines_after_a_first_line_are_entries_notes_or_bookkeeping(
     assert accounted <= written
     for number in written - accounted:
         assert orjson.loads(physical[number - 1]).get("type") in BOOKKEEPING
+
+
+def test_the_results_of_parallel_calls_stay_on_the_active_branch(tmp_path: Path) -> None:
+    """Claude Code writes one reply's parallel calls as chained assistant lines and each
+    result as the child of its own call: every result is on the active branch, in file
+    order, while a user's edit (a new text message beside an old one) still forks."""
+    from .transcripts import ClaudeTranscript
+
+    t = ClaudeTranscript()
+    t.user("Check both branches.")
+    calls = [t._add("assistant", {"message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash",
+         "input": {"command": f"git log --oneline b{n}"}}]}}) for n in range(3)]
+    results = [t._add("user", {"message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": f"abc{n}def branch {n}"}]}},
+        parent=calls[n]) for n in range(3)]
+    reply = t.assistant("Both logged.")
+    old = t.user("Now merge b1.")
+    t._add("user", {"message": {"role": "user", "content": "Now merge b2 instead."}},
+           parent=reply)
+    session = read_source(t.write(tmp_path / f"{t.session_id}.jsonl"))
+    branch = [entry.id for entry in session.active_branch()]
+    assert [r for r in branch if r in results] == results
+    assert branch.index(calls[-1]) < branch.index(results[0]) < branch.index(reply)
+    assert old not in branch  # the edited message stays on its own branch

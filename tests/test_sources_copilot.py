@@ -93,7 +93,8 @@ def test_the_packet_names_the_edits_and_the_failed_commands() -> None:
     current, flat = packet(CURRENT), packet(FLAT)
     assert "src/quillmark/footnotes.py: edit" in current
     assert "open: pending: Run the footnote tests" in current
-    assert "error: view `templates/footnote.html` -> failed" in current
+    # A failed view is a lookup, not open work: its path stays among the exact values.
+    assert "path: `templates/footnote.html`" in current and "error: view" not in current
     assert "`pytest tests/test_footnotes.py -q` last run passed (2 runs)" in current
     assert "`make -C /home/dev/ledgerline check` last run failed (exit 2)" in flat
     assert "config.toml: edit `- grindstone_limit = 500` -> `+ batch_limit = 500`" in flat

@@ -159,3 +159,23 @@ def test_the_trail_and_the_packet_carry_edits_failed_commands_and_the_plan() -> 
     lines = orjson.loads(_packet(read_source(LINES)))["hookSpecificOutput"][
         "additionalContext"]
     assert "run_shell_command `git mv platypus_report.py report.py` -> failed" in lines
+
+
+REAL = FIXTURES / "agents" / "gemini" / "cli-0.61.0" / "session-2026-12-07T14-15-ded974c8.jsonl"
+
+
+def test_a_chat_the_real_cli_wrote_reads_its_checkpoint_and_skips_echoed_results() -> None:
+    """Gemini CLI 0.61.0's own file: the context message inside the `$set` checkpoint is an
+    entry spanning its node within that line (the project read from it); the user messages
+    that echo the calls' results are not entries again; the command's exit code 2."""
+    session = read_source(REAL)
+    data = REAL.read_bytes()
+    assert session.project == "/tmp/ajgem/work" and not session.malformed
+    first = session.entries[0]
+    assert first.line == 2 and data[first.offset:first.offset + 1] == b"{"
+    assert orjson.loads(data[first.offset:first.offset + first.length])["id"] == first.id
+    roles = [entry.view.role for entry in session.entries]
+    assert roles == ["user", "user", "assistant", "toolResult", "assistant", "toolResult",
+                     "assistant"]
+    failed = session.entries[5].view.message
+    assert failed is not None and (failed["exitCode"], failed["isError"]) == (2, True)

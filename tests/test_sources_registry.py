@@ -83,6 +83,29 @@ def test_omp_is_told_from_pi_by_its_folder(home: Path) -> None:
     assert read_source(home / ".pi/agent/sessions/--w--/s.jsonl").agent == "pi"
 
 
+def test_an_agents_folder_is_looked_up_again_when_it_changes(
+    home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The folders are remembered per process, yet a file is judged by the folder as it is
+    now: one named by a variable set later, one a symlink points somewhere else later."""
+    catui = tmp_path / "catui-a" / "sessions"
+    builder = SessionBuilder(catui / "--w--" / "s.jsonl", "c")
+    builder.user("hi")
+    builder.write()
+    path = str(builder.path)
+    assert reader_for(path).name == "pi"
+    monkeypatch.setenv("CATUI_CODING_AGENT_DIR", str(tmp_path / "catui-a"))
+    assert reader_for(path).name == "catui"
+    link = tmp_path / "linked"
+    link.symlink_to(tmp_path / "catui-a")
+    monkeypatch.setenv("CATUI_CODING_AGENT_DIR", str(link))
+    assert reader_for(path).name == "catui"
+    (tmp_path / "catui-b" / "sessions").mkdir(parents=True)
+    link.unlink()
+    link.symlink_to(tmp_path / "catui-b")
+    assert reader_for(path).name == "pi"
+
+
 def test_agent_names_are_checked() -> None:
     """--agents takes known names (comma-separated, repeated or not); any other name is a
     usage error listing them."""

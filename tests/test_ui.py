@@ -3,7 +3,10 @@ the JSON twins, secrets masked, and the start-up refusals (a real server process
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -11,7 +14,17 @@ from urllib.parse import quote
 import orjson
 import pytest
 
-from .ui_host import BIN, RARE, SECRET, RunningUI, Store, build_store, running_ui
+from .ui_host import (
+    BIN,
+    CLAUDE_SESSION,
+    CLAUDE_WORD,
+    RARE,
+    SECRET,
+    RunningUI,
+    Store,
+    build_store,
+    running_ui,
+)
 
 ROUTES = ["/", "/sessions.json", "/session/{id}", "/session/{id}.json", "/raw/{id}?address=e001",
           "/live/{id}", "/search?q=parser", "/search.json?q=parser", "/stats", "/stats.json",
@@ -118,7 +131,7 @@ def test_sessions_json_twin_holds_what_the_list_shows(ui: RunningUI, store: Stor
     assert status == 200
     page = orjson.loads(body)
     assert orjson.loads(ui.get("/?format=json")[2]) == page
-    assert page["total"] == 2 and page["perAgent"] == {"pi": 2}
+    assert page["total"] == 3 and page["perAgent"] == {"claude-code": 1, "pi": 2}
     first = page["sessions"][0]
     assert first["sessionId"] == store.long.session_id  # newest first
     assert first["facts"]["compactions"] == 1
@@ -131,9 +144,10 @@ def test_sessions_json_twin_holds_what_the_list_shows(ui: RunningUI, store: Stor
 
 
 @pytest.mark.parametrize("query,expected", [
-    ("compacted=yes", 1), ("compacted=no", 1), ("failed=yes", 1), ("failed=no", 1),
-    ("agent=pi", 2), ("agent=codex", 0), ("project=/repo", 2), ("project=/elsewhere", 0),
-    ("since=2000-01-01T00:00:00Z", 2), ("until=2000-01-01T00:00:00Z", 0),
+    ("compacted=yes", 1), ("compacted=no", 2), ("failed=yes", 1), ("failed=no", 2),
+    ("agent=pi", 2), ("agent=claude-code", 1), ("agent=codex", 0), ("project=/repo", 3),
+    ("project=/elsewhere", 0), ("since=2000-01-01T00:00:00Z", 3),
+    ("until=2000-01-01T00:00:00Z", 0), ("agent=pi&compacted=no", 1),
 ])
 def test_list_filters(ui: RunningUI, query: str, expected: int) -> None:
     """Each filter of the list narrows it as named."""
@@ -188,6 +202,38 @@ def test_search_groups_hits_and_marks_the_words(ui: RunningUI, store: Store) -> 
     assert f'#{store.rare_address}"' in html
 
 
+def test_another_agents_entries_land_by_line_and_by_id(ui: RunningUI) -> None:
+    """A Claude Code entry's element is its line address (what summaries print); the id a
+    recall hit names lands on it too; Claude's Edit is a diff."""
+    page = orjson.loads(ui.get(f"/search.json?q={CLAUDE_WORD}")[2])
+    hit = page["groups"][0]["hits"][0]
+    assert page["groups"][0]["sessionId"] == CLAUDE_SESSION
+    html = ui.get(f"/session/{CLAUDE_SESSION}?at={quote(hit['address'])}")[2].decode()
+    timeline = orjson.loads(ui.get(f"/session/{CLAUDE_SESSION}.json")[2])
+    said = next(e for e in timeline["shown"] if CLAUDE_WORD in e["text"])
+    assert said["address"].startswith("L") and said["entryId"] != said["address"]
+    assert hit["address"] in (said["address"], said["entryId"])
+    assert f'id="{said["address"]}"' in html and f'id="{said["entryId"]}"' in html
+    assert '<span class="del">-sleep(9)</span>' in html
+    assert '<span class="add">+sleep(0)</span>' in html
+
+
+def test_summary_page_links_every_address(ui: RunningUI, store: Store) -> None:
+    """The summary engine's summary of a session (whole, or through an address): its
+    addresses are links to the timeline, line addresses for another agent's session."""
+    sid = store.long.session_id
+    whole = orjson.loads(ui.get(f"/summary/{sid}.json")[2])
+    assert whole["until"] == store.rare_address and "[e001]" in whole["summary"]
+    assert SECRET.values[0] not in whole["summary"]
+    html = ui.get(f"/summary/{sid}")[2].decode()
+    assert f'<a class="address" href="/session/{sid}?at=e001#e001">e001</a>' in html
+    cut = orjson.loads(ui.get(f"/summary/{sid}.json?until=e004")[2])
+    assert cut["until"] == "e004" and cut["entries"] == 4
+    assert ui.get(f"/summary/{sid}?until=nowhere")[0] == 400
+    claude = ui.get(f"/summary/{CLAUDE_SESSION}")[2].decode()
+    assert f'href="/session/{CLAUDE_SESSION}?at=L1#L1">L1</a>' in claude
+
+
 def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     """Stats: failure rate per tool (Fabric operations by their ref), every compaction with
     its tokensBefore, charts drawn as SVG."""
@@ -195,7 +241,11 @@ def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     tools = {row["tool"]: row for row in stats["tools"]}
     assert tools["read"]["failures"] == 1 and tools["pi.bash"]["failureRate"] == 1.0
     assert [c["tokensBefore"] for c in stats["compactions"]] == [1000]
-    assert stats["sessions"] == 2
+    assert stats["sessions"] == 3
+    assert stats["usage"] == {"input": 1200, "output": 300, "cacheRead": 5000,
+                              "cacheWrite": 100, "cost": 0.0123}
+    assert {row["name"]: row["usage"]["input"] for row in stats["agents"]} == {
+        "pi": 1200, "claude-code": 0}
     assert b"<svg" in ui.get("/stats")[2]
 
 
@@ -219,6 +269,94 @@ def test_a_given_token_is_the_one_required(store: Store) -> None:
         assert ui.token == mine
         assert ui.get("/sessions.json")[0] == 200
         assert ui.get("/sessions.json", cookie=f"{ui.cookie.split('=')[0]}=other-token")[0] == 403
+
+
+def test_a_forgotten_session_leaves_every_page(tmp_path: Path) -> None:
+    """`forget` while the server runs: the session is gone from the list, search and stats,
+    and its pages answer 404 (the server reads through the same catalog)."""
+    from fabric_memory.memory.forget import Selection, forget
+
+    store = build_store(tmp_path)
+    sid = store.long.session_id
+    with running_ui(store) as ui:
+        assert ui.get(f"/session/{sid}")[0] == 200
+        forget(Selection(named=(sid,)), index=store.index, sessions=store.sessions)
+        listed = orjson.loads(ui.get("/sessions.json")[2])["sessions"]
+        assert sid not in {row["sessionId"] for row in listed} and listed
+        for path in (f"/session/{sid}", f"/summary/{sid}",
+                     f"/raw/{sid}?address={store.rare_address}"):
+            assert ui.get(path)[0] == 404, path
+        assert orjson.loads(ui.get(f"/search.json?q={RARE}")[2])["total"] == 0
+        assert sid not in ui.get("/stats.json")[2].decode()
+
+
+def test_a_browser_opens_on_the_url_only_with_a_display(store: Store, tmp_path: Path) -> None:
+    """Without --no-open the server opens the browser ($BROWSER here) on the printed URL
+    when there is a display, and opens none without one."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n')
+    browser.chmod(0o755)
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ":0"}) as ui:
+        deadline = time.monotonic() + 10
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert opened.read_text().split() == [ui.url]
+    opened.unlink()
+    with running_ui(store, opening={"BROWSER": str(browser), "DISPLAY": ""}):
+        time.sleep(1.5)
+    assert not opened.exists()
+
+
+def test_a_shared_id_is_named_by_its_path(tmp_path: Path) -> None:
+    """Two files with one session id: each row links to its session by path, and that page
+    answers (an id alone would be ambiguous)."""
+    store = build_store(tmp_path)
+    twin = store.sessions / "--copy--" / "twin.jsonl"
+    twin.parent.mkdir()
+    twin.write_bytes(store.long.path.read_bytes())
+    from fabric_memory.memory.reindex import reindex
+
+    reindex(sessions=store.sessions, index=store.index, workers=1)
+    with running_ui(store) as ui:
+        rows = orjson.loads(ui.get("/sessions.json")[2])["sessions"]
+        twins = [row for row in rows if row["sessionId"] == store.long.session_id]
+        assert len(twins) == 2 and all(row["handle"] == row["path"] for row in twins)
+        html = ui.get("/")[2].decode()
+        for row in twins:
+            link = f'href="/session/{quote(row["handle"])}"'
+            assert link in html
+            status, _, body = ui.get(f"/session/{quote(row['handle'])}")
+            assert status == 200 and row["path"].encode() in body
+        assert ui.get(f"/session/{store.long.session_id}")[0] == 404  # ambiguous: says so
+
+
+def test_the_list_fills_in_when_the_live_index_first_commits(tmp_path: Path) -> None:
+    """Started before any index exists, the list says it is reading the sessions (200, not
+    an error), then shows them once the live index has committed, with no reindex."""
+    import shutil
+
+    store = build_store(tmp_path)
+    shutil.rmtree(store.index)
+    with running_ui(store) as ui:
+        first = orjson.loads(ui.get("/sessions.json")[2])
+        if first["indexing"]:  # (the live index may already have committed)
+            assert b"Reading your sessions" in ui.get("/")[2]
+        deadline = time.monotonic() + 20
+        while orjson.loads(ui.get("/sessions.json")[2])["total"] != 3:
+            assert time.monotonic() < deadline, "the live index never committed"
+            time.sleep(0.2)
+
+
+def test_sigterm_stops_the_server_cleanly(store: Store) -> None:
+    """SIGTERM ends the server with exit 0 (its live index thread finishes its step), no
+    traceback."""
+    with running_ui(store) as ui:
+        assert ui.get("/sessions.json")[0] == 200
+        os.killpg(ui.process.pid, signal.SIGTERM)
+        assert ui.process.wait(timeout=15) == 0
+        assert ui.process.stderr is not None
+        assert b"Traceback" not in ui.process.stderr.read()
 
 
 def test_quickstart_names_the_ui() -> None:

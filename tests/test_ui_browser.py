@@ -134,6 +134,14 @@ def test_search_click_land_follow_and_live(ui: RunningUI, store: Store, browser:
     assert "pi.bash" in operation.text and "failed" in operation.text
     shots(browser, "session")
 
+    browser.get(f"{ui.base}/summary/{store.long.session_id}")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "section.summary a.address"),
+             "the summary's address links")
+    shots(browser, "summary")
+    browser.get(f"{ui.base}/stats")
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "figure.chart svg"), "the charts")
+    shots(browser, "stats")
+
     browser.get(f"{ui.base}/session/{store.long.session_id}?page=2")
     wait_for(lambda: found(browser, store.compaction), "the last page")
     time.sleep(1.5)  # the page's event stream is open

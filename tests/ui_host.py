@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from .memory_builder import SessionBuilder, operation
 from .secret_samples import anthropic_key
+from .transcripts import ClaudeTranscript
 
 BIN = Path(sys.executable).parent
 START_SECONDS = 30.0
@@ -29,6 +30,11 @@ RARE = "QUOKKA_ZEPHYR_7731"
 FILLER = 230
 """Filler turns in the long session: more than one page of its timeline (200 entries)."""
 SECRET = anthropic_key(random.Random(41))
+USAGE = {"input": 1200, "output": 300, "cacheRead": 5000, "cacheWrite": 100,
+         "totalTokens": 6600, "cost": {"total": 0.0123}}
+CLAUDE_SESSION = "c1a0de00-0000-4000-8000-0000000000c1"
+CLAUDE_WORD = "MARMOSET_SLOWPATH"
+"""Said once, in the Claude Code session (whose entries are addressed by line: ``L2``)."""
 
 
 @dataclass(slots=True)
@@ -53,6 +59,7 @@ def build_store(base: Path) -> Store:
     sessions = base / "sessions"
     long = SessionBuilder(sessions / "--repo--" / "2026-01-02T10-00-00-000Z_long.jsonl")
     goal = long.user("Make the parser accept trailing commas; keep node 20.")
+    long.assistant([{"type": "text", "text": "Looking at the parser first."}], usage=USAGE)
     long.assistant_call("call-edit", "edit", {"path": "src/parser.ts",
                                               "oldText": "const a = 1;\nreturn a;",
                                               "newText": "const a = 2;\nreturn a;"})
@@ -78,6 +85,14 @@ def build_store(base: Path) -> Store:
     other = SessionBuilder(sessions / "--repo--" / "2026-01-01T10-00-00-000Z_short.jsonl")
     other.user("A short and old session about the docs.")
     other.write(mtime=time.time() - 3600)
+    (sessions / "--claude--").mkdir()
+    claude = ClaudeTranscript(session_id=CLAUDE_SESSION, cwd="/repo")
+    claude.user(f"Find why {CLAUDE_WORD} is slow.")
+    claude.tool("Edit", {"file_path": "src/slow.py", "old_string": "sleep(9)",
+                         "new_string": "sleep(0)"}, "edited")
+    claude.assistant("Removed the sleep.")
+    written = claude.write(sessions / "--claude--" / f"{CLAUDE_SESSION}.jsonl")
+    os.utime(written, (time.time() - 1800, time.time() - 1800))
     reindex(sessions=sessions, index=base / "index", workers=1)
     return Store(sessions, base / "index", long, rare, failed_op, compaction, secret)
 
@@ -111,12 +126,14 @@ class RunningUI:
 
 
 @contextlib.contextmanager
-def running_ui(store: Store, *extra: str) -> Iterator[RunningUI]:
-    """``fabric-memory ui --no-open`` over ``store`` until the block ends."""
-    env = {**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+def running_ui(store: Store, *extra: str, opening: dict[str, str] | None = None,
+               ) -> Iterator[RunningUI]:
+    """``fabric-memory ui --no-open`` over ``store`` until the block ends (``opening``: the
+    environment it opens a browser in, without ``--no-open``)."""
+    env = {**os.environ, "DISPLAY": "", "WAYLAND_DISPLAY": "", **(opening or {})}
     process = subprocess.Popen(
-        [str(BIN / "fabric-memory"), "ui", "--no-open", "--sessions", str(store.sessions),
-         "--index", str(store.index), *extra],
+        [str(BIN / "fabric-memory"), "ui", *(() if opening else ("--no-open",)),
+         "--sessions", str(store.sessions), "--index", str(store.index), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
     try:
         url = _first_line(process)

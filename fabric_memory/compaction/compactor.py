@@ -469,14 +469,28 @@ def _main_program(command: str) -> tuple[str, ...]:
 
 
 def _alike(kind: Literal["shell", "write"], target: str) -> str:
-    """What a shell command or a file write is about, for resolving an earlier failure of
-    it: a command's main program by its base name and its words (``docker --version`` and
-    ``/usr/local/bin/docker --version`` are alike), a write's or an edit's file (masked, as
-    error keys are)."""
+    """What a failed shell command or file write is about, for resolving it by a later
+    success: a command's main program (:func:`_shell_alike`), a write's or an edit's file
+    (masked, as error keys are)."""
     if kind == "write":
         return f"write\x00{mask(target)}"
-    words = _main_program(mask(target))
-    if not words:
+    found = [words for words in programs(mask(target))
+             if words and words[0] not in _FILTERS and words[0] != "cd"]
+    return _shell_alike(found[-1]) if found else ""
+
+
+_FILTERS: Final = frozenset({"tail", "head", "grep", "rg", "wc", "sort", "uniq", "cut", "tee",
+                             "less", "more", "jq", "sed", "awk", "tr", "xargs", "true"})
+"""Programs a chain pipes another's output through: a failed chain is about the last
+command of it that is none of these (``mise run test 2>&1 | tail -20``: ``mise run
+test``)."""
+
+
+def _shell_alike(words: tuple[str, ...]) -> str:
+    """A simple command by its words, its program by base name, redirections left out
+    (:func:`~.work.programs`): ``docker --version`` and ``/usr/local/bin/docker --version
+    2>&1`` are alike; ``cd`` is about nothing."""
+    if not words or words[0] == "cd":
         return ""
     return "shell\x00" + " ".join((words[0].rsplit("/", 1)[-1], *words[1:]))
 
@@ -774,7 +788,8 @@ class _Cycle:
                 if work.action != "read":
                     self._resolve_alike(_alike("write", work.path))
             if use is not None and use.command is not None:
-                self._resolve_alike(_alike("shell", use.command))
+                for words in programs(mask(use.command)):  # each command of a chain that ran
+                    self._resolve_alike(_shell_alike(words))
         if use is None:
             return
         for work in use.files:

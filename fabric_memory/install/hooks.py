@@ -129,6 +129,14 @@ def holds_hook(settings: Mapping[str, Any], event: HookEvent = COMPACT) -> bool:
     return isinstance(groups, MutableSequence) and bool(_ours(groups))
 
 
+def our_hook(settings: Mapping[str, Any], event: HookEvent = COMPACT) -> tuple[int, int] | None:
+    """Where ``settings`` holds our ``event`` hook: (its group, its handler), or None."""
+    hooks = settings.get("hooks")
+    groups = hooks.get(event.name) if isinstance(hooks, Mapping) else None
+    found = _ours(groups) if isinstance(groups, MutableSequence) else []
+    return found[0] if found else None
+
+
 def _table(settings: MutableMapping[str, Any], key: str, where: str, *,
            create: bool) -> MutableMapping[str, Any]:
     if key not in settings and create:

@@ -14,6 +14,7 @@ when the head does not say, the reader's own answer is checked before anything i
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -49,12 +50,19 @@ def ignored(cwd: str | None) -> str | None:
 def head_folder(path: str) -> str | None:
     """The working folder a session file names in its first lines (a ``cwd`` at the top of
     a line, or one level down as Codex's ``payload`` holds it), without reading further."""
+    from ..session import open_regular  # (what reads a session's head reads sessions)
+
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(HEAD_BYTES)
+        fd = open_regular(path)  # never waits on a FIFO that has no writer
     except OSError:
         return None
-    for line in head.split(b"\n")[:HEAD_LINES]:
+    try:
+        head = os.read(fd, HEAD_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    for line in _lines(head, HEAD_LINES):
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -66,6 +74,19 @@ def head_folder(path: str) -> str | None:
             if isinstance(cwd, str) and cwd:
                 return cwd
     return None
+
+
+def _lines(data: bytes, most: int) -> Iterator[bytes]:
+    """The first ``most`` lines of ``data``, cut as they are asked for (the first one
+    nearly always names the folder)."""
+    start = 0
+    for _ in range(most):
+        end = data.find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start:end]
+        start = end + 1
 
 
 @lru_cache(maxsize=1)

@@ -695,6 +695,12 @@ class MemoryIndex:
         self.refresh()
         return self._open().searcher()
 
+    def frequencies(self, terms: Sequence[str]) -> tuple[int, list[int]]:
+        """How many documents this index holds, and how many of them hold each of
+        ``terms`` (index words of the text)."""
+        searcher = self.searcher()
+        return searcher.num_docs, [searcher.doc_freq("text", term) for term in terms]
+
     def search(self, spec: SearchSpec, *, limit: int, offset: int, snippet_chars: int) -> HitPage:
         """Hits of ``spec``: by relevance when it has text, else newest first. A literal query
         of several words that need not all match ranks the documents holding every word

@@ -175,10 +175,12 @@ def recall(
     sessions: str | os.PathLike[str] | None = None,
     project: str | None = None,
     prefer_project: str | None = None,
+    snippet_chars: int = SNIPPET_CHARS,
 ) -> RecallResponse:
     """Search past sessions; see the module docstring for the response. ``project`` keeps
     the sessions that worked in that folder (or one inside it); ``prefer_project`` ranks
-    them first, the others after (what a door started inside a project passes)."""
+    them first, the others after (what a door started inside a project passes);
+    ``snippet_chars`` bounds each hit's snippet (a door showing passages asks for more)."""
     filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
                "action": action, "outcome": outcome}
     check_names(("--session", session), ("--index", index), ("--sessions", sessions),
@@ -234,10 +236,10 @@ def recall(
     preferred = (view.catalog.of_project(prefer_project)
                  if prefer_project is not None and project is None and session is None else ())
     if preferred:
-        page = _project_first(handle, spec, preferred, limit, offset)
+        page = _project_first(handle, spec, preferred, limit, offset, snippet_chars)
     else:  # (nothing of that folder indexed: the request says nothing of it)
         request.pop("preferProject", None)
-        page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
+        page = handle.search(spec, limit=limit, offset=offset, snippet_chars=snippet_chars)
     hits = [_hit(hit, page.words, view.catalog, view.hot, view.unrefreshed, locations)
             for hit in page.hits]
     notes: dict[str, Any] = {}
@@ -249,15 +251,15 @@ def recall(
 
 
 def _project_first(handle: Memory, spec: SearchSpec, paths: tuple[str, ...], limit: int,
-                   offset: int) -> HitPage:
+                   offset: int, snippet_chars: int) -> HitPage:
     """One ranking, two parts: the hits of the sessions at ``paths`` (a project's), then the
     others', each part ranked as usual and paged as one list."""
     inside = replace(spec, equals=(*spec.equals, ("path", paths)))
     outside = replace(spec, excluded=(*spec.excluded, ("path", paths)))
-    first = handle.search(inside, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
+    first = handle.search(inside, limit=limit, offset=offset, snippet_chars=snippet_chars)
     wanted = limit - len(first.hits)
     rest = handle.search(outside, limit=max(wanted, 1), offset=max(offset - first.total, 0),
-                         snippet_chars=SNIPPET_CHARS)
+                         snippet_chars=snippet_chars)
     words = (None if first.all_words is None and rest.all_words is None
              else (first.all_words or 0) + (rest.all_words or 0))
     return HitPage(first.total + rest.total, first.hits + rest.hits[:max(wanted, 0)], words,

@@ -208,39 +208,47 @@ def _reindex(
     # no commit; enough to do means the workers are forked now, before this process holds
     # any lock they could inherit.
     committed = _committed(handle)
+    folders = _Folders()
     pending, gone, excluded = _plan_all(roots, files, committed, full, max_line_bytes, one,
-                                        narrowed, load_tombstones(handle.root))
+                                        narrowed, load_tombstones(handle.root), folders)
     if not full and not pending and not gone:
         report["excluded"].extend(excluded)
         report["skipped"] = len(files) - len(excluded)
         report["invalid"].extend(_still_invalid(files, committed))
         report["seconds"] = round(time.perf_counter() - started, 4)
         return report
-    with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool, \
-            handle.writer(timeout=lock_timeout, rebuild=full) as writer:
-        if writer.notice:
-            report["notices"].append(writer.notice)
-            full = True
-        catalog = load_catalog(handle)
-        forgotten = load_tombstones(handle.root)  # read under the lock forget writes it under
-        tasks, gone, excluded = _plan_all(roots, files, catalog, full, max_line_bytes, one,
-                                          narrowed, forgotten)
-        report["excluded"].extend(excluded)
-        report["skipped"] = done = len(files) - len(tasks) - len(excluded)
-        planned = {task.path for task in tasks} | {item["path"] for item in excluded}
-        report["invalid"].extend(_still_invalid([f for f in files if f not in planned], catalog))
-        for parsed in _parse_all(tasks, pool, 4 * count):
-            _apply(writer, parsed, catalog.by_path.get(parsed.path), report, forgotten)
-            if writer.pending >= commit_every:
-                writer.commit()
-                report["commits"] += 1
-            done += 1
-            if progress is not None:
-                progress(Progress(done, len(files), report["indexed"], report["skipped"]))
-        for record, reason in gone:
-            _forget(writer, record, report, reason)
-        writer.commit()
-        report["commits"] += 1
+    with _workers(count if len(pending) >= PARALLEL_MIN else 1) as pool:
+        # The workers start on that plan while this process waits for the lock and opens the
+        # writer; the plan made under the lock is what counts, and it nearly always is the same.
+        parsing = _Parsing(pending, pool, 4 * count)
+        with handle.writer(timeout=lock_timeout, rebuild=full) as writer:
+            if writer.notice:
+                report["notices"].append(writer.notice)
+                full = True
+            catalog = load_catalog(handle)
+            forgotten = load_tombstones(handle.root)  # read under the lock forget writes it under
+            tasks, gone, excluded = _plan_all(roots, files, catalog, full, max_line_bytes, one,
+                                              narrowed, forgotten, folders)
+            if tasks != pending:
+                parsing.cancel()
+                parsing = _Parsing(tasks, pool, 4 * count)
+            report["excluded"].extend(excluded)
+            report["skipped"] = done = len(files) - len(tasks) - len(excluded)
+            planned = {task.path for task in tasks} | {item["path"] for item in excluded}
+            report["invalid"].extend(_still_invalid([f for f in files if f not in planned],
+                                                     catalog))
+            for parsed in parsing:
+                _apply(writer, parsed, catalog.by_path.get(parsed.path), report, forgotten)
+                if writer.pending >= commit_every:
+                    writer.commit()
+                    report["commits"] += 1
+                done += 1
+                if progress is not None:
+                    progress(Progress(done, len(files), report["indexed"], report["skipped"]))
+            for record, reason in gone:
+                _forget(writer, record, report, reason)
+            writer.commit()
+            report["commits"] += 1
     report["seconds"] = round(time.perf_counter() - started, 4)
     return report
 
@@ -288,7 +296,7 @@ def _update_paths(
             record = catalog.record(name)
             if record is not None:
                 _forget(writer, record, report, GONE)
-        folders: dict[str, str | None] = {}
+        folders = _Folders()
         for path in files:
             record = catalog.record(path)
             task = _plan(path, record, False, max_line_bytes)
@@ -402,7 +410,7 @@ def _committed(handle: Memory) -> Catalog:
 
 def _plan_all(
     roots: tuple[Path, ...], files: list[str], catalog: Catalog, full: bool, max_line_bytes: int,
-    one: bool, agents: frozenset[str] | None, forgotten: Tombstones,
+    one: bool, agents: frozenset[str] | None, forgotten: Tombstones, folders: _Folders,
 ) -> tuple[list[_Task], list[tuple[SessionRecord, str]], list[PathReason]]:
     """Files to parse; records to delete, each with why: under ``roots`` and its file gone (a
     deleted or renamed file, or one indexed under another spelling of its path), or kept out
@@ -412,7 +420,6 @@ def _plan_all(
     tasks: list[_Task] = []
     drop: list[tuple[SessionRecord, str]] = []
     excluded: list[PathReason] = []
-    folders: dict[str, str | None] = {}
     for path in files:
         record = catalog.by_path.get(path)
         task = _plan(path, record, full, max_line_bytes)
@@ -433,21 +440,41 @@ def _plan_all(
 GONE = "the session file is gone; its documents removed"
 
 
+class _Folders:
+    """What one run learns of working folders: whether each is ignored, and the folder each
+    new file's head names, by the file's stat (the plan before the lock and the plan under
+    it read a file's head once)."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, str | None] = {}
+        self.heads: dict[tuple[str, StatKey | None], str | None] = {}
+
+    def head(self, path: str, checked: StatKey | None) -> str | None:
+        key = (path, checked)
+        if key not in self.heads:
+            self.heads[key] = head_folder(path)
+        return self.heads[key]
+
+    def reason(self, cwd: str) -> str | None:
+        if cwd not in self.reasons:
+            self.reasons[cwd] = ignored(cwd)
+        return self.reasons[cwd]
+
+
 def _left_out(
     path: str, record: SessionRecord | None, task: _Task | None, forgotten: Tombstones,
-    folders: dict[str, str | None],
+    folders: _Folders,
 ) -> str | None:
     """Why ``path`` is kept out of memory, or None: forgotten, or its working folder is
     ignored (the record's folder, else the one the file's head names: a new file is not
-    read further). ``folders`` remembers each folder's answer for one run."""
+    read further)."""
     if forgotten.of_path(path) is not None:
         return _forgotten_reason(path, forgotten)["reason"]
-    cwd = record.cwd if record is not None else head_folder(path) if task is not None else None
+    cwd = (record.cwd if record is not None
+           else folders.head(path, task.checked) if task is not None else None)
     if cwd is None:
         return None
-    if cwd not in folders:
-        folders[cwd] = ignored(cwd)
-    reason = folders[cwd]
+    reason = folders.reason(cwd)
     return None if reason is None else f"not indexed: its working folder is ignored ({reason})"
 
 
@@ -600,20 +627,42 @@ def _start_worker(parent: int) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _parse_all(
-    tasks: list[_Task], pool: ProcessPoolExecutor | None, ahead: int
-) -> Iterator[_Parsed]:
-    """Parsed files in task order; at most ``ahead`` batches in flight (flat memory)."""
-    if pool is None:
-        yield from map(_parse, tasks)
-        return
-    window: deque[Future[list[_Parsed]]] = deque()
-    for batch in _batches(tasks):
-        window.append(pool.submit(_parse_batch, batch))
-        if len(window) >= ahead:
-            yield from window.popleft().result()
-    while window:
-        yield from window.popleft().result()
+class _Parsing:
+    """The parsed files of ``tasks`` in task order, with at most ``ahead`` batches in flight
+    (flat memory); the first ones go to the workers at once, before anyone iterates."""
+
+    def __init__(self, tasks: list[_Task], pool: ProcessPoolExecutor | None,
+                 ahead: int) -> None:
+        self.tasks = tasks
+        self._pool = pool
+        self._ahead = ahead
+        self._batches = _batches(tasks)
+        self._window: deque[Future[list[_Parsed]]] = deque()
+        self._fill()
+
+    def _fill(self) -> None:
+        if self._pool is None:
+            return
+        while len(self._window) < self._ahead:
+            batch = next(self._batches, None)
+            if batch is None:
+                return
+            self._window.append(self._pool.submit(_parse_batch, batch))
+
+    def __iter__(self) -> Iterator[_Parsed]:
+        if self._pool is None:
+            yield from map(_parse, self.tasks)
+            return
+        while self._window:
+            parsed = self._window.popleft().result()
+            self._fill()
+            yield from parsed
+
+    def cancel(self) -> None:
+        """Drop the batches handed out (one a worker has started runs to its end, unread)."""
+        for future in self._window:
+            future.cancel()
+        self._window.clear()
 
 
 def _batches(tasks: list[_Task]) -> Iterator[list[_Task]]:

@@ -95,6 +95,14 @@ def render_install(report: InstallReport) -> str:
     }[report["action"]]
 
 
+def lists_extension(settings: dict[str, Any], path: Path,
+                    package: Path = EXTENSION_DIR) -> bool:
+    """Whether Pi's settings at ``path`` list the extension among ``packages``."""
+    packages = settings.get("packages")
+    return isinstance(packages, list) and any(
+        _names(entry, path.parent, package) for entry in packages)
+
+
 def _names(entry: Any, base: Path, package: Path) -> bool:
     """Whether a ``packages`` entry (a source string or ``{"source": ...}``) is ``package``;
     relative sources resolve from the settings file's directory, as Pi resolves them."""

@@ -32,6 +32,7 @@ from .pi import is_pi_session
 from .reader import (
     SourceReader,
     event,
+    from_environment,
     message,
     text_block,
     tool_call_block,
@@ -52,6 +53,7 @@ LATEST: Final = "latest.jsonl"
 """Catui's copy of the newest run: never read (the run is read from its own file)."""
 
 
+@from_environment(AGENT_DIR_ENV, AGENTS_DIR_ENV, HOME_ENV)
 def catui_sessions_dir() -> Path:
     """Where Catui keeps sessions, as its ``resolveAgentDirContext`` finds the default
     agent: ``$CATUI_CODING_AGENT_DIR``, else ``$CATUI_AGENTS_DIR/default``, else
@@ -106,6 +108,8 @@ def _is_trace(first: Any, path: str) -> bool:
 
 
 def _in_trace_folder(path: str) -> bool:
+    if TRACES[0] not in path:  # (most paths: no path object built for every file read)
+        return False
     folder = Path(path).parent
     return (folder.parent.name, folder.name) == TRACES
 

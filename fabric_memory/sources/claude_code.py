@@ -119,6 +119,7 @@ def read(path: str, max_line_bytes: int) -> Session:
     """tool_use id -> tool name, to name the result that answers it."""
     links: dict[str, str | None] = {}
     """uuid -> parentUuid of the bookkeeping lines in the parent chain."""
+    chain = _Chain()
     session_id = project = named = None
     for line in lines:
         value = line.value
@@ -128,7 +129,7 @@ def read(path: str, max_line_bytes: int) -> Session:
         session_id = session_id or string(value.get("sessionId"))
         project = project or string(value.get("cwd"))
         before = len(entries.entries)
-        _read_line(line, value, entries, tools, links)
+        _read_line(line, value, entries, tools, links, chain)
         # The first entry under each session id (a resumed session's file holds the turns
         # of the one it continues) holds that id, so recalling it finds where it starts.
         line_session = string(value.get("sessionId"))
@@ -142,8 +143,48 @@ def read(path: str, max_line_bytes: int) -> Session:
                          header={"sessionId": session_id, "cwd": project})
 
 
+class _Chain:
+    """The conversation lines read so far, for parallel tool calls: Claude Code writes each
+    call of one reply as its own assistant line (each the child of the one before) and
+    each result as the child of its own call's line, so the results of all calls but the
+    last hang off the chain on side branches, and the active branch (from the leaf up)
+    would lose them. A result line whose parent already has a child is put after the line
+    before it instead, when that line descends from the same parent: the results then
+    follow their calls in one line, as they were sent to the model."""
+
+    __slots__ = ("children", "parents", "previous")
+
+    DEPTH: Final = 64
+    """How far up from the line before a result its parent is looked for."""
+
+    def __init__(self) -> None:
+        self.children: set[str] = set()
+        self.parents: dict[str, str | None] = {}
+        self.previous: str | None = None
+
+    def result_parent(self, parent: str | None) -> str | None:
+        """The parent a tool-result line takes, given the one it names."""
+        previous = self.previous
+        if parent is None or parent not in self.children or previous is None:
+            return parent
+        up: str | None = previous
+        for _ in range(self.DEPTH):
+            if up == parent:
+                return previous
+            up = self.parents.get(up) if up is not None else None
+            if up is None:
+                break
+        return parent
+
+    def add(self, uuid: str, parent: str | None) -> None:
+        if parent is not None:
+            self.children.add(parent)
+        self.parents[uuid] = parent
+        self.previous = uuid
+
+
 def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
-               tools: dict[str, str], links: dict[str, str | None]) -> None:
+               tools: dict[str, str], links: dict[str, str | None], chain: _Chain) -> None:
     given = value.get("type")
     kind = string(given)  # a set lookup of a list or an object would raise
     if kind in BOOKKEEPING:
@@ -170,15 +211,19 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
     # names the turn it follows in ``logicalParentUuid``: the branch goes on through it.
     parent = _through(string(value.get("parentUuid")) or string(value.get("logicalParentUuid")),
                       links)
+    body = value.get("message")
+    content = body.get("content") if type(body) is dict else None
+    if kind == "user" and type(content) is list and any(
+            type(block) is dict and block.get("type") == "tool_result" for block in content):
+        parent = chain.result_parent(parent)
+    chain.add(uuid, parent)
     where = {"address": uuid, "parent": parent, "timestamp": string(value.get("timestamp"))}
     if kind == "system":
         entries.add(line, event(_system_kind(value), _system_text(value)), **where)
         return
-    body = value.get("message")
     if type(body) is not dict:
         entries.note(line, f"{kind} line {uuid} has no 'message' object; skipped")
         return
-    content = body.get("content")
     if kind == "assistant":
         entries.add(line, _assistant(content, tools, value.get("isApiErrorMessage") is True),
                     **where)

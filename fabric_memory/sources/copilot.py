@@ -42,7 +42,16 @@ from .reader import (
     tool_result,
     under,
 )
-from .tools import FileWork, Tool, Use, argument, file_tool, search_tool, shell_tool
+from .tools import (
+    FileWork,
+    Tool,
+    Use,
+    argument,
+    checklist_tool,
+    file_tool,
+    search_tool,
+    shell_tool,
+)
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
@@ -74,7 +83,6 @@ _EXIT_CODE: Final = re.compile(
     r"<(?:exited|shellId: [^>]* completed) with exit code (-?\d+)>\s*\Z")
 """How a shell's output ends: ``<exited with exit code N>`` (1.0.6x), ``<shellId: 0
 completed with exit code N>`` (1.0.10x, which also gives ``shellExecution.exitCode``)."""
-_TODO: Final = re.compile(r"^\s*[-*]\s*\[([ xX~-])\]\s*(.+?)\s*$", re.MULTILINE)
 
 
 def copilot_home() -> Path:
@@ -294,20 +302,10 @@ def _str_replace_editor(arguments: Mapping[str, Any]) -> Use:
     return Use(files=(FileWork(path, "read"),), target=path)
 
 
-def _update_todo(arguments: Mapping[str, Any]) -> Use:
-    """``update_todo``: the whole plan as a Markdown checklist (``- [x] step``)."""
-    todos = argument(arguments, "todos")
-    if not todos:
-        return Use()
-    marks = {"x": "completed", "X": "completed", "~": "in_progress", "-": "in_progress"}
-    plan = tuple((marks.get(mark, "pending"), step) for mark, step in _TODO.findall(todos))
-    return Use(plan=plan, target="plan")
-
-
 TOOLS: Final[Mapping[str, Tool]] = {
     "bash": PI_TOOLS["bash"],
     "powershell": shell_tool("command"),
-    "view": file_tool("read", "read", "path"),
+    "view": file_tool("read", "read", ("path", "file_path")),
     "create": file_tool("write", "created", "path", (), ("file_text",)),
     "edit": PI_TOOLS["edit"],
     "str_replace_editor": Tool("edit", _str_replace_editor),
@@ -315,7 +313,7 @@ TOOLS: Final[Mapping[str, Tool]] = {
     "glob": search_tool("pattern"),
     "grep": search_tool("pattern"),
     "rg": search_tool("pattern"),
-    "update_todo": Tool("plan", _update_todo),
+    "update_todo": checklist_tool("todos"),
 }
 """Copilot CLI's tools as the work trail reads them (``bash``, ``edit`` and ``apply_patch``
 are read as Pi's and Codex's tools of those names are: the same arguments)."""

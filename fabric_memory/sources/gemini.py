@@ -38,6 +38,7 @@ from .reader import (
     build_session,
     event,
     first_value,
+    line_nodes,
     message,
     name_ids,
     string,
@@ -61,7 +62,8 @@ _WORKING_IN: Final = re.compile(
 FAILED: Final = frozenset({"error", "cancelled"})
 
 TOOLS: Final[Mapping[str, Tool]] = {
-    "read_file": file_tool("read", "read", ("file_path", "absolute_path", "path")),
+    "read_file": file_tool("read", "read", ("file_path", "absolute_path", "path",
+                                            "target_file")),
     "write_file": file_tool("write", "written", ("file_path", "absolute_path"), (),
                             ("content",)),
     "replace": file_tool("edit", "modified", ("file_path", "absolute_path"), ("old_string",),
@@ -106,14 +108,15 @@ def read(path: str, max_line_bytes: int) -> Session:
         if type(document.value) is not dict:
             raise NotASessionError(path, 1, "not a Gemini CLI chat (the document is no object)")
         return _session(path, document.value, document.nodes("messages"), document)
-    lines = JsonLines(path, max_line_bytes)
+    lines = JsonLines(path, max_line_bytes, keep=True)
     return _session(path, None, lines, lines)
 
 
 class _Chat:
     """The messages read so far, in the order Gemini CLI keeps them."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.latest: dict[str, SourceLine] = {}
         """Message id → the line (or node) of its last record, in first-recorded order."""
         self.parents: dict[str, str | None] = {}
@@ -123,7 +126,7 @@ class _Chat:
         self.metadata: dict[str, Any] = {}
 
     def record(self, line: SourceLine, message_id: str) -> None:
-        if message_id not in self.latest:
+        if message_id not in self.active:  # new, or back after a rewind or a checkpoint
             self.parents[message_id] = self.active[-1] if self.active else None
             self.active.append(message_id)
         self.latest[message_id] = line
@@ -135,7 +138,7 @@ class _Chat:
 
 def _session(path: str, whole: dict[str, Any] | None, items: Any,
              source: JsonDocument | JsonLines) -> Session:
-    chat = _Chat()
+    chat = _Chat(path)
     entries = Entries()
     if whole is not None:
         chat.metadata = {key: value for key, value in whole.items() if key != "messages"}
@@ -145,18 +148,37 @@ def _session(path: str, whole: dict[str, Any] | None, items: Any,
     if session_id is None:
         raise NotASessionError(path, 1, "no 'sessionId': not a Gemini CLI chat")
     project = _project(chat)
-    tails: dict[str, str] = {}
+    tails: dict[str, str | None] = {}
     """Message id → its last entry (its last tool result), which the next message follows."""
+    answered: set[str] = set()
+    """Ids of the calls whose ``result`` their message holds."""
     for message_id, line in chat.latest.items():
         before = chat.parents[message_id]
-        _message(line, message_id, tails.get(before) if before else None, entries)
+        parent = tails.get(before) if before else None
+        if _echoes(line.value, answered):
+            tails[message_id] = parent  # the same results as the calls'; the chain goes on
+            continue
+        _message(line, message_id, parent, entries)
         tails[message_id] = entries.entries[-1].id
+        answered.update(string(call.get("id")) or "" for call in line.value.get("toolCalls") or ()
+                        if type(call) is dict and call.get("result") is not None)
     if entries.entries:
         name_ids(entries.entries[0].raw, [session_id])
     return build_session(source, entries, agent=AGENT, session_id=session_id, project=project,
                          header={"sessionId": session_id,
                                  "projectHash": chat.metadata.get("projectHash"),
                                  "cwd": project})
+
+
+def _echoes(value: dict[str, Any], answered: set[str]) -> bool:
+    """A user message made only of ``functionResponse`` parts whose calls already hold them
+    (Gemini CLI records what it sends back to the model as a user message too)."""
+    if value.get("type") != "user":
+        return False
+    parts = _parts(value.get("content"))
+    return bool(parts) and all(type(part.get("functionResponse")) is dict
+                               and part["functionResponse"].get("id") in answered
+                               for part in parts)
 
 
 def _record(line: SourceLine, chat: _Chat, entries: Entries) -> None:
@@ -168,6 +190,11 @@ def _record(line: SourceLine, chat: _Chat, entries: Entries) -> None:
         chat.rewind(rewind)
     elif type(update := value.get("$set")) is dict:
         chat.metadata.update((k, v) for k, v in update.items() if k != "messages")
+        if type(update.get("messages")) is list:  # a checkpoint: the conversation anew
+            chat.active.clear()
+            for node in line_nodes(chat.path, line, "$set", "messages"):
+                if type(node.value) is dict and string(node.value.get("id")) is not None:
+                    chat.record(node, node.value["id"])
     elif (message_id := string(value.get("id"))) is not None:
         chat.record(line, message_id)
     elif string(value.get("sessionId")) is not None:

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .reader import SourceReader, under
+from .reader import SourceReader, from_environment, real_folder, under
 from .tools import Tool, file_tool, shell_tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
@@ -24,6 +24,7 @@ PI_AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
 OMP_CONFIG_DIR_ENV = "PI_CONFIG_DIR"
 
 
+@from_environment(PI_SESSION_DIR_ENV, PI_AGENT_DIR_ENV)
 def pi_sessions_dir() -> Path:
     """Where Pi keeps sessions: ``$PI_CODING_AGENT_SESSION_DIR``, else ``sessions`` of its
     agent directory (Pi's pi-coding-agent/docs/environment-variables.md)."""
@@ -31,6 +32,7 @@ def pi_sessions_dir() -> Path:
     return Path(configured).expanduser() if configured else pi_agent_dir() / "sessions"
 
 
+@from_environment(PI_AGENT_DIR_ENV, OMP_CONFIG_DIR_ENV)
 def omp_sessions_dir() -> Path:
     """Where oh-my-pi keeps sessions: ``sessions`` of its agent directory, which is
     ``$PI_CODING_AGENT_DIR`` (the variable Pi reads too), else ``agent`` of its config
@@ -92,7 +94,7 @@ def _is_omp_session(first: Any, path: str) -> bool:
     (``$PI_CODING_AGENT_DIR`` may name one folder for both)."""
     home = omp_sessions_dir()
     return (is_pi_session(first, path) and under(home, path)
-            and os.path.realpath(home) != os.path.realpath(pi_sessions_dir()))
+            and real_folder(home) != real_folder(pi_sessions_dir()))
 
 
 OMP = SourceReader("omp", _is_omp_session, _read_omp, _omp_homes, tools=TOOLS)

@@ -8,12 +8,13 @@ finding the agents' folders, which every recall does, loads no parser.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
@@ -80,6 +81,8 @@ class SourceLine:
     length: int
     """Byte length without the ``\\n`` (and a stripped ``\\r``)."""
     value: Any
+    data: bytes = b""
+    """The line's bytes, kept only by ``JsonLines(keep=True)`` (for :func:`line_nodes`)."""
 
 
 @dataclass(slots=True)
@@ -88,10 +91,18 @@ class JsonLines:
     that is not JSON becomes a located :class:`~fabric_memory.session.LineProblem` in
     ``problems`` (a half-written last line: ``truncated``). ``source_hash`` and ``size``
     cover exactly the bytes read, as :func:`fabric_memory.session.read_session` computes
-    them (so the ``sourceHash`` check of ``expand`` holds for every source)."""
+    them (so the ``sourceHash`` check of ``expand`` holds for every source).
+
+    ``text``: the lines of a text file (Aider's Markdown history) instead, each non-blank
+    line's ``value`` its decoded text (a line that is not UTF-8 decoded with
+    replacements); a last line without its newline is being written: ``truncated``."""
 
     path: str
     max_line_bytes: int
+    text: bool = False
+    keep: bool = False
+    """Keep each line's bytes (``SourceLine.data``): a reader that addresses nodes inside
+    some lines (:func:`line_nodes`)."""
     problems: list[LineProblem] = field(default_factory=list)
     truncated: LineProblem | None = None
     size: int = 0
@@ -115,6 +126,14 @@ class JsonLines:
                     data = data.removesuffix(b"\r")
                     if not data or data.isspace():
                         continue
+                    if self.text:
+                        if not ended:
+                            self.truncated = LineProblem(
+                                number, "truncated_tail: half-written last line ignored")
+                            continue
+                        yield SourceLine(number, offset, len(data),
+                                         data.decode("utf-8", "replace"))
+                        continue
                     try:
                         value = decode_line(data)
                     except orjson.JSONDecodeError as exc:
@@ -126,7 +145,8 @@ class JsonLines:
                             self.truncated = LineProblem(
                                 number, "truncated_tail: half-written last line ignored")
                         continue
-                    yield SourceLine(number, offset, len(data), value)
+                    yield SourceLine(number, offset, len(data), value,
+                                     data if self.keep else b"")
         except OSError as exc:
             raise SessionError(self.path, None,
                                f"cannot read file: {exc.strerror or exc}") from exc
@@ -192,22 +212,33 @@ class JsonDocument:
     def nodes(self, *keys: str) -> list[SourceLine]:
         """Each element of the array at ``keys`` (object keys from the top; none: the
         document is the array), in order, with its exact bytes; ``[]`` when there is none."""
-        value = self.value
-        for key in keys:
-            value = value.get(key) if type(value) is dict else None
-        if type(value) is not list:
-            return []
-        spans = node_spans(self.data, keys)
-        if len(spans) != len(value):  # cannot be for a document orjson parsed; say so if so
-            raise SessionError(self.path, None, f"found {len(spans)} of the {len(value)} "
-                               f"elements of {'.'.join(keys) or 'the document'}")
-        found: list[SourceLine] = []
-        line, counted = 1, 0
-        for (start, end), element in zip(spans, value, strict=True):
-            line += self.data.count(b"\n", counted, start)
-            counted = start
-            found.append(SourceLine(line, start, end - start, element))
-        return found
+        return _nodes(self.path, self.data, self.value, keys, 0, 1)
+
+
+def line_nodes(path: str, line: SourceLine, *keys: str) -> list[SourceLine]:
+    """:meth:`JsonDocument.nodes` inside one line of JSON Lines read with ``keep`` (Gemini
+    CLI's checkpoint ``{"$set": {"messages": [...]}}``): each element's exact bytes, at its
+    offset in the file."""
+    return _nodes(path, line.data, line.value, keys, line.offset, line.number)
+
+
+def _nodes(path: str, data: bytes, value: Any, keys: tuple[str, ...], base: int,
+           first_line: int) -> list[SourceLine]:
+    for key in keys:
+        value = value.get(key) if type(value) is dict else None
+    if type(value) is not list:
+        return []
+    spans = node_spans(data, keys)
+    if len(spans) != len(value):  # cannot be for a document orjson parsed; say so if so
+        raise SessionError(path, first_line, f"found {len(spans)} of the {len(value)} "
+                           f"elements of {'.'.join(keys) or 'the document'}")
+    found: list[SourceLine] = []
+    line, counted = first_line, 0
+    for (start, end), element in zip(spans, value, strict=True):
+        line += data.count(b"\n", counted, start)
+        counted = start
+        found.append(SourceLine(line, base + start, end - start, element))
+    return found
 
 
 def node_spans(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int]]:
@@ -487,8 +518,21 @@ def name_ids(raw: dict[str, Any], ids: Collection[str | None]) -> None:
         raw[IDS] = named
 
 
+class Source(Protocol):
+    """What :func:`build_session` reads of where entries came from: a :class:`JsonLines`,
+    a :class:`JsonDocument`, a :class:`~fabric_memory.sources.database.Database`."""
+
+    path: str
+    problems: list[LineProblem]
+    truncated: LineProblem | None
+    size: int
+
+    @property
+    def source_hash(self) -> str: ...
+
+
 def build_session(
-    lines: JsonLines | JsonDocument, entries: Entries, *, agent: str, session_id: str,
+    lines: Source, entries: Entries, *, agent: str, session_id: str,
     project: str | None, header: dict[str, Any], version: int = 1,
 ) -> Session:
     """The :class:`~fabric_memory.session.Session` a source reader returns."""
@@ -527,5 +571,58 @@ def string(value: object) -> str | None:
 
 
 def under(root: Path, path: str) -> bool:
-    """Whether the real path ``path`` lies inside ``root`` (its symlinks resolved)."""
-    return path.startswith(os.path.join(os.path.realpath(root), ""))
+    """Whether the real path ``path`` lies inside ``root`` (its symlinks resolved; a folder
+    that does not exist holds no file)."""
+    real = real_folder(root)
+    return real is not None and path.startswith(os.path.join(real, ""))
+
+
+_REAL: dict[str, tuple[int, int, str]] = {}
+"""Folder as named → (device, inode, real path) when last resolved."""
+
+
+def real_folder(root: str | os.PathLike[str]) -> str | None:
+    """The real path of the folder ``root`` (None when there is none). Every file read asks
+    whether an agent's home holds it: one ``stat`` (is it still the folder resolved last
+    time?) instead of an ``lstat`` per part of the path."""
+    name = os.fspath(root)
+    try:
+        found = os.stat(name)
+    except OSError:
+        return None
+    known = _REAL.get(name)
+    if known is not None and known[:2] == (found.st_dev, found.st_ino):
+        try:
+            again = os.stat(known[2])
+        except OSError:
+            again = None
+        if again is not None and (again.st_dev, again.st_ino) == known[:2]:
+            return known[2]
+    real = os.path.realpath(name)
+    if len(_REAL) >= 64:  # (a handful of homes in practice)
+        _REAL.clear()
+    _REAL[name] = (found.st_dev, found.st_ino, real)
+    return real
+
+
+def from_environment(*names: str) -> Callable[[Callable[[], Path]], Callable[[], Path]]:
+    """Remember the folder ``function`` finds while the environment variables ``names`` (and
+    ``HOME``) keep their values: an agent's home is looked up for every file read."""
+
+    def decorate(function: Callable[[], Path]) -> Callable[[], Path]:
+        found: dict[tuple[str | None, ...], Path] = {}
+        keys = (*names, "HOME")
+
+        @functools.wraps(function)
+        def folder() -> Path:
+            key = tuple(map(os.environ.get, keys))
+            path = found.get(key)
+            if path is None:
+                if len(found) >= 16:
+                    found.clear()
+                path = found[key] = function()
+            return path
+
+        return folder
+
+    return decorate

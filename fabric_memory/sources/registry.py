@@ -12,15 +12,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
+from .aider import AIDER
 from .catui import SESSIONS as CATUI_SESSIONS
 from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
+from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
 from .copilot import COPILOT
+from .crush import CRUSH
+from .cursor import CURSOR
 from .fabro import FABRO
 from .gemini import GEMINI
+from .goose import DATABASE_READER as GOOSE_DATABASE
+from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
 from .pi import OMP, PI
+from .qwen import QWEN
 from .reader import SourceReader, first_value, under
 from .tools import Tool
 
@@ -31,13 +38,22 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 """The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
 
 READERS: Final[tuple[SourceReader, ...]] = (
+    QWEN,
     CLAUDE_CODE,
     CODEX,
     COPILOT,
     KIMI,
+    GOOSE_DATABASE,
+    GOOSE_LINES,
+    AIDER,
+    CURSOR,
+    CRUSH,
     CATUI_TRACES,
     FABRO,
     GEMINI,
+    ROO_CODE,
+    KILO_CODE,
+    CLINE,
     CATUI_SESSIONS,
     OMP,
     PI,
@@ -52,7 +68,8 @@ TOOLS: Final[Mapping[str, Tool]] = {
 tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
-                  "gemini")
+                  "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
+                  "cursor", "crush", "qwen")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 

@@ -1,5 +1,9 @@
 """The work trail's vocabulary: what an agent's tool call does, in the trail's own kinds.
 
+The builders (:func:`file_tool`, :func:`shell_tool`, :func:`plan_tool`,
+:func:`search_tool`) give one :class:`Tool` per set of arguments, so two agents naming a
+tool alike with the same arguments (``glob``, ``todo_write``) read it one way.
+
 Each reader module keeps one table (``TOOLS``: the agent's tool name → a :class:`Tool`)
 beside its reader; :data:`fabric_memory.sources.registry.TOOLS` merges them (names do not
 collide: Pi's ``edit``, Claude Code's ``Edit``, Codex's ``apply_patch``). The compaction's
@@ -14,6 +18,7 @@ Pi-shaped tool result, :func:`~fabric_memory.sources.reader.tool_result`).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -70,6 +75,7 @@ def argument(arguments: Mapping[str, Any], *keys: str) -> str | None:
     return None
 
 
+@functools.cache
 def file_tool(kind: Kind, action: Action, path_key: str | tuple[str, ...],
               old_keys: tuple[str, ...] = (), new_keys: tuple[str, ...] = ()) -> Tool:
     """A tool that touches the file named by ``path_key`` (or the first of several it
@@ -88,6 +94,7 @@ def file_tool(kind: Kind, action: Action, path_key: str | tuple[str, ...],
     return Tool(kind, use)
 
 
+@functools.cache
 def shell_tool(key: str) -> Tool:
     """A shell tool whose command line is ``arguments[key]``."""
 
@@ -98,6 +105,7 @@ def shell_tool(key: str) -> Tool:
     return Tool("shell", use)
 
 
+@functools.cache
 def plan_tool(list_key: str, step_key: str) -> Tool:
     """A tool that sets the whole plan: ``arguments[list_key]`` holds objects with the
     step's text under ``step_key`` and its ``status``."""
@@ -116,8 +124,26 @@ def plan_tool(list_key: str, step_key: str) -> Tool:
     return Tool("plan", use)
 
 
+_CHECKLIST: Final = re.compile(r"^\s*[-*]\s*\[([ xX~-])\]\s*(.+?)\s*$", re.MULTILINE)
+_MARKS: Final = {"x": "completed", "X": "completed", "~": "in_progress", "-": "in_progress"}
+
+
+def checklist_tool(key: str) -> Tool:
+    """A tool that sets the whole plan as a Markdown checklist in ``arguments[key]``
+    (``- [x] step`` done, ``- [ ] step`` open, ``- [~] step`` under way)."""
+
+    def use(arguments: Mapping[str, Any]) -> Use:
+        checklist = argument(arguments, key)
+        if not checklist:
+            return Use()
+        plan = tuple((_MARKS.get(mark, "pending"), step)
+                     for mark, step in _CHECKLIST.findall(checklist))
+        return Use(plan=plan, target="plan")
+
+    return Tool("plan", use)
+
+
 @functools.cache
 def search_tool(pattern_key: str) -> Tool:
-    """A search (its failure is about its pattern); one per key, so agents that name a
-    search tool alike (``glob``) read it one way."""
+    """A search (its failure is about its pattern)."""
     return Tool("search", lambda arguments: Use(target=argument(arguments, pattern_key) or ""))

@@ -13,6 +13,7 @@ Needs the ``ui`` extra (``pip install -e '.[ui]'`` in a clone).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import os
@@ -21,7 +22,7 @@ import socket
 import sys
 import threading
 import webbrowser
-from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Callable, Generator, Mapping, MutableMapping
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,8 @@ def _environment() -> Environment:
     env.filters["short"] = _short
     env.globals["query"] = _query
     env.globals["session_url"] = session_url
+    env.globals["summary_url"] = lambda handle, **values: _query(f"/summary/{quote(handle)}",
+                                                                 **values)
     env.globals["raw_url"] = lambda handle, address: _query(f"/raw/{quote(handle)}",
                                                               address=address)
     return env
@@ -233,6 +236,12 @@ class Pages:
         page = _number(params.get("page"), "page", None)
         value = await _off_loop(lambda: pages.session_page(self.places, name, page, at))
         return self.answer(request, "session.html", value, as_json)
+
+    async def summary(self, request: Request) -> Response:
+        name, as_json = _json_suffix(request.path_params["session"])
+        until = request.query_params.get("until") or None
+        value = await _off_loop(lambda: pages.summary_page(self.places, name, until))
+        return self.answer(request, "summary.html", value, as_json)
 
     async def raw(self, request: Request) -> Response:
         name = request.path_params["session"]
@@ -335,7 +344,8 @@ async def _off_loop(call: Callable[[], Any]) -> Any:
     return await anyio.to_thread.run_sync(call)
 
 
-NOT_FOUND = frozenset({"session_not_found", "address_not_found", "ambiguous_session"})
+NOT_FOUND = frozenset({"session_not_found", "session_forgotten", "address_not_found",
+                       "ambiguous_session"})
 
 
 def _status(exc: FabricMemoryError) -> int:
@@ -379,6 +389,7 @@ def build_app(places: Places, token: str, cookie: str,
         Route("/", routes.sessions),
         Route("/sessions.json", routes.sessions),
         Route("/session/{session:path}", routes.session),
+        Route("/summary/{session:path}", routes.summary),
         Route("/raw/{session:path}", routes.raw),
         Route("/live/{session:path}", routes.live),
         Route("/search", routes.search),
@@ -411,6 +422,18 @@ def can_open_browser() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that after a graceful stop on SIGTERM or SIGINT it returns
+    (uvicorn raises the signal again, which would end the process before the live index
+    thread finishes its step)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        with super().capture_signals():
+            yield
+            self._captured_signals.clear()  # what uvicorn would raise again on leaving
+
+
 def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
            open_browser: bool = True, agents: str | None = None,
            log: Callable[[str], None] | None = None,
@@ -428,7 +451,9 @@ def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str
     places.open()  # bad --sessions / --index names fail here, before anything is bound
     chosen = token or new_token()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without
+    # it a kept-alive connection waits 40 ms for each answer (Nagle and delayed ACKs).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -453,7 +478,7 @@ def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str
                             timeout_graceful_shutdown=2, http="h11",
                             h11_max_incomplete_event_size=MAX_REQUEST_HEAD)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        _Server(config).run(sockets=[sock])
     finally:
         stop.set()
         watcher.join(timeout=5)

@@ -17,9 +17,9 @@ import os
 import re
 import shlex
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -27,24 +27,34 @@ from typing import Any, NotRequired, TypedDict
 import orjson
 
 from ..arguments import check_name
-from ..errors import ExpandError, FabricMemoryError, UsageError, clipped
+from ..compaction.span import session_addresses, summarize_session
+from ..errors import (
+    ExpandError,
+    FabricMemoryError,
+    SessionChangedError,
+    SessionError,
+    UsageError,
+    clipped,
+)
 from ..memory.catalog import (
     Catalog,
     SessionListing,
     SessionRecord,
+    StatKey,
     default_roots,
     list_sessions,
     load_catalog,
+    stat_key,
 )
 from ..memory.expand import expand
-from ..memory.index import SearchSpec, analyze
+from ..memory.index import Hit, SearchSpec, analyze
 from ..memory.recall import MAX_LIMIT, RecallHit, recall
 from ..memory.sharded import Memory
 from ..redact import redact_json
 from ..session import Session
 from ..sources import read_source
 from ..sources.registry import AGENTS, TOOLS
-from ..view import EntryView, view_entry
+from ..view import MAX_TIME_MS, EntryView, view_entry
 from ..words import CJK_CLASS, strip_controls
 
 LIST_PAGE = 50
@@ -88,38 +98,42 @@ class Facts(TypedDict):
     failures: int
 
 
-_FACTS: dict[tuple[str, str, str], Facts] = {}
+_FACTS: dict[tuple[str, str], tuple[str, Facts]] = {}
+"""(index, path) → the facts of the file's version with that sourceHash: one per session,
+replaced when it changes."""
 _FACTS_LOCK = threading.Lock()
 
 
-def session_facts(handle: Memory, record: SessionRecord) -> Facts:
+def session_facts(places: Places, handle: Memory, record: SessionRecord) -> Facts:
     """What a row of the list shows beyond the catalog record: the first user words, the
-    time span, compactions and failures, counted in the index (a few searches, cached for
-    this version of the file)."""
-    key = (str(handle.root), record.path, record.source_hash)
+    time span, compactions and failures. Counted in the index (a few searches) and the
+    first user entry read back by ``expand``; cached for this version of the file."""
+    key = (str(handle.root), record.path)
     found = _FACTS.get(key)
-    if found is not None:
-        return found
+    if found is not None and found[0] == record.source_hash:
+        return found[1]
     path = ("path", (record.path,))
+    timed = SearchSpec(equals=(path,), kinds=("entry",), since_ms=-MAX_TIME_MS)
 
-    def first_and_last(*equals: tuple[str, tuple[str | bool, ...]]) -> tuple[Any, Any, int]:
-        spec = SearchSpec(equals=(path, *equals), kinds=("entry",))
-        newest = handle.search(spec, limit=1, offset=0, snippet_chars=TITLE_CHARS)
+    def ends(spec: SearchSpec) -> tuple[Hit | None, Hit | None]:
+        """The oldest and the newest entry of ``spec`` (newest first without a query)."""
+        newest = handle.search(spec, limit=1, offset=0, snippet_chars=1)
         if not newest.hits:
-            return None, None, 0
+            return None, None
         oldest = newest if newest.total == 1 else handle.search(
-            spec, limit=1, offset=newest.total - 1, snippet_chars=TITLE_CHARS)
-        return oldest.hits[0], newest.hits[0], newest.total
+            spec, limit=1, offset=newest.total - 1, snippet_chars=1)
+        return oldest.hits[0], newest.hits[0]
 
     def count(kinds: tuple[str, ...], *equals: tuple[str, tuple[str | bool, ...]],
               excluded: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> int:
         spec = SearchSpec(equals=(path, *equals), excluded=excluded, kinds=kinds)
         return handle.search(spec, limit=1, offset=0, snippet_chars=1).total
 
-    first, last, _ = first_and_last()
-    said, _, _ = first_and_last(("role", ("user",)))
+    first, last = ends(timed)
+    said = ends(replace(timed, equals=(path, ("role", ("user",)))))[0] or ends(
+        SearchSpec(equals=(path, ("role", ("user",))), kinds=("entry",)))[0]
     facts: Facts = {
-        "title": _one_line(said.snippet) if said is not None else "",
+        "title": _first_words(places, record, str(said.fields["address"])) if said else "",
         "firstAt": first.fields.get("timestamp") if first is not None else None,
         "lastAt": last.fields.get("timestamp") if last is not None else None,
         "compactions": count(("entry",), ("type", ("compaction",))),
@@ -128,8 +142,20 @@ def session_facts(handle: Memory, record: SessionRecord) -> Facts:
         + count(("operation",), excluded=(("outcome", ("succeeded",)),)),
     }
     with _FACTS_LOCK:
-        _FACTS[key] = facts
+        _FACTS[key] = (record.source_hash, facts)
     return facts
+
+
+def _first_words(places: Places, record: SessionRecord, address: str) -> str:
+    """What the entry at ``address`` said, on one line, as ``expand`` reads it (the index's
+    text of an entry holds more than what was said: ids, tool names)."""
+    try:
+        page = expand(record.path, addresses=[address], max_chars=TITLE_CHARS * 4,
+                      index=places.index, sessions=places.sessions)
+    except FabricMemoryError:
+        return ""
+    text = page["entries"][0]["text"] if page["entries"] else ""
+    return _one_line(text.split("\n", 1)[1] if "\n" in text else "")
 
 
 def _one_line(text: str) -> str:
@@ -163,6 +189,8 @@ class SessionsPage(TypedDict):
     """Sessions of each agent under the other filters."""
     filters: SessionsFilters
     sessions: list[SessionRow]
+    indexing: bool
+    """No index yet: the live index is building it (the page fills in when it commits)."""
 
 
 def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> SessionsPage:
@@ -173,6 +201,9 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
     _, handle = places.open()
+    if not handle.exists():  # the live index is reading the sessions for the first time
+        return {"total": 0, "page": 1, "pages": 1, "perAgent": {}, "filters": filters,
+                "sessions": [], "indexing": True}
     listing = list_sessions(index=places.index, sessions=places.sessions,
                             project=filters.get("project"), since=filters.get("since"),
                             until=filters.get("until"))["sessions"]
@@ -183,7 +214,7 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
         if record is None:
             continue
         wanted = [name for name in ("compacted", "failed") if filters.get(name) is not None]
-        facts = session_facts(handle, record) if wanted else None
+        facts = session_facts(places, handle, record) if wanted else None
         if facts is not None and not _facts_match(facts, filters):
             continue
         rows.append((item, record, facts))
@@ -193,11 +224,11 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
     shown = rows[(page - 1) * LIST_PAGE: page * LIST_PAGE]
     sessions: list[SessionRow] = [
         {**item, "handle": catalog.handle(record),
-         "facts": facts or session_facts(handle, record)}
+         "facts": facts or session_facts(places, handle, record)}
         for item, record, facts in shown]
     return {"total": len(rows), "page": page, "pages": pages,
             "perAgent": dict(sorted(per_agent.items())), "filters": filters,
-            "sessions": sessions}
+            "sessions": sessions, "indexing": False}
 
 
 def _facts_match(facts: Facts, filters: SessionsFilters) -> bool:
@@ -232,6 +263,10 @@ class OperationJSON(TypedDict):
 
 class EntryJSON(TypedDict):
     address: str
+    """What summaries and ``expand`` print for the entry: its line address (``L877``) for an
+    agent whose own ids are long, else its id."""
+    entryId: str
+    """The entry's own id (what recall hits name); the element is found by either."""
     position: int
     line: int
     type: str
@@ -284,7 +319,10 @@ def session_page(places: Places, session: str, page: int | None = None,
     check_name("at", at)
     catalog, record, _ = find_record(places, session)
     read = _read(record)
+    short = session_addresses(read)
     positions = {entry.id: position for position, entry in enumerate(read.entries)}
+    positions.update((short[entry.id], at) for at, entry in enumerate(read.entries)
+                     if entry.id in short)
     pages = max((len(read.entries) + TIMELINE_PAGE - 1) // TIMELINE_PAGE, 1)
     if at is not None:
         where = positions.get(at, positions.get(at.split("/", 1)[0]))
@@ -297,7 +335,7 @@ def session_page(places: Places, session: str, page: int | None = None,
         raise UsageError(f"page {clipped(page)}: this session has {pages} pages")
     handle_name = catalog.handle(record)
     start = (page - 1) * TIMELINE_PAGE
-    shown = [entry_json(read, position, handle_name, places)
+    shown = [entry_json(read, position, handle_name, places, short)
              for position in range(start, min(start + TIMELINE_PAGE, len(read.entries)))]
     return {
         "sessionId": record.session_id, "handle": handle_name, "path": record.path,
@@ -305,9 +343,10 @@ def session_page(places: Places, session: str, page: int | None = None,
         "entries": len(read.entries), "page": page, "pages": pages,
         "pageEntries": TIMELINE_PAGE, "shown": shown,
         "addressPages": {address: at // TIMELINE_PAGE + 1 for address, at in positions.items()},
-        "expandCommand": shlex.join(["fabric-memory", "expand", handle_name,
-                                     "--range", f"{read.entries[0].id}:{read.entries[-1].id}",
-                                     *_where_args(places)]) if read.entries else "",
+        "expandCommand": shlex.join([
+            "fabric-memory", "expand", handle_name, "--range",
+            f"{_short(read.entries[0].id, short)}:{_short(read.entries[-1].id, short)}",
+            *_where_args(places)]) if read.entries else "",
     }
 
 
@@ -315,37 +354,78 @@ def entries_after(places: Places, session: str, after: int) -> list[EntryJSON]:
     """The entries of ``session`` from position ``after`` on (what a live page appends)."""
     catalog, record, _ = find_record(places, session)
     read = _read(record)
-    name = catalog.handle(record)
-    return [entry_json(read, position, name, places)
+    name, short = catalog.handle(record), session_addresses(read)
+    return [entry_json(read, position, name, places, short)
             for position in range(max(after, 0), len(read.entries))]
 
 
+READ_CACHE = 4
+"""Sessions kept read (by path and stat): paging through one, or a live page following it,
+reads its file once per change, not once per request."""
+_READ: OrderedDict[str, tuple[StatKey | None, Session]] = OrderedDict()
+_READ_LOCK = threading.Lock()
+
+
 def _read(record: SessionRecord) -> Session:
-    try:
-        return read_source(record.path)
-    except FabricMemoryError as exc:
-        raise ExpandError("source_unavailable", exc.message) from None
+    """The session file as it is now (read again once when it changed while being read: an
+    agent appending to it); the last :data:`READ_CACHE` read are kept while their files'
+    stat stays the same."""
+    key = stat_key(record.path)
+    with _READ_LOCK:
+        kept = _READ.get(record.path)
+        if kept is not None and key is not None and kept[0] == key:
+            _READ.move_to_end(record.path)
+            return kept[1]
+    session = _read_now(record)
+    with _READ_LOCK:
+        _READ[record.path] = (key, session)
+        _READ.move_to_end(record.path)
+        while len(_READ) > READ_CACHE:
+            _READ.popitem(last=False)
+    return session
 
 
-def entry_json(read: Session, position: int, session: str, places: Places) -> EntryJSON:
-    """One entry of the timeline, its strings masked as ``expand`` masks them."""
+def _read_now(record: SessionRecord) -> Session:
+    for attempt in range(2):
+        try:
+            return read_source(record.path)
+        except SessionChangedError:
+            if attempt:
+                raise ExpandError("source_unavailable", f"{record.path}: changed while it was "
+                                  "being read; load the page again") from None
+        except FabricMemoryError as exc:
+            raise ExpandError("source_unavailable", exc.message) from None
+    raise AssertionError("unreachable")
+
+
+def _short(entry_id: str, short: Mapping[str, str]) -> str:
+    return short.get(entry_id, entry_id)
+
+
+def entry_json(read: Session, position: int, session: str, places: Places,
+               short: Mapping[str, str]) -> EntryJSON:
+    """One entry of the timeline, its strings masked as ``expand`` masks them; ``short``:
+    the session's line addresses (:func:`~fabric_memory.compaction.span.session_addresses`)."""
     entry = read.entries[position]
     view = view_entry(entry.id, entry.type, entry.parent_id, entry.timestamp,
                       redact_json(entry.raw))
+    address = _short(entry.id, short)
     fabric = view.fabric
     operations: list[OperationJSON] = [
-        {"address": f"{entry.id}/{op.sequence}", "ref": op.ref, "outcome": op.outcome}
+        {"address": f"{address}/{op.sequence}", "ref": op.ref, "outcome": op.outcome}
         for op in (fabric.operations if fabric is not None and fabric.verdict == "valid"
                    else ())]
     item: EntryJSON = {
-        "address": entry.id, "position": position, "line": entry.line, "type": entry.type,
+        "address": address, "entryId": entry.id, "position": position, "line": entry.line,
+        "type": entry.type,
         "role": view.role, "tool": view.tool_name, "time": view.timestamp,
         "isError": view.is_error, "text": strip_controls(view.text),
         "thinking": view.thinking, "result": strip_controls(view.result_text),
         "calls": [_call(call.name, call.arguments) for call in view.tool_calls],
-        "operations": operations, "summary": view.summary,
+        "operations": operations,
+        "summary": strip_controls(view.summary) if view.summary is not None else None,
         "expandCommand": shlex.join(["fabric-memory", "expand", session, "--address",
-                                     entry.id, *_where_args(places)]),
+                                     address, *_where_args(places)]),
     }
     before = view.raw.get("tokensBefore")
     if isinstance(before, int):
@@ -421,6 +501,42 @@ def address_spans(text: str, known: Mapping[str, int]) -> list[tuple[str, str | 
         done = match.end()
     pieces.append((text[done:], None))
     return [piece for piece in pieces if piece[0]]
+
+
+class SummaryPage(TypedDict):
+    sessionId: str
+    handle: str
+    agent: str
+    until: str | None
+    """The last summarized entry's address (the cut)."""
+    entries: int
+    summary: str
+    note: str | None
+    addressPages: dict[str, int]
+    """The timeline page of every entry address (the summary's addresses are links)."""
+    page: int
+    """0: every link goes to the timeline page that holds its address."""
+
+
+def summary_page(places: Places, session: str, until: str | None = None) -> SummaryPage:
+    """The summary engine's summary of ``session`` from its start through ``until`` (an
+    address; None: the whole active branch), secrets masked, every address a link."""
+    check_name("until", until)
+    catalog, record, _ = find_record(places, session)
+    try:
+        summary = summarize_session(record.path, until)
+    except SessionError as exc:  # the file went bad since it was indexed
+        raise ExpandError("source_unavailable", exc.message) from None
+    read = _read(record)
+    short = session_addresses(read)
+    pages = {entry.id: at // TIMELINE_PAGE + 1 for at, entry in enumerate(read.entries)}
+    pages.update((short[entry.id], at // TIMELINE_PAGE + 1)
+                 for at, entry in enumerate(read.entries) if entry.id in short)
+    return {"sessionId": record.session_id, "handle": catalog.handle(record),
+            "agent": summary.agent, "until": summary.until,
+            "entries": summary.summarized.live.entries,
+            "summary": strip_controls(redact_json(summary.summary)),
+            "note": summary.note, "addressPages": pages, "page": 0}
 
 
 # --- search ----------------------------------------------------------------------------
@@ -584,7 +700,8 @@ class _Numbers:
     compactions: tuple[tuple[str, str | None, int | None], ...]
 
 
-_NUMBERS: dict[tuple[str, str], _Numbers] = {}
+_NUMBERS: dict[str, tuple[str, _Numbers]] = {}
+"""Path → the numbers of the file's version with that sourceHash (one per session)."""
 
 
 def stats_page(places: Places) -> StatsPage:
@@ -663,10 +780,9 @@ def _add_usage(usage: Usage, numbers: tuple[int, int, int, int, float]) -> None:
 
 
 def _numbers_of(record: SessionRecord) -> _Numbers:
-    key = (record.path, record.source_hash)
-    found = _NUMBERS.get(key)
-    if found is not None:
-        return found
+    found = _NUMBERS.get(record.path)
+    if found is not None and found[0] == record.source_hash:
+        return found[1]
     read = _read(record)
     days: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     tools: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -699,7 +815,7 @@ def _numbers_of(record: SessionRecord) -> _Numbers:
                        {tool: (row[0], row[1]) for tool, row in tools.items()},
                        (int(usage[0]), int(usage[1]), int(usage[2]), int(usage[3]),
                         float(usage[4])), tuple(compactions))
-    _NUMBERS[key] = numbers
+    _NUMBERS[record.path] = (record.source_hash, numbers)
     return numbers
 
 
@@ -720,8 +836,9 @@ def _read_usage(value: Any, usage: list[Any]) -> None:
 
 def generation(places: Places) -> int:
     """The index's commit generation: it changes whenever the live index (or any writer)
-    commits."""
-    return places.open()[1].refresh()
+    commits; -1 while there is no index yet."""
+    handle = places.open()[1]
+    return handle.refresh() if handle.exists() else -1
 
 
 def stat_of(places: Places, session: str) -> tuple[int, int] | None:

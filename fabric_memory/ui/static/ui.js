@@ -44,7 +44,9 @@ function wire(root) {
 function land() {
   const address = decodeURIComponent(location.hash.slice(1));
   if (!address) return;
-  const target = document.getElementById(address);
+  const found = document.getElementById(address);
+  // An entry's own id (what a recall hit names) is an anchor inside its element.
+  const target = found && found.classList.contains("alias") ? found.parentElement : found;
   if (target) {
     document.querySelectorAll(".target").forEach((el) => el.classList.remove("target"));
     target.classList.add("target");
