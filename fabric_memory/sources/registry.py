@@ -18,6 +18,7 @@ from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
 from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
+from .continue_dev import CONTINUE
 from .copilot import COPILOT
 from .crush import CRUSH
 from .cursor import CURSOR
@@ -51,6 +52,7 @@ READERS: Final[tuple[SourceReader, ...]] = (
     CATUI_TRACES,
     FABRO,
     GEMINI,
+    CONTINUE,
     ROO_CODE,
     KILO_CODE,
     CLINE,
@@ -69,7 +71,7 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "crush", "qwen")
+                  "cursor", "crush", "qwen", "continue")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
