@@ -27,6 +27,7 @@ from .gemini import GEMINI
 from .goose import DATABASE_READER as GOOSE_DATABASE
 from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
+from .opencode import OPENCODE
 from .pi import OMP, PI
 from .qwen import QWEN
 from .reader import SourceReader, first_value, under
@@ -53,6 +54,7 @@ READERS: Final[tuple[SourceReader, ...]] = (
     FABRO,
     GEMINI,
     CONTINUE,
+    OPENCODE,
     ROO_CODE,
     KILO_CODE,
     CLINE,
@@ -71,7 +73,7 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "crush", "qwen", "continue")
+                  "cursor", "crush", "qwen", "continue", "opencode")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
