@@ -21,6 +21,7 @@ from .codex import CODEX
 from .copilot import COPILOT
 from .crush import CRUSH
 from .cursor import CURSOR
+from .droid import DROID
 from .fabro import FABRO
 from .gemini import GEMINI
 from .goose import DATABASE_READER as GOOSE_DATABASE
@@ -48,6 +49,7 @@ READERS: Final[tuple[SourceReader, ...]] = (
     AIDER,
     CURSOR,
     CRUSH,
+    DROID,
     CATUI_TRACES,
     FABRO,
     GEMINI,
@@ -69,7 +71,7 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "crush", "qwen")
+                  "cursor", "crush", "qwen", "droid")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
