@@ -331,6 +331,23 @@ def test_a_shared_id_is_named_by_its_path(tmp_path: Path) -> None:
         assert ui.get(f"/session/{store.long.session_id}")[0] == 404  # ambiguous: says so
 
 
+def test_the_list_fills_in_when_the_live_index_first_commits(tmp_path: Path) -> None:
+    """Started before any index exists, the list says it is reading the sessions (200, not
+    an error), then shows them once the live index has committed, with no reindex."""
+    import shutil
+
+    store = build_store(tmp_path)
+    shutil.rmtree(store.index)
+    with running_ui(store) as ui:
+        first = orjson.loads(ui.get("/sessions.json")[2])
+        if first["indexing"]:  # (the live index may already have committed)
+            assert b"Reading your sessions" in ui.get("/")[2]
+        deadline = time.monotonic() + 20
+        while orjson.loads(ui.get("/sessions.json")[2])["total"] != 3:
+            assert time.monotonic() < deadline, "the live index never committed"
+            time.sleep(0.2)
+
+
 def test_sigterm_stops_the_server_cleanly(store: Store) -> None:
     """SIGTERM ends the server with exit 0 (its live index thread finishes its step), no
     traceback."""
