@@ -403,7 +403,7 @@ def _weigh_head(searcher: tantivy.Searcher, plan: _Plan, head: list[Ranked],
     generator."""
     some = [ranked.part == 1 for ranked in head]
     names = plan.names if any(some) else ()
-    pairs = [pair for _, pair in plan.proximity]
+    pairs = plan.proximity
     if not names and not pairs:
         return {}
     bonus = dict(zip(plan.names, plan.bonus, strict=False))
@@ -1023,25 +1023,24 @@ QueryWord = tuple[str, ...]
 """One word of a query in index terms: a term, or the two characters of a CJK pair (a
 two-term phrase, see :mod:`fabric_memory.words`)."""
 COVERAGE = 2.0
-"""What a held query word adds to a document's score, times the word's IDF, where the
-query's words need not all match, on top of its BM25 (at most (k1 + 1) = 2.2 times the
-IDF, less the longer the text): documents holding more and rarer words come first. A
+"""What a held query word adds to the score of a hit of the head (:mod:`.rerank`), times the
+word's IDF, where the query's words need not all match, on top of its BM25 (at most
+(k1 + 1) = 2.2 times the IDF, less the longer the text): hits holding more and rarer words
+come first. A
 document whose held words' IDFs sum to over 2.1 times another's always ranks above it;
 closer sums are ordered by how often, in how short a text, and how near together. A larger
 weight sinks the short entry that answers among long texts that hold every word by chance
 (measured on the pi-mono questions of tests/test_memory_recall.py: at 10 the answers rank
 up to 8th; at 2, 4th at worst)."""
 PROXIMITY = 1.0
-"""What two neighbouring words of the question standing as near in a document add, times
-the sum of their IDFs (about half a BM25 saturation of both)."""
+"""What two neighbouring words of the question standing as near in a hit's best passage
+add, times the sum of their IDFs (about half a BM25 saturation of both)."""
 MAX_PAIRS = 8
 """Pairs of neighbouring query words given the proximity bonus (the first ones)."""
 PAIR_SHARE = 0.02
 MIN_PAIR_DOCS = 5000
 """A pair gets the bonus only when one of its words is in at most this share of the
-documents (or this many): finding two common words together reads the positions of both
-through all their documents (at 1M documents, eight such pairs doubled a question's
-search), and says little."""
+documents (or this many): two common words found together say little."""
 MAX_GAP = 3
 """Words between two query words in the question beyond which they are not a pair."""
 
@@ -1050,8 +1049,9 @@ MAX_GAP = 3
 class _Plan:
     """How a text query is searched: ``first`` ranks the only part, or the documents
     holding every word (``every``); ``rest`` ranks those holding some words but not every
-    one (``every`` is taken out of them). ``counted`` are the words a hit's count of held
-    words is over (``words`` of them: the count of every hit of ``first``)."""
+    one (``every`` is taken out of them), by BM25 alone. ``counted`` are the words a hit's
+    count of held words is over (``words`` of them: the count of every hit of ``first``);
+    ``names``, ``bonus`` and ``proximity`` are what the head weighs (:func:`_weigh_head`)."""
 
     first: tantivy.Query
     rest: tantivy.Query | None = None
@@ -1063,9 +1063,9 @@ class _Plan:
     """The counted words as :func:`fabric_memory.words.words` reads them."""
     bonus: tuple[float, ...] = ()
     """What holding each counted word adds to a document's score (COVERAGE times its IDF)."""
-    proximity: tuple[tuple[tantivy.Query, Pair], ...] = ()
-    """Pairs of the question's words as near as in the question, and what each adds to the
-    score of a hit of the head that holds it (:func:`_proximity`)."""
+    proximity: tuple[Pair, ...] = ()
+    """Pairs of neighbouring words of the question, and what each adds to a hit of the head
+    that holds them as near (:func:`_proximity`)."""
 
 
 def query_words(text: str) -> list[tuple[int, QueryWord]]:
@@ -1114,8 +1114,9 @@ def _plan(spec: SearchSpec, searcher: tantivy.Searcher) -> _Plan | None:
     snippet = _any_of_queries([queries[word] for word in words])
     if len(every_word) == 1:
         return _Plan(queries[every_word[0]], snippet=snippet, words=1)
-    # Words standing together are scored in the head only (:func:`_read_head`): over every
-    # document holding a word, their positions cost a long question a third of its search.
+    # Held words and words standing together earn their bonus in the head only
+    # (:func:`_read_head`): scored over every document holding one of the words, they
+    # cost a long question two thirds of its search.
     proximity = _proximity(content, searcher)
     every = tantivy.Query.boolean_query(
         [(tantivy.Occur.Must, queries[word]) for word in every_word])
@@ -1182,11 +1183,11 @@ def _idf(frequency: int, total: int) -> float:
 
 
 def _proximity(content: list[tuple[int, QueryWord]],
-               searcher: tantivy.Searcher) -> tuple[tuple[tantivy.Query, Pair], ...]:
-    """The bonus of neighbouring words of the question found as near in a document: each
-    pair of consecutive words that ranks (a CJK pair already is a phrase), with as many
-    words between as the question has, as a sloppy phrase and as data."""
-    found: list[tuple[tantivy.Query, Pair]] = []
+               searcher: tantivy.Searcher) -> tuple[Pair, ...]:
+    """The pairs of consecutive words of the question that earn a bonus found as near in a
+    hit (a CJK pair already is a phrase), each with as many words between as the question
+    has, and the bonus."""
+    found: list[Pair] = []
     total = max(searcher.num_docs, 1)
     for (at, word), (next_at, following) in itertools.pairwise(content):
         if len(found) == MAX_PAIRS:
@@ -1198,9 +1199,7 @@ def _proximity(content: list[tuple[int, QueryWord]],
         if min(frequencies) > max(PAIR_SHARE * total, MIN_PAIR_DOCS):
             continue  # both common: found together by chance, it says little
         weight = PROXIMITY * sum(_idf(frequency, total) for frequency in frequencies)
-        found.append((tantivy.Query.phrase_query(SCHEMA, "text", [word[0], following[0]],
-                                                 slop=gap),
-                      Pair(word[0], following[0], gap, weight)))
+        found.append(Pair(word[0], following[0], gap, weight))
     return tuple(found)
 
 
