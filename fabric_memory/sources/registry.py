@@ -18,6 +18,7 @@ from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
 from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
+from .continue_dev import CONTINUE
 from .copilot import COPILOT
 from .crush import CRUSH
 from .cursor import CURSOR
@@ -27,6 +28,7 @@ from .gemini import GEMINI
 from .goose import DATABASE_READER as GOOSE_DATABASE
 from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
+from .opencode import OPENCODE
 from .pi import OMP, PI
 from .qwen import QWEN
 from .reader import SourceReader, first_value, under
@@ -53,6 +55,8 @@ READERS: Final[tuple[SourceReader, ...]] = (
     CATUI_TRACES,
     FABRO,
     GEMINI,
+    CONTINUE,
+    OPENCODE,
     ROO_CODE,
     KILO_CODE,
     CLINE,
@@ -71,7 +75,11 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
+<<<<<<< HEAD
                   "cursor", "crush", "qwen", "droid")
+=======
+                  "cursor", "crush", "qwen", "continue", "opencode")
+>>>>>>> main
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
