@@ -75,11 +75,7 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-<<<<<<< HEAD
-                  "cursor", "crush", "qwen", "droid")
-=======
-                  "cursor", "crush", "qwen", "continue", "opencode")
->>>>>>> main
+                  "cursor", "crush", "qwen", "continue", "opencode", "droid")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
