@@ -4,15 +4,15 @@ outputs folded into one hit.
 The index orders a text query's hits by BM25 over whole entries. The first :data:`HEAD`
 are then read and earn, on top of it, the bonus of the query words they hold and of the
 pairs of the question's words standing together. Only the words of an entry's best
-passage (what its snippet shows) earn their bonus whole; its other words count in
-proportion to how much of it that passage is, so a 40 KB paste holding many of a
-question's words, each far from the others, no longer outranks the short entry that
-answers. The same command run many times (a build, a test suite) leaves outputs that
-differ only in timings, sizes and hashes: in one session, they fold into the best-ranked
-of them, which names the others. Weighing only the head keeps a long question cheap: its
-words' and pairs' bonuses over every document holding one of them cost two thirds of the
-search. Plain data in, plain data out; the index layer reads the documents
-(docs/memory-index.md#plain-questions).
+passage (the 500-character window the snippet generator picks) earn their bonus whole;
+its other words count in proportion to how much of it that passage is, so a 40 KB paste
+holding many of a question's words, each far from the others, no longer outranks the
+short entry that answers. The same command run many times (a build, a test suite)
+leaves outputs that differ only in timings, sizes and hashes: in one session, they fold
+into the best-ranked of them, which names the others. Weighing only the head keeps a
+long question cheap: its words' and pairs' bonuses over every document holding one of
+them cost two thirds of the search. Plain data in, plain data out; the index layer reads
+the documents (docs/memory-index.md#plain-questions).
 """
 
 from __future__ import annotations

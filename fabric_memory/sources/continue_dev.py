@@ -83,11 +83,6 @@ def lists(path: str) -> bool:
             and os.path.basename(os.path.dirname(path)) == "sessions")
 
 
-def skips(path: str) -> bool:
-    return os.path.basename(path) == INDEX and os.path.basename(
-        os.path.dirname(path)) == "sessions"
-
-
 def read(path: str, max_line_bytes: int) -> Session:
     document = JsonDocument.read(path)
     value = document.value
@@ -177,5 +172,5 @@ def _homes(projects: Collection[str]) -> tuple[Path, ...]:
     return (continue_dir() / "sessions",)
 
 
-CONTINUE = SourceReader(AGENT, recognises, read, _homes, skips=skips, tools=TOOLS, lists=lists,
+CONTINUE = SourceReader(AGENT, recognises, read, _homes, tools=TOOLS, lists=lists,
                         by_line=False)

@@ -36,6 +36,7 @@ ORDER: Final = (
     ("aider", "AIDER"),
     ("cursor", "CURSOR"),
     ("crush", "CRUSH"),
+    ("droid", "DROID"),
     ("catui", "TRACES_READER"),
     ("fabro", "FABRO"),
     ("gemini", "GEMINI"),
@@ -87,7 +88,7 @@ def __getattr__(name: str) -> object:
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "crush", "qwen", "continue", "opencode")
+                  "cursor", "crush", "qwen", "continue", "opencode", "droid")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
