@@ -4,6 +4,7 @@ the JSON twins, secrets masked, and the start-up refusals (a real server process
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -216,6 +217,23 @@ def test_another_agents_entries_land_by_line_and_by_id(ui: RunningUI) -> None:
     assert f'id="{said["address"]}"' in html and f'id="{said["entryId"]}"' in html
     assert '<span class="del">-sleep(9)</span>' in html
     assert '<span class="add">+sleep(0)</span>' in html
+
+
+def test_each_entrys_expand_command_reads_it_back(ui: RunningUI, store: Store) -> None:
+    """The command an entry's `copy expand` button copies runs as printed and reads that
+    entry (a Pi id, a Claude Code line address)."""
+    for session in (store.long.session_id, CLAUDE_SESSION):
+        page = orjson.loads(ui.get(f"/session/{session}.json")[2])
+        for entry in page["shown"][:3]:
+            argv = shlex.split(entry["expandCommand"])
+            assert argv[:2] == ["fabric-memory", "expand"]
+            done = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True,
+                                  timeout=60)
+            assert done.returncode == 0, done.stderr
+            out = done.stdout.decode()
+            assert f"\n{entry['address']} " in out or f"\n{entry['entryId']} " in out
+            said = (entry["text"] or entry["result"]).split("\n")[0]
+            assert said in out
 
 
 def test_summary_page_links_every_address(ui: RunningUI, store: Store) -> None:

@@ -315,9 +315,9 @@ class JsonHead:
         match = _FIRST_KEY.match(self.data)
         if match is None:
             return None
-        try:  # a key holding a raw control character is no JSON key
+        try:
             key = orjson.loads(match.group(1))
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError:  # a control character or a bad escape: not a key
             return None
         return key if isinstance(key, str) else None
 
