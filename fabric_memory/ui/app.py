@@ -480,6 +480,8 @@ def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str
         "sessions": places.sessions, "index": places.index, "stop": stop, "log": log,
         "agents": agents}, name="fabric-memory-live", daemon=True)
     watcher.start()
+    threading.Thread(target=pages.warm_counts, args=(places, stop), name="fabric-memory-warm",
+                     daemon=True).start()
     print_url(url)
     if open_browser and can_open_browser():
         threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
