@@ -7,7 +7,9 @@ indexed beside the other real sessions of ``fixtures/pi-mono-real`` and
 ``fixtures/handoff`` (so the project's other sessions answer too). Two measures:
 
 - **Probes as prompts.** Each probe of ``bench/handoff_probes.json`` (``--held-out``:
-  ``bench/handoff_probes_heldout.json``, never read while building) is asked as the user's
+  ``bench/handoff_probes_heldout.json``, never read while building; ``--hosts``: the real
+  Claude Code compactions of ``bench/handoff_probes_hosts.json`` and, with
+  ``--held-out``, ``..._hosts_heldout.json``) is asked as the user's
   next prompt, with no earlier prompt given (a fresh state per probe). The context holds
   the probe's evidence when it carries at least half of the probe's key strings
   (case-insensitive, as ``bench.handoff`` scores a summary); the mean share of keys is
@@ -23,6 +25,8 @@ indexed beside the other real sessions of ``fixtures/pi-mono-real`` and
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import statistics
 import sys
 import tempfile
@@ -33,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from bench.handoff import FIXTURES, HELD_OUT, PROBES, carried
+from bench.handoff import FIXTURES, HELD_OUT, HOST_HELD_OUT, HOST_PROBES, PROBES, carried
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.prompt_context import EVENT, out_of_view, prompt_context
 from fabric_memory.sources import read_source
@@ -77,13 +81,17 @@ def _path(file: str) -> Path:
 
 
 def find_cut(file: str, cut: str) -> Cut | None:
-    """The compaction of ``file`` at ``cut`` (its first kept entry, or the compaction's own
-    id when the host keeps none), or None when the file never compacted there."""
+    """The compaction of ``file`` at ``cut`` (its first kept entry, the compaction's own
+    id when the host keeps none, or the line address of Claude Code's ``compact_boundary``
+    line before it), or None when the file never compacted there."""
     path = _path(file)
     session = read_source(path)
+    boundary = next((e.line for e in session.entries if f"L{e.line}" == cut
+                     and e.view.raw.get("customType") == "system:compact_boundary"), None)
     for entry in session.entries:
         view = entry.view
-        if view.type == "compaction" and cut in (view.raw.get("firstKeptEntryId"), view.id):
+        if view.type == "compaction" and (cut in (view.raw.get("firstKeptEntryId"), view.id)
+                                          or (boundary is not None and entry.line > boundary)):
             branch = [e.view for e in session.active_branch() if e.line <= entry.line]
             seen = out_of_view(session.agent, session.session_id, session.project, branch)
             kept = [v.text for v in branch if v.id in seen.visible and v.role == "user"
@@ -94,27 +102,33 @@ def find_cut(file: str, cut: str) -> Cut | None:
 
 
 class Memory:
-    """The sessions folder (the cut file truncated at its compaction, beside the other real
-    sessions) and its index, in a temporary folder."""
+    """A sessions folder — a transcript as it was right after a compaction (``text``, a
+    copy of the real file ``original``), beside the other real sessions — and its index, in
+    the folder ``root``."""
 
-    def __init__(self, cut: Cut, root: Path) -> None:
-        self.cut = cut
+    def __init__(self, original: Path, text: bytes, session_id: str, root: Path) -> None:
+        self.session_id = session_id
         self.sessions = root / "sessions"
         self.home = root / "home"
         self.sessions.mkdir(parents=True)
         for other in SESSIONS:
-            if other != cut.path:
+            if other != original:
                 (self.sessions / other.name).write_bytes(other.read_bytes())
-        lines = cut.path.read_bytes().splitlines(keepends=True)
-        self.transcript = self.sessions / cut.path.name
-        self.transcript.write_bytes(b"".join(lines[:cut.line]))
+        self.transcript = self.sessions / original.name
+        self.transcript.write_bytes(text)
         reindex(sessions=self.sessions, index=self.home / "index")
         self.asked = 0
+
+    @staticmethod
+    def at(cut: Cut, root: Path) -> Memory:
+        """The memory at a compaction of one of the dev or held-out files."""
+        lines = cut.path.read_bytes().splitlines(keepends=True)
+        return Memory(cut.path, b"".join(lines[:cut.line]), cut.session_id, root)
 
     def context(self, prompt: str) -> str | None:
         """The context the prompt gets, as the first prompt after the compaction."""
         self.asked += 1
-        data = orjson.dumps({"session_id": self.cut.session_id,
+        data = orjson.dumps({"session_id": self.session_id,
                              "transcript_path": str(self.transcript), "cwd": None,
                              "hook_event_name": EVENT, "prompt": prompt})
         output = prompt_context(data, self.home / f"state-{self.asked}",
@@ -122,6 +136,21 @@ class Memory:
         if output is None:
             return None
         return str(orjson.loads(output)["hookSpecificOutput"]["additionalContext"])
+
+
+_AFTER: dict[Path, Memory] = {}
+
+
+def context_after(original: Path, transcript: Path, session_id: str,
+                  question: str) -> str | None:
+    """The context ``question`` gets as the next prompt in ``transcript`` (the real file
+    ``original`` as it was right after a compaction), indexed beside the other real sessions
+    (one index per transcript, kept for the run); nothing given before."""
+    if transcript not in _AFTER:
+        root = Path(tempfile.mkdtemp(prefix="fm-prompt-bench-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _AFTER[transcript] = Memory(original, transcript.read_bytes(), session_id, root)
+    return _AFTER[transcript].context(question)
 
 
 def _passages(context: str) -> list[str]:
@@ -142,7 +171,7 @@ def measure(probes: list[dict[str, Any]]) -> dict[str, Any]:
             left_out += len(chosen)
             continue
         with tempfile.TemporaryDirectory(prefix="fm-prompt-bench-") as folder:
-            memory = Memory(cut, Path(folder))
+            memory = Memory.at(cut, Path(folder))
             for probe in chosen:
                 context = memory.context(probe["question"]) or ""
                 passages = _passages(context)
@@ -156,22 +185,23 @@ def measure(probes: list[dict[str, Any]]) -> dict[str, Any]:
             for kind, prompts in (("idle", IDLE), ("unrelated", UNRELATED),
                                   ("kept", cut.kept_prompts)):
                 for prompt in prompts:
-                    context = memory.context(prompt)
-                    quiet += context is None
-                    if context is not None:
+                    given = memory.context(prompt)
+                    quiet += given is None
+                    if given is not None:
                         false.append({"cut": f"{file}@{cut_id}", "kind": kind,
-                                      "prompt": prompt, "context": context})
-    given = [row for row in rows if row["given"]]
-    passages = sum(row["passages"] for row in given)
+                                      "prompt": prompt, "context": given})
+    answered = [row for row in rows if row["given"]]
+    passages = sum(row["passages"] for row in answered)
     return {
         "probes": len(rows), "leftOut": left_out,
         "evidence": sum(row["share"] >= 0.5 for row in rows) / len(rows) if rows else None,
         "meanShare": statistics.mean(row["share"] for row in rows) if rows else None,
-        "given": len(given),
-        "precision": (sum(row["share"] > 0 for row in given) / len(given)) if given else None,
-        "passagePrecision": (sum(row["relevantPassages"] for row in given) / passages
+        "given": len(answered),
+        "precision": (sum(row["share"] > 0 for row in answered) / len(answered)
+                      if answered else None),
+        "passagePrecision": (sum(row["relevantPassages"] for row in answered) / passages
                              if passages else None),
-        "meanBytes": statistics.mean(row["bytes"] for row in given) if given else None,
+        "meanBytes": statistics.mean(row["bytes"] for row in answered) if answered else None,
         "nothingToRecall": quiet + len(false), "falseInjections": false, "rows": rows,
     }
 
@@ -181,9 +211,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--held-out", action="store_true",
                         help="the held-out probes (bench/handoff_probes_heldout.json)")
+    parser.add_argument("--hosts", action="store_true",
+                        help="the probes of real Claude Code compactions "
+                        "(bench/handoff_probes_hosts*.json)")
     parser.add_argument("--json", action="store_true", help="every prompt's result too")
     args = parser.parse_args(argv)
-    probes = orjson.loads((HELD_OUT if args.held_out else PROBES).read_bytes())["probes"]
+    sets = {(False, False): PROBES, (False, True): HELD_OUT, (True, False): HOST_PROBES,
+            (True, True): HOST_HELD_OUT}
+    probes = orjson.loads(sets[(args.hosts, args.held_out)].read_bytes())["probes"]
     result = measure(probes)
     if args.json:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")

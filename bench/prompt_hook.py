@@ -14,10 +14,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 
+from fabric_memory.memory.locations import SESSIONS_ENV
 from fabric_memory.memory.reindex import reindex_paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,12 +48,28 @@ def with_transcript(root: Path, index: Path) -> bytes:
                          "hook_event_name": "UserPromptSubmit", "prompt": QUESTION})
 
 
+@contextmanager
+def sessions_root(sessions: Path) -> Iterator[None]:
+    """``$FABRIC_MEMORY_SESSIONS`` naming ``sessions`` while it runs: the sessions roots a
+    host's hook reads from its environment (named as an argument, recall would leave out
+    every other indexed session by path, a cost the hook never pays)."""
+    before = os.environ.get(SESSIONS_ENV)
+    os.environ[SESSIONS_ENV] = str(sessions)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[SESSIONS_ENV]
+        else:
+            os.environ[SESSIONS_ENV] = before
+
+
 def in_process(event: bytes, index: Path, sessions: Path) -> None:
     """One hook call in this process, with nothing given yet (it must give context)."""
     from fabric_memory.prompt_context import prompt_context
 
-    with tempfile.TemporaryDirectory(prefix="fm-prompt-state-") as home:
-        if prompt_context(event, Path(home), index=str(index), sessions=str(sessions)) is None:
+    with tempfile.TemporaryDirectory(prefix="fm-prompt-state-") as home, sessions_root(sessions):
+        if prompt_context(event, Path(home), index=str(index)) is None:
             raise AssertionError("the prompt hook gave no context")
 
 
@@ -59,8 +78,8 @@ def recall_alone(index: Path, sessions: Path) -> None:
     from fabric_memory.memory.recall import recall
     from fabric_memory.prompt_context import query_words
 
-    recall(" ".join(query_words(QUESTION)), session=SESSION, hot_sessions=0, index=index,
-           sessions=sessions)
+    with sessions_root(sessions):
+        recall(" ".join(query_words(QUESTION)), session=SESSION, hot_sessions=0, index=index)
 
 
 def home_for(index: Path, scratch: Path) -> Path:

@@ -830,9 +830,10 @@ COMMANDS: list[Command] = [
             _inspect_arguments, _run_inspect),
     Command("hook", "compaction hook over stdio: one session_before_compact event in, "
             "one JSON result out", _hook_arguments, _run_hook),
-    Command("handoff", "SessionStart(compact) hook for Claude Code and Codex: the host's "
-            "hook JSON in, an addressed recovery packet about the compacted span out "
-            "(nothing on any failure)", _handoff_arguments, _run_handoff),
+    Command("handoff", "SessionStart(compact) and UserPromptSubmit hook for Claude Code and "
+            "Codex: the host's hook JSON in, an addressed recovery packet about the compacted "
+            "span, or the prompt's memory, out (nothing on any failure)", _handoff_arguments,
+            _run_handoff),
     Command("compact", "compact a session file (print it, or --append the compaction entry); "
             "any agent's session, or --until a cut: the summary through that entry",
             _compact_arguments, _run_compact),

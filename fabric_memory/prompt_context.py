@@ -6,8 +6,9 @@ A host's ``UserPromptSubmit`` hook JSON carries the user's ``prompt`` beside
 recalled over what the model no longer sees: this session before its last compaction first
 (:func:`out_of_view`: what the host's compaction replaced by its summary), then the
 project's other sessions. A hit is given to the model only when it clears the relevance bar
-(:func:`clears_bar`: it holds enough of the prompt's words, and no turn the model still sees
-holds as many); at most :data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and
+(:func:`clears_bar`: the passage shown holds enough of the prompt's words, weighed by their
+rarity in the index, and no turn the model still sees holds them all); at most
+:data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and
 a passage already given in this session is not given again (:class:`Given`, a small state
 file per session in the fabric-memory home). Anything else gives nothing: a greeting, a
 question the sessions never touched, one whose answer the kept turns show.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -613,3 +614,23 @@ def test_goose_gets_an_extension_and_uninstall_gives_the_config_back(
     path.write_text("extensions:\n  a: [1,\n")
     status, _, err = run_cli(capsys, "install", "goose")
     assert status == 2 and f"{path}:3: not valid YAML" in err
+
+
+@pytest.mark.parametrize("uninstall", [False, True], ids=["install", "uninstall"])
+def test_a_gemini_settings_file_with_comments_is_left_with_the_hosts_own_command(
+    home: Path, uninstall: bool
+) -> None:
+    """Gemini CLI accepts comments in its settings.json; install leaves such a file
+    byte-identical and names Gemini CLI's own command that registers (removes) the server."""
+    from fabric_memory.install.mcp_json import install_json_host
+
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    text = '{\n  // the theme I like\n  "theme": "GitHub", "url": "http://a//b"\n}\n'
+    path.write_text(text)
+    with pytest.raises(UsageError) as caught:
+        install_json_host("gemini", program=PROGRAM, uninstall=uninstall)
+    own = ("gemini mcp remove --scope user fabric-memory" if uninstall
+           else f"gemini mcp add --scope user fabric-memory {shlex.quote(str(PROGRAM))} serve")
+    assert f"{path}: holds comments" in caught.value.message and f"`{own}`" in caught.value.message
+    assert path.read_text() == text

@@ -280,7 +280,7 @@ def test_nothing_to_recall_injects_nothing_at_a_real_compaction(tmp_path: Path) 
     nothing (bench/prompt_context.py measures the same at every dev cut)."""
     cut = find_cut("compact.jsonl", "L574")
     assert cut is not None and len(cut.kept_prompts) == 2
-    memory = Memory(cut, tmp_path)
+    memory = Memory.at(cut, tmp_path)
     prompts = [*IDLE, *UNRELATED, *cut.kept_prompts]
     assert len(prompts) >= 30
     assert {prompt: memory.context(prompt) for prompt in prompts} == dict.fromkeys(prompts)

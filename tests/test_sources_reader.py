@@ -85,3 +85,13 @@ def test_an_entry_that_is_no_span_expands_raw_to_its_readers_source(
     page = expand("rows-1", addresses=["row9"], raw=True, **where)
     assert page["entries"][0]["text"] == '{"rowid":9,"said":"then emu"}'
     assert "then emu" in expand("rows-1", addresses=["row9"], **where)["entries"][0]["text"]
+
+
+@pytest.mark.parametrize("head", [b'{"\x01bad": 1', b'{"a\\x": 1', b'{"\\ud800": 1'],
+                         ids=["control-character", "bad-escape", "lone-surrogate"])
+def test_a_head_whose_first_key_is_not_json_has_no_first_key(head: bytes) -> None:
+    """A pretty-printed head whose first key is not a JSON string names no key (no decode
+    error reaches the reindex that sniffs it)."""
+    from fabric_memory.sources.reader import JsonHead
+
+    assert JsonHead(head).first_key is None

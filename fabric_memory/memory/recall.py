@@ -55,8 +55,9 @@ CLIP_CHARS = 200
 """Longest value kept in a hit that alone would not fit the response."""
 MAX_QUERY_CHARS = 4096
 """Longest query text: a response repeats it in ``next``, and it must fit the bound."""
-NO_PATH = "\x00"
-"""A path no session has: what ``--project`` filters on when no indexed session is there."""
+NO_FOLDER = "\x00"
+"""A folder no session worked in: what ``--project`` filters on when no indexed session is
+there."""
 # Filter option → index field, in the order they appear in a request.
 FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "provider"),
            ("action", "action"), ("outcome", "outcome"))
@@ -227,13 +228,15 @@ def recall(
     if branches == "active":
         equals.append(("on_active", (True,)))
     if project is not None:
-        equals.append(("path", view.catalog.of_project(project) or (NO_PATH,)))
+        # By the folder each document names (a few terms), not by the sessions' paths (a
+        # term set of hundreds of paths cost a project's recall milliseconds).
+        equals.append(("project", view.catalog.folders_of(project) or (NO_FOLDER,)))
     spec = SearchSpec(
         text=query.strip(), mode=mode, match_all=match == "all", equals=tuple(equals),
         excluded=tuple(excluded), since_ms=_time(since, "--since"),
         until_ms=_time(until, "--until"),
     )
-    preferred = (view.catalog.of_project(prefer_project)
+    preferred = (view.catalog.folders_of(prefer_project)
                  if prefer_project is not None and project is None and session is None else ())
     if preferred:
         page = _project_first(handle, spec, preferred, limit, offset, snippet_chars)
@@ -250,12 +253,12 @@ def recall(
     return _bounded(request, page.total, offset, hits, notes)
 
 
-def _project_first(handle: Memory, spec: SearchSpec, paths: tuple[str, ...], limit: int,
+def _project_first(handle: Memory, spec: SearchSpec, folders: tuple[str, ...], limit: int,
                    offset: int, snippet_chars: int) -> HitPage:
-    """One ranking, two parts: the hits of the sessions at ``paths`` (a project's), then the
-    others', each part ranked as usual and paged as one list."""
-    inside = replace(spec, equals=(*spec.equals, ("path", paths)))
-    outside = replace(spec, excluded=(*spec.excluded, ("path", paths)))
+    """One ranking, two parts: the hits of the sessions that worked in ``folders`` (a
+    project's), then the others', each part ranked as usual and paged as one list."""
+    inside = replace(spec, equals=(*spec.equals, ("project", folders)))
+    outside = replace(spec, excluded=(*spec.excluded, ("project", folders)))
     first = handle.search(inside, limit=limit, offset=offset, snippet_chars=snippet_chars)
     wanted = limit - len(first.hits)
     rest = handle.search(outside, limit=max(wanted, 1), offset=max(offset - first.total, 0),

@@ -18,14 +18,17 @@ from .catui import TRACES_READER as CATUI_TRACES
 from .claude_code import CLAUDE_CODE
 from .cline import CLINE, KILO_CODE, ROO_CODE
 from .codex import CODEX
+from .continue_dev import CONTINUE
 from .copilot import COPILOT
 from .crush import CRUSH
 from .cursor import CURSOR
+from .droid import DROID
 from .fabro import FABRO
 from .gemini import GEMINI
 from .goose import DATABASE_READER as GOOSE_DATABASE
 from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
+from .opencode import OPENCODE
 from .pi import OMP, PI
 from .qwen import QWEN
 from .reader import SourceReader, first_value, under
@@ -48,9 +51,12 @@ READERS: Final[tuple[SourceReader, ...]] = (
     AIDER,
     CURSOR,
     CRUSH,
+    DROID,
     CATUI_TRACES,
     FABRO,
     GEMINI,
+    CONTINUE,
+    OPENCODE,
     ROO_CODE,
     KILO_CODE,
     CLINE,
@@ -69,7 +75,7 @@ tables merged: :mod:`fabric_memory.sources.tools`)."""
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "crush", "qwen")
+                  "cursor", "crush", "qwen", "continue", "opencode", "droid")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
