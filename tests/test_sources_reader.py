@@ -72,7 +72,7 @@ def test_an_entry_that_is_no_span_expands_raw_to_its_readers_source(
         indexed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An entry with no span of its file (a row) expands raw to the source its reader gave
     it, whether the index holds the file as it is or it changed since."""
-    monkeypatch.setattr(registry, "READERS", (ROWS, *registry.READERS))
+    monkeypatch.setattr(registry, "readers", lambda: iter((ROWS, *registry.READERS)))
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     path = sessions / "rows.jsonl"
