@@ -63,6 +63,10 @@ class Coverage:
         return {"first": self.first, "last": self.last, "entries": self.entries}
 
 
+_NO_LEDGERS: Final[Mapping[LedgerName, Ledger]] = {name: Ledger() for name in LEDGERS}
+"""A state's ledgers before anything is summarized (a ledger is immutable: shared)."""
+
+
 @dataclass(frozen=True, slots=True)
 class CumulativeState:
     """Everything a compaction carries to the next one (inside its details)."""
@@ -71,9 +75,7 @@ class CumulativeState:
     counts: Mapping[str, int] = field(default_factory=dict)
     status: tuple[Item, ...] = ()
     """The latest user request and assistant reply, keyed ``user``/``assistant``."""
-    ledgers: Mapping[LedgerName, Ledger] = field(
-        default_factory=lambda: {name: Ledger() for name in LEDGERS}
-    )
+    ledgers: Mapping[LedgerName, Ledger] = field(default_factory=lambda: dict(_NO_LEDGERS))
 
     def to_json(self) -> StateJson:
         return {

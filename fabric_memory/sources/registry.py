@@ -28,7 +28,7 @@ from .goose import LINES_READER as GOOSE_LINES
 from .kimi import KIMI
 from .pi import OMP, PI
 from .qwen import QWEN
-from .reader import SourceReader, first_value, under
+from .reader import SourceReader, first_value, never, under
 from .tools import Tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
@@ -115,9 +115,13 @@ def listed(path: str) -> bool:
     return any(reader.lists(path) for reader in READERS)
 
 
+_SKIPS: Final = tuple(reader.skips for reader in READERS if reader.skips is not never)
+"""The readers' own ``skips`` (most skip nothing: asked of every file a walk finds)."""
+
+
 def skipped(path: str) -> bool:
     """Whether some reader says ``path`` is no session of its own (see ``SourceReader.skips``)."""
-    return any(reader.skips(path) for reader in READERS)
+    return any(skips(path) for skips in _SKIPS)
 
 
 def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
