@@ -67,7 +67,9 @@ _NO_LEDGERS: Final[Mapping[LedgerName, Ledger]] = {name: Ledger() for name in LE
 """A state's ledgers before anything is summarized (a ledger is immutable: shared)."""
 
 
-@dataclass(frozen=True, slots=True)
+# Built a few times per compaction and never changed afterwards; not ``frozen`` (see
+# :class:`~.ledger.Ledger`).
+@dataclass(slots=True)
 class CumulativeState:
     """Everything a compaction carries to the next one (inside its details)."""
 
@@ -198,7 +200,8 @@ def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeSta
 # --- the details ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+# Not ``frozen`` (see :class:`~.ledger.Ledger`): built per compaction, never changed.
+@dataclass(slots=True)
 class LiveRange:
     """What this compaction itself added, and where the kept context starts."""
 
