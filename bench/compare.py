@@ -670,6 +670,51 @@ def packet_rows(ctx: Context) -> list[Row]:
     ]
 
 
+PROMPT_HOOK_MS = 250.0
+"""A prompt waits for the prompt hook: its process's p50 bound."""
+
+
+def prompt_hook_rows(ctx: Context) -> list[Row]:
+    """The prompt hook (:mod:`bench.prompt_hook`) over the agent door's 1,040 sessions
+    (quick: 80) and over the >= 1M-document index: in-process beside one plain recall of the
+    same words, and as a process beside the interpreter importing the dependencies."""
+    total = 80 if ctx.scale is QUICK else 1040
+    sessions, _ = agent.agent_sessions(ctx.root, total)
+    return [*_prompt_hook(ctx, "1040", f"{total} sessions",
+                          data.built_index(ctx.root, f"agent{total}", sessions)),
+            *_prompt_hook(ctx, "large", "", ctx.index("large"))]
+
+
+def _prompt_hook(ctx: Context, key: str, label: str, built: BuiltIndex) -> list[Row]:
+    from . import prompt_hook
+
+    quick = ctx.scale is QUICK
+    label = label or (f"{built.documents / 1e6:.2f}M docs" if built.documents >= 1e6
+                      else f"{built.documents / 1e3:.0f}k docs")
+    event = prompt_hook.with_transcript(ctx.root, built.index)
+    folder = prompt_hook.folder_of(ctx.root)
+    ours, floor = interleaved(Pair(lambda: prompt_hook.in_process(event, built.index, folder),
+                                   lambda: prompt_hook.recall_alone(built.index, folder)),
+                              5 if quick else 30)
+    o50, f50 = percentile(ours, 0.5) * 1e3, percentile(floor, 0.5) * 1e3
+    home = prompt_hook.home_for(built.index, ctx.scratch)
+    processes, floors = interleaved(
+        Pair(lambda: prompt_hook.as_process(event, home, folder),
+             lambda: subprocess.run([sys.executable, "-c", agent.FLOOR_CODE], check=True)),
+        3 if quick else 15)
+    p50, b50 = percentile(processes, 0.5) * 1e3, percentile(floors, 0.5) * 1e3
+    return [
+        Row(f"prompt.inproc.{key}", f"prompt hook in-process @ {label} (p50 ms) vs one "
+            "recall of the same words", o50, f50, "ms", o50 / f50, "ours/floor p50", "-", None,
+            {"p90": percentile(ours, 0.9) * 1e3, "documents": built.documents}),
+        Row(f"prompt.process.{key}", f"`fabric-memory handoff` prompt process @ {label} (p50 "
+            f"ms) vs `python -c \"{agent.FLOOR_CODE}\"`", p50, b50, "ms", p50 / b50,
+            "ours/floor p50", f"p50 <= {PROMPT_HOOK_MS:.0f} ms", p50 <= PROMPT_HOOK_MS,
+            {"p90": percentile(processes, 0.9) * 1e3, "runs": len(processes),
+             "documents": built.documents}),
+    ]
+
+
 FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("guard", guard_rows),
     ("session read", read_rows),
@@ -682,6 +727,7 @@ FIGURES: tuple[tuple[str, Callable[[Context], list[Row]]], ...] = (
     ("hook", hook_rows),
     ("handoff", handoff_rows),
     ("handoff hook", packet_rows),
+    ("prompt hook", prompt_hook_rows),
     ("reindex peak RSS", rss_rows),
     ("certify", certify_rows),
     ("agent door", agent_rows),

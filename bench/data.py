@@ -301,10 +301,12 @@ def _claude_lines(session: Session) -> list[dict[str, Any]]:
     return lines
 
 
-FORMATS = ("pi", "claude-code", "codex", "copilot", "kimi", "aider", "goose", "cursor")
+FORMATS = ("pi", "claude-code", "codex", "copilot", "kimi", "qwen", "aider", "goose", "cursor",
+           "gemini", "cline")
 """The session formats whose reindex throughput is measured side by side
-(``bench/test_reindex.py``): JSON Lines, Aider's Markdown, and the SQLite stores of Goose
-(every session in one database) and Cursor (one database per chat)."""
+(``bench/test_reindex.py``): JSON Lines, Aider's Markdown, the SQLite stores of Goose
+(every session in one database) and Cursor (one database per chat), and the whole-file
+JSON of Gemini CLI (pretty-printed, read by its message nodes) and Cline (one line)."""
 
 
 def format_corpus(root: Path, agent: str, sessions: int, seed: int = SEED) -> Path:
@@ -416,7 +418,91 @@ def _codex_lines(session: Session) -> list[dict[str, Any]]:
     return lines
 
 
+def _qwen_lines(session: Session) -> list[dict[str, Any]]:
+    """A Qwen Code chat: uuid-linked records with Gemini's content parts."""
+    lines: list[dict[str, Any]] = []
+    parent = None
+    for entry_id, stamp, message in _messages(session):
+        role = message["role"]
+        base = {"uuid": entry_id, "parentUuid": parent, "sessionId": session.session_id,
+                "timestamp": stamp, "cwd": "/work/bench-project", "version": "0.24.4"}
+        if role == "toolResult":
+            call = message.get("toolCallId")
+            line = {**base, "type": "tool_result", "message": {"role": "user", "parts": [
+                {"functionResponse": {"id": call, "name": message.get("toolName"),
+                                      "response": {"output": _text(message)}}}]},
+                "toolCallResult": {"callId": call, "status": "error" if message.get(
+                    "isError") else "success"}}
+        else:
+            parts: list[dict[str, Any]] = [{"text": _text(message)}]
+            parts.extend({"functionCall": {"id": b.get("id"), "name": b.get("name"),
+                                           "args": b.get("arguments")}}
+                         for b in _blocks(message) if b.get("type") == "toolCall")
+            line = {**base, "type": role, "message": {
+                "role": "model" if role == "assistant" else "user", "parts": parts}}
+        lines.append(line)
+        parent = entry_id
+    return lines
+
+
+def _gemini_chats(where: Path, sessions: list[Session]) -> None:
+    """Gemini CLI's whole-file chats (pretty-printed), tool results inside their calls."""
+    for session in sessions:
+        messages: list[dict[str, Any]] = []
+        calls: dict[str, dict[str, Any]] = {}
+        for entry_id, stamp, message in _messages(session):
+            role = message["role"]
+            if role == "toolResult":
+                call = calls.get(str(message.get("toolCallId")))
+                if call is not None:
+                    call.update(result=[{"functionResponse": {
+                        "id": call["id"], "name": call["name"],
+                        "response": {"output": _text(message)}}}],
+                        status="error" if message.get("isError") else "success")
+                continue
+            record: dict[str, Any] = {"id": entry_id, "timestamp": stamp,
+                                      "type": "gemini" if role == "assistant" else "user",
+                                      "content": [{"text": _text(message)}]}
+            made = [{"id": b.get("id"), "name": b.get("name"), "args": b.get("arguments"),
+                     "status": "success", "timestamp": stamp}
+                    for b in _blocks(message) if b.get("type") == "toolCall"]
+            if made:
+                record["toolCalls"] = made
+                calls.update((str(call["id"]), call) for call in made)
+            messages.append(record)
+        target = (where / "0a1b2c3d" / "chats"
+                  / f"session-2026-01-02T10-00-{session.session_id[:8]}.json")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(orjson.dumps(
+            {"sessionId": session.session_id, "projectHash": "0a1b2c3d",
+             "startTime": "2026-01-02T10:00:00.000Z", "messages": messages},
+            option=orjson.OPT_INDENT_2))
+
+
+def _cline_tasks(where: Path, sessions: list[Session]) -> None:
+    """Cline's tasks: one line of Anthropic messages per ``api_conversation_history.json``."""
+    for session in sessions:
+        messages: list[dict[str, Any]] = []
+        for _, _, message in _messages(session):
+            role = message["role"]
+            if role == "toolResult":
+                messages.append({"role": "user", "content": [{
+                    "type": "tool_result", "tool_use_id": message.get("toolCallId"),
+                    "content": [{"type": "text", "text": _text(message)}],
+                    "is_error": bool(message.get("isError"))}]})
+                continue
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": _text(message)}]
+            blocks.extend({"type": "tool_use", "id": b.get("id"), "name": b.get("name"),
+                           "input": b.get("arguments")}
+                          for b in _blocks(message) if b.get("type") == "toolCall")
+            messages.append({"role": role, "content": blocks})
+        target = where / session.session_id / "api_conversation_history.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(orjson.dumps(messages))
+
+
 _FORMAT_WRITERS: dict[str, tuple[Callable[[Session], list[dict[str, Any]]], str]] = {
+    "qwen": (_qwen_lines, "-work-bench-project/chats/{id}.jsonl"),
     "claude-code": (_claude_lines, "{id}.jsonl"),
     "codex": (_codex_lines, "2026/01/02/rollout-2026-01-02T10-00-00-{id}.jsonl"),
     "copilot": (_copilot_lines, "{id}/events.jsonl"),
@@ -523,6 +609,8 @@ def _aider_histories(where: Path, sessions: list[Session]) -> None:
 
 _STORE_WRITERS: dict[str, Callable[[Path, list[Session]], None]] = {
     "aider": _aider_histories,
+    "gemini": _gemini_chats,
+    "cline": _cline_tasks,
     "goose": _goose_database,
     "cursor": _cursor_stores,
 }

@@ -192,10 +192,12 @@ class HostCut:
 def prompt_time(cut: HostCut, question: str) -> str | None:
     """The third condition: the context the prompt-time hook (``fabric-memory handoff`` on
     UserPromptSubmit) adds when ``question`` is the next prompt after the compaction at
-    ``cut`` (``cut.after``: the transcript then; ``cut.session_id``), or None while there
-    is none to score (the condition is then left out of the report)."""
-    del cut, question
-    return None
+    ``cut`` (``cut.after``: the transcript then; ``cut.session_id``), indexed beside the
+    other real sessions of the fixtures (:func:`bench.prompt_context.context_after`); ""
+    when the hook gives none."""
+    from .prompt_context import context_after
+
+    return context_after(_path(cut.file), cut.after, cut.session_id, question) or ""
 
 
 def host_cuts(file: str, wanted: Sequence[str], scratch: Path) -> list[HostCut]:

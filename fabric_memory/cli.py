@@ -698,6 +698,8 @@ def _install_arguments(parser: argparse.ArgumentParser) -> None:
                    "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
     sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
                    "~/.cursor/mcp.json")
+    sub.add_parser("goose", help="Goose: the MCP server as an extension in "
+                   "~/.config/goose/config.yaml (needs the goose extra)")
     for host, where in (("gemini", "$GEMINI_CLI_HOME/.gemini/settings.json (~)"),
                         ("qwen", "~/.qwen/settings.json"),
                         ("cline", "the extension's settings/cline_mcp_settings.json"),
@@ -732,6 +734,10 @@ def _run_install(args: argparse.Namespace) -> Outcome:
         from .install.codex import install_codex
 
         report = install_codex(uninstall=args.uninstall)
+    elif args.host == "goose":
+        from .install.goose import install_goose
+
+        report = install_goose(uninstall=args.uninstall)
     else:  # a host whose MCP servers are in one JSON file (install/mcp_json.py)
         from .install.mcp_json import install_json_host
 
@@ -824,9 +830,10 @@ COMMANDS: list[Command] = [
             _inspect_arguments, _run_inspect),
     Command("hook", "compaction hook over stdio: one session_before_compact event in, "
             "one JSON result out", _hook_arguments, _run_hook),
-    Command("handoff", "SessionStart(compact) hook for Claude Code and Codex: the host's "
-            "hook JSON in, an addressed recovery packet about the compacted span out "
-            "(nothing on any failure)", _handoff_arguments, _run_handoff),
+    Command("handoff", "SessionStart(compact) and UserPromptSubmit hook for Claude Code and "
+            "Codex: the host's hook JSON in, an addressed recovery packet about the compacted "
+            "span, or the prompt's memory, out (nothing on any failure)", _handoff_arguments,
+            _run_handoff),
     Command("compact", "compact a session file (print it, or --append the compaction entry); "
             "any agent's session, or --until a cut: the summary through that entry",
             _compact_arguments, _run_compact),

@@ -6,8 +6,9 @@ A host's ``UserPromptSubmit`` hook JSON carries the user's ``prompt`` beside
 recalled over what the model no longer sees: this session before its last compaction first
 (:func:`out_of_view`: what the host's compaction replaced by its summary), then the
 project's other sessions. A hit is given to the model only when it clears the relevance bar
-(:func:`clears_bar`: it holds enough of the prompt's words, and no turn the model still sees
-holds as many); at most :data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and
+(:func:`clears_bar`: the passage shown holds enough of the prompt's words, weighed by their
+rarity in the index, and no turn the model still sees holds them all); at most
+:data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and
 a passage already given in this session is not given again (:class:`Given`, a small state
 file per session in the fabric-memory home). Anything else gives nothing: a greeting, a
 question the sessions never touched, one whose answer the kept turns show.
@@ -20,6 +21,7 @@ failing-open wrapper, time budget and log are :func:`fabric_memory.handoff.run_h
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +33,7 @@ import orjson
 
 from .errors import HandoffError, QueryError, clipped
 from .hook_json import read_hook_object
-from .words import STOP_WORDS, words
+from .words import STOP_WORDS, is_cjk, words
 
 if TYPE_CHECKING:
     from .memory.recall import RecallHit
@@ -45,11 +47,17 @@ MAX_QUERY_WORDS: Final = 24
 MIN_QUERY_WORDS: Final = 2
 """A prompt with fewer content words recalls nothing: one word says too little."""
 MIN_HELD: Final = 2
-HELD_SHARE: Final = 0.4
-"""A hit clears the bar when it holds at least :data:`MIN_HELD` of the prompt's content
-words and at least this share of them."""
-HITS_PER_SEARCH: Final = 20
-PASSAGE_BYTES: Final = 400
+WEIGHT_SHARE: Final = 0.35
+"""A hit clears the bar when its passage holds at least :data:`MIN_HELD` of the prompt's
+content words carrying at least this share of their weight (:func:`weights`)."""
+ABSENT_WEIGHT: Final = 2
+"""A word no indexed entry holds weighs this many times its inverse document frequency: it
+names something memory never saw ("photosynthesis"), so the other words of such a prompt
+must carry more (measured on the dev probes and prompts, bench/prompt_context.py)."""
+HITS_PER_SEARCH: Final = 10
+PASSAGE_CHARS: Final = 400
+"""A passage: the best fragment of its entry, at most this long (recall's snippet)."""
+PASSAGE_BYTES: Final = 480
 MAX_TRANSCRIPT_BYTES: Final = 32 * 1024 * 1024
 STATE_FOLDER: Final = "prompt-context"
 MAX_GIVEN: Final = 1000
@@ -142,12 +150,14 @@ def _is_marker(view: EntryView) -> bool:
 
 
 def out_of_view(agent: str, session_id: str, project: str | None,
-                views: Sequence[EntryView]) -> InView:
+                views: Sequence[EntryView], prompt: str = "") -> InView:
     """What the model of the session whose active branch is ``views`` still sees.
 
     Before the latest compaction marker the host shows its summary instead of the entries,
     except what each host keeps: Pi from the compaction's ``firstKeptEntryId`` on, Codex the
-    user's own messages. A session never compacted is seen whole."""
+    user's own messages. A session never compacted is seen whole. The ``prompt`` itself,
+    when the host wrote it as the branch's last entry before running the hook, is not a
+    turn that answers it (an earlier turn asking the same is)."""
     markers = [at for at, view in enumerate(views) if _is_marker(view)]
     if not markers:
         seen = list(views)
@@ -161,12 +171,16 @@ def out_of_view(agent: str, session_id: str, project: str | None,
         hidden = [view for view in before if not (kept_users and view.role == "user")]
         seen = [view for view in before if kept_users and view.role == "user"]
         seen += [view for view in views[start:] if not _is_marker(view)]
+    users = [at for at, view in enumerate(seen) if view.role == "user"]
+    if users and prompt.strip() and seen[users[-1]].text.strip() == prompt.strip() and not any(
+            view.role == "assistant" for view in seen[users[-1] + 1:]):
+        del seen[users[-1]]  # the prompt, written before the hook ran: no turn answering it
     return InView(session_id, agent, project, frozenset(view.id for view in seen),
                   frozenset(view.id for view in hidden),
                   tuple(frozenset(words(view.text)) for view in seen if view.text))
 
 
-def read_in_view(path: str, session_id: str) -> InView:
+def read_in_view(path: str, session_id: str, prompt: str = "") -> InView:
     """:func:`out_of_view` of the transcript at ``path`` (its active branch); a
     :class:`~fabric_memory.errors.HandoffError` when it is not that session's."""
     from .sources import read_source
@@ -183,25 +197,40 @@ def read_in_view(path: str, session_id: str) -> InView:
         raise HandoffError(f"{path}: holds session {clipped(session.session_id)}, the hook "
                            f"names {clipped(session_id)}")
     view = out_of_view(session.agent, session.session_id, session.project,
-                       [entry.view for entry in session.active_branch()])
+                       [entry.view for entry in session.active_branch()], prompt)
     return replace(view, short=line_addresses(session.entries))
 
 
 # --- the relevance bar ------------------------------------------------------------------
 
 
-def needed(query: Sequence[str]) -> int:
-    """How many of the prompt's content words a hit must hold."""
-    return max(MIN_HELD, -(-len(query) * 4 // 10))  # ceil(HELD_SHARE * n)
+def weights(query: Sequence[str], index: str | None) -> dict[str, float]:
+    """Each content word's weight: its inverse document frequency in the memory index
+    (BM25's), so a word most entries hold ("write", "simple") says little and a rare one
+    ("DATABASE_URL", "haiku") much; a word no entry holds, :data:`ABSENT_WEIGHT` times
+    that. A CJK pair counts as its rarer character."""
+    from .memory.locations import index_root
+    from .memory.sharded import open_memory
+
+    terms = sorted({term for word in query for term in (word if is_cjk(word[0]) else [word])})
+    total, counts = open_memory(index_root(index)).frequencies(terms)
+    held = dict(zip(terms, counts, strict=True))
+    found = {word: min(held[t] for t in (word if is_cjk(word[0]) else [word])) for word in query}
+    return {word: math.log(1 + (total - n + 0.5) / (n + 0.5)) * (ABSENT_WEIGHT if n == 0 else 1)
+            for word, n in found.items()}
 
 
-def clears_bar(hit: RecallHit, query: Sequence[str], view: InView) -> bool:
-    """Whether ``hit`` earns its place: it holds enough of the prompt's words, and no turn
-    the model still sees holds every one of them that the hit's passage shows (the answer
-    is then in view: a kept turn that only shares the topic's words does not count)."""
-    if hit.get("wordsHeld", 0) < needed(query):
-        return False
+def clears_bar(hit: RecallHit, query: Mapping[str, float], view: InView) -> bool:
+    """Whether ``hit`` earns its place: its passage (the snippet the context shows) holds
+    at least :data:`MIN_HELD` of the prompt's content words carrying at least
+    :data:`WEIGHT_SHARE` of their weight (:func:`weights`), and no turn the model still
+    sees holds every one of them (the answer is then in view: a kept turn that only shares
+    the topic's words does not count)."""
     shown = set(query) & set(words(hit["snippet"]))
+    if len(shown) < MIN_HELD or hit.get("wordsHeld", 0) < MIN_HELD:
+        return False
+    if sum(query[word] for word in shown) < WEIGHT_SHARE * sum(query.values()):
+        return False
     return not any(shown <= kept for kept in view.kept_words)
 
 
@@ -242,22 +271,23 @@ def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
     from .memory.recall import recall
 
     text = " ".join(query)
+    weighed = weights(query, index)
     chosen: list[RecallHit] = []
     if view.hidden:
         try:
             own = recall(text, session=view.session_id, hot_sessions=0, limit=HITS_PER_SEARCH,
-                         index=index, sessions=sessions)["hits"]
+                         index=index, sessions=sessions, snippet_chars=PASSAGE_CHARS)["hits"]
         except QueryError:  # the index does not hold this session yet
             own = []
         chosen += [hit for hit in own if hit["entryId"] in view.hidden]
     if view.project:
         others = recall(text, project=view.project, hot_sessions=0, limit=HITS_PER_SEARCH,
-                        index=index, sessions=sessions)["hits"]
+                        index=index, sessions=sessions, snippet_chars=PASSAGE_CHARS)["hits"]
         chosen += [hit for hit in others if hit["sessionId"] != view.session_id]
     passages: dict[str, Passage] = {}
     texts: set[str] = set()
     for hit in chosen:
-        if clears_bar(hit, query, view):
+        if clears_bar(hit, weighed, view):
             passage = _passage(hit, view.short if hit["sessionId"] == view.session_id else {})
             if passage.key not in passages and passage.text not in texts:
                 passages[passage.key] = passage
@@ -354,7 +384,7 @@ def prompt_context(data: bytes, home: Path, *, index: str | None = None,
     if given.transcript_path is None:
         view = InView(given.session_id, "", given.cwd, frozenset(), frozenset(), ())
     else:
-        view = read_in_view(given.transcript_path, given.session_id)
+        view = read_in_view(given.transcript_path, given.session_id, given.prompt)
     if view.project is None and given.cwd:
         view = replace(view, project=given.cwd)
     state = Given(given.session_id, home)

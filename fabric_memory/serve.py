@@ -191,18 +191,21 @@ def answer(value: Mapping[str, Any], text: str) -> CallToolResult:
                           structured_content=dict(value))
 
 
-def json_schema(hint: Any, names: Mapping[str, Any]) -> dict[str, Any]:
+def json_schema(hint: Any, names: Mapping[str, Any], *, in_list: bool = False) -> dict[str, Any]:
     """The JSON Schema of a type of the answers' TypedDicts (``names`` resolves the names
     their annotations use): objects list their keys, those without ``NotRequired`` (in a
     total TypedDict) required; other keys are allowed, so a field added later breaks no
-    client."""
+    client. An object that is an item of a list (a hit, an entry, a session) lists its keys
+    by name only: the client checks every answer against the schema, one typed value of
+    each item at a time, and a page of ten hits took it milliseconds (docs/mcp.md)."""
     origin, args = get_origin(hint), get_args(hint)
     if is_typeddict(hint):
         hints = {key: _evaluated(value, names) for key, value in hint.__annotations__.items()}
         required = [key for key, value in hints.items()
                     if hint.__total__ and get_origin(value) is not NotRequired]
         return {"type": "object",
-                "properties": {key: json_schema(value, names) for key, value in hints.items()},
+                "properties": {key: True if in_list else json_schema(value, names)
+                               for key, value in hints.items()},
                 "required": required}
     if origin is NotRequired:
         return json_schema(args[0], names)
@@ -211,7 +214,7 @@ def json_schema(hint: Any, names: Mapping[str, Any]) -> dict[str, Any]:
     if origin in (UnionType, Union):
         return {"anyOf": [json_schema(arg, names) for arg in args]}
     if origin is list:
-        return {"type": "array", "items": json_schema(args[0], names)}
+        return {"type": "array", "items": json_schema(args[0], names, in_list=True)}
     if origin is dict:
         return {"type": "object", "additionalProperties": json_schema(args[1], names)}
     return {"type": JSON_TYPES[hint]}

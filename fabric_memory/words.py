@@ -138,13 +138,31 @@ def words(text: str) -> list[str]:
     return list(_words(text))
 
 
+def positioned(text: str) -> list[tuple[int, str]]:
+    """:func:`words`, each with its position as the index counts them: one per word and
+    one per CJK character (a pair stands at its first), a word left out for its length
+    still taking its place."""
+    text = searchable(text)
+    if text.isascii():
+        return [(at, word) for at, word in enumerate(_ASCII_WORD.findall(text.lower()))
+                if len(word) <= MAX_WORD_BYTES]
+    return list(_positioned(text))
+
+
 def _words(text: str) -> Iterator[str]:
+    return (word for _, word in _positioned(text))
+
+
+def _positioned(text: str) -> Iterator[tuple[int, str]]:
+    at = 0
     for match in _WORD.finditer(text):
         run = match.group()
         if _CJK.match(run):
-            yield from cjk_pairs(run)
+            yield from ((at + offset, pair) for offset, pair in enumerate(cjk_pairs(run)))
+            at += len(run)
             continue
+        at += 1
         if len(run) > MAX_WORD_BYTES // 4 and len(run.encode()) > MAX_WORD_BYTES:
             continue  # measured before lowercasing, as the index does
         # Tantivy lowercases one character at a time: a final Σ is σ there, not ς.
-        yield (run.replace("Σ", "σ") if "Σ" in run else run).lower()
+        yield at - 1, (run.replace("Σ", "σ") if "Σ" in run else run).lower()

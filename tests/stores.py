@@ -14,11 +14,13 @@ import orjson
 AGENT_FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 
 
-def cursor_store(path: Path, chat: dict[str, Any] | None = None) -> Path:
+def cursor_store(path: Path, chat: dict[str, Any] | None = None, *,
+                 stored_backwards: bool = False) -> Path:
     """A Cursor agent ``store.db`` at ``path`` holding the chat (default: the fixture's
     ``chat.json``) as cursor-agent stores one: each message a JSON blob addressed by its
     SHA-256, a protobuf root listing them (field 1) and the workspace (field 9), and the
-    metadata hex-encoded in ``meta``."""
+    metadata hex-encoded in ``meta`` (``stored_backwards``: the blobs stored last message
+    first, so only the root says their order)."""
     chat = chat or orjson.loads((AGENT_FIXTURES / "cursor" / "chat.json").read_bytes())
 
     def field(number: int, payload: bytes) -> bytes:
@@ -30,11 +32,11 @@ def cursor_store(path: Path, chat: dict[str, Any] | None = None) -> Path:
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("CREATE TABLE blobs (id TEXT PRIMARY KEY, data BLOB)")
         db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-        ids = []
-        for message in chat["messages"]:
-            data = orjson.dumps(message)
-            ids.append(hashlib.sha256(data).hexdigest())
-            db.execute("INSERT INTO blobs (id, data) VALUES (?, ?)", (ids[-1], data))
+        blobs = [orjson.dumps(message) for message in chat["messages"]]
+        ids = [hashlib.sha256(data).hexdigest() for data in blobs]
+        stored = list(zip(ids, blobs, strict=True))
+        db.executemany("INSERT INTO blobs (id, data) VALUES (?, ?)",
+                       stored[::-1] if stored_backwards else stored)
         root = b"".join(field(1, bytes.fromhex(i)) for i in ids) + field(
             9, chat["workspace"].encode())
         root_id = hashlib.sha256(root).hexdigest()

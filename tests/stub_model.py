@@ -1,5 +1,6 @@
 """A stand-in for the model API on 127.0.0.1, for driving the real Claude Code, Codex and
-Gemini CLI: Anthropic's ``POST /v1/messages``, OpenAI's ``POST /v1/responses`` and Gemini's
+Gemini CLI: Anthropic's ``POST /v1/messages``, OpenAI's ``POST /v1/responses`` and
+``POST /v1/chat/completions`` (Qwen Code's), and Gemini's
 ``POST …/models/M:streamGenerateContent`` (and ``:generateContent``), streamed as
 server-sent events as the real services stream them. It makes each tool call of ``steps``
 once, in order, then answers in text (also where a ``None`` step ends a turn; a request
@@ -107,6 +108,22 @@ class StubModel:
             "name": step.claude_tool, "args": step.claude_input}}]}
 
 
+    # --- OpenAI Chat Completions ------------------------------------------------------
+
+    def chat_reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An assistant message: a ``tool_calls`` entry of the next step (``claude_tool``
+        names the function as the host declared it), else text."""
+        if not body.get("tools"):
+            return {"role": "assistant", "content": "ok"}
+        made = self.next_step()
+        if made is None:
+            return {"role": "assistant", "content": DONE}
+        number, step = made
+        return {"role": "assistant", "content": None, "tool_calls": [{
+            "index": 0, "id": f"call_{number + 1:04d}", "type": "function",
+            "function": {"name": step.claude_tool, "arguments": json.dumps(step.claude_input)}}]}
+
+
 def _asks_for_summary(text: str) -> bool:
     """The host's own compaction request: Claude Code's ("Do NOT call any tools", an
     <analysis> and a <summary> block) or Codex's ("CONTEXT CHECKPOINT COMPACTION")."""
@@ -185,6 +202,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path.endswith(":streamGenerateContent") or path.endswith(":generateContent"):
             stub.record("gemini", body)
             self._gemini(stub.gemini_reply(body), path.endswith(":streamGenerateContent"))
+        elif path.endswith("/chat/completions"):
+            stub.record("chat", body)
+            self._chat(stub.chat_reply(body), bool(body.get("stream")), number)
         elif path.endswith(":countTokens"):
             self._send(200, b'{"totalTokens": 100}', "application/json")
         elif path.endswith("/count_tokens"):
@@ -236,6 +256,23 @@ class _Handler(BaseHTTPRequestHandler):
             _sse("message_stop", {"type": "message_stop"}),
         ])
         self._send(200, events, "text/event-stream")
+
+    def _chat(self, said: dict[str, Any], stream: bool, number: int) -> None:
+        finish = "tool_calls" if said.get("tool_calls") else "stop"
+        usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        base = {"id": f"chatcmpl-{number:04d}", "created": 1767348000, "model": "stub"}
+        if not stream:
+            answer = {**base, "object": "chat.completion", "usage": usage,
+                      "choices": [{"index": 0, "message": said, "finish_reason": finish}]}
+            self._send(200, json.dumps(answer).encode(), "application/json")
+            return
+        chunks = [{**base, "object": "chat.completion.chunk",
+                   "choices": [{"index": 0, "delta": said, "finish_reason": None}]},
+                  {**base, "object": "chat.completion.chunk",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                   "usage": usage}]
+        data = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks)
+        self._send(200, data + b"data: [DONE]\n\n", "text/event-stream")
 
     def _gemini(self, content: dict[str, Any], stream: bool) -> None:
         answer = {"candidates": [{"content": content, "finishReason": "STOP", "index": 0}],

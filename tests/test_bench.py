@@ -44,6 +44,7 @@ EXPECTED = (
     "handoff",
     "packet.inproc",
     "packet.process",
+    *(f"prompt.{how}.{size}" for size in ("1040", "large") for how in ("inproc", "process")),
     "reindex.rss",
     "certify",
     "mcp.recall",

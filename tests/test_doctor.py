@@ -18,9 +18,13 @@ from typing import Any
 import orjson
 import pytest
 
-from fabric_memory.cli import main
+from fabric_memory.cli import build_parser, main
+from fabric_memory.install.checks import host_checks
 from fabric_memory.install.claude import claude_files, install_claude
 from fabric_memory.install.codex import install_codex
+from fabric_memory.install.goose import install_goose
+from fabric_memory.install.mcp_json import HOSTS as JSON_HOSTS
+from fabric_memory.install.mcp_json import install_json_host
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.pi.install import install as install_pi
 
@@ -35,6 +39,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Claude Code, Codex and Pi installed with a copy of the program in ``tmp/bin``, and
     an index of one session."""
     home = fake_home(tmp_path, monkeypatch)
+    for variable in ("GEMINI_CLI_HOME", "GOOSE_PATH_ROOT", "APPDATA"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     sessions = tmp_path / "sessions"
     session = SessionBuilder(sessions / "--repo--" / "one.jsonl")
     session.user("a note")
@@ -47,6 +54,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     install_claude(program=copy)
     install_codex(program=copy)
     install_pi()
+    for name in JSON_HOSTS:  # Copilot CLI, Cursor, and each mcpServers host added since
+        install_json_host(name, program=copy)
+    install_goose(program=copy)
     reindex(workers=1)
     return tmp_path
 
@@ -75,9 +85,18 @@ def test_a_healthy_install_says_so(home: Path, capsys: pytest.CaptureFixture[str
     assert {("claude", "MCP server fabric-memory"), ("claude", "SessionStart(compact) hook"),
             ("codex", "MCP server fabric-memory"),
             ("codex", "SessionStart(compact) hook trust"), ("pi", "extension"),
-            ("index", "schema"), ("index", "verify")} <= oks
+            ("index", "schema"), ("index", "verify"),
+            *((name, "MCP server fabric-memory") for name in [*JSON_HOSTS, "goose"])} <= oks
     assert main(["doctor"]) == 0
     assert "healthy: nothing is broken" in capsys.readouterr().out
+
+
+def test_every_host_install_knows_has_a_row() -> None:
+    """Each host ``install`` takes (the installers' list, as the CLI has it) is checked."""
+    parser = build_parser("install")
+    install = parser._subparsers._group_actions[0].choices["install"]  # type: ignore[union-attr]
+    hosts = install._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {row.name for row in host_checks()} == set(hosts)
 
 
 def _move_program(base: Path) -> None:

@@ -161,7 +161,7 @@ def test_claude_code_sends_our_packet_after_each_compaction(
              "--allowedTools", "Write,Bash", "--model", "claude-sonnet-4-5"], work, env))
         session_id = first["session_id"]
         assert not claude_context(stub.bodies("messages")[0])
-        for prompt in ("which exit code did the notes check give?", "what is left to do?"):
+        for prompt in ("what did the cat check exit with?", "what is left to do?"):
             run_host([claude, "-p", "--resume", session_id, "/compact"], work, env)
             reindex(env)
             before = len(stub.bodies("messages"))
@@ -247,7 +247,7 @@ def test_codex_sends_our_packet_after_its_compaction(
         bodies = stub.bodies("responses")
         reindex(env)
         contexts = []
-        for prompt in ("which exit code did the notes check give?", "thanks, that is all"):
+        for prompt in ("what did the cat check exit with?", "thanks, that is all"):
             before = len(stub.bodies("responses"))
             run_host([*codex, "resume", "--last", prompt], work, env)
             contexts.append([_text(item.get("content"))
@@ -416,6 +416,8 @@ def test_copilot_lists_our_server_calls_recall_and_its_session_is_remembered(
     steps = [Step("fabric-memory-recall", {"query": "zephyrine", "agent": "copilot"}, ""),
              Step("bash", {"command": "ls /no-such-dir-for-copilot", "description": "list"},
                   "")]
+    state = home / ".copilot" / "session-state"
+    earlier = set(state.glob("*/events.jsonl"))
     with serving(StubModel(steps)) as stub:
         env.update(COPILOT_PROVIDER_BASE_URL=stub.url, COPILOT_PROVIDER_TYPE="anthropic",
                    COPILOT_MODEL="claude-sonnet-4.5", COPILOT_PROVIDER_API_KEY="sk-stub")
@@ -426,7 +428,7 @@ def test_copilot_lists_our_server_calls_recall_and_its_session_is_remembered(
                    if isinstance(block, dict) and block.get("type") == "tool_result"]
     recalled = str(results[0]["content"])
     assert "8c1d2e3f-0a1b-4c2d-8e3f-4a5b6c7d8e" in recalled and "zephyrine" in recalled
-    written = next((home / ".copilot" / "session-state").glob("*/events.jsonl"))
+    (written,) = set(state.glob("*/events.jsonl")) - earlier  # the session this run wrote
     session = read_source(written)
     assert session.agent == "copilot" and session.project == str(work)
     calls = [call.name for entry in session.entries for call in entry.view.tool_calls]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -556,3 +557,80 @@ def test_copilot_follows_copilot_home_through_a_symlink(
     real.write_text('{\n  // a comment\n}\n')
     status, _, err = run_cli(capsys, "install", "copilot")
     assert status == 2 and f"{link}:2: not valid JSON" in err
+
+
+GOOSE_CONFIG = """# Goose's config (comments are the user's own)
+GOOSE_PROVIDER: anthropic
+GOOSE_MODEL: claude-sonnet-4-5
+extensions:
+  developer:
+    bundled: true
+    display_name: Developer
+    enabled: true
+    name: developer
+    timeout: 300
+    type: builtin
+  github:
+    args:
+    - -y
+    - '@modelcontextprotocol/server-github'
+    cmd: npx
+    enabled: false  # switched off for now
+    envs: {}
+    name: github
+    timeout: 300
+    type: stdio
+"""
+"""A config.yaml in the layout Goose writes (serde_yaml: sequences not indented), with a
+comment and a disabled extension of the user's."""
+
+
+def test_goose_gets_an_extension_and_uninstall_gives_the_config_back(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """install goose adds our stdio extension beside the user's (comments, keys and layout
+    kept), a second install writes nothing, --uninstall gives the file back byte for byte;
+    a config it created is deleted again; a file that is not YAML is refused with its line."""
+    from ruamel.yaml import YAML
+
+    from fabric_memory.install.goose import install_goose
+
+    path = home / ".config" / "goose" / "config.yaml"
+    assert actions(install_goose(program=PROGRAM)) == ["added"]
+    assert YAML().load(path.read_text())["extensions"]["fabric-memory"]["cmd"] == str(PROGRAM)
+    assert actions(install_goose(program=PROGRAM, uninstall=True)) == ["removed"]
+    assert not path.exists()
+    path.write_text(GOOSE_CONFIG)
+    assert actions(install_goose(program=PROGRAM)) == ["added"]
+    written = path.read_text()
+    assert written.startswith(GOOSE_CONFIG.rstrip("\n")) and "# switched off for now" in written
+    ours = YAML().load(written)["extensions"]["fabric-memory"]
+    assert (ours["type"], ours["cmd"], list(ours["args"]), ours["enabled"]) == (
+        "stdio", str(PROGRAM), ["serve"], True)
+    assert actions(install_goose(program=PROGRAM)) == ["unchanged"]
+    assert path.read_text() == written
+    assert actions(install_goose(program=PROGRAM, uninstall=True)) == ["removed"]
+    assert path.read_text() == GOOSE_CONFIG
+    path.write_text("extensions:\n  a: [1,\n")
+    status, _, err = run_cli(capsys, "install", "goose")
+    assert status == 2 and f"{path}:3: not valid YAML" in err
+
+
+@pytest.mark.parametrize("uninstall", [False, True], ids=["install", "uninstall"])
+def test_a_gemini_settings_file_with_comments_is_left_with_the_hosts_own_command(
+    home: Path, uninstall: bool
+) -> None:
+    """Gemini CLI accepts comments in its settings.json; install leaves such a file
+    byte-identical and names Gemini CLI's own command that registers (removes) the server."""
+    from fabric_memory.install.mcp_json import install_json_host
+
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    text = '{\n  // the theme I like\n  "theme": "GitHub", "url": "http://a//b"\n}\n'
+    path.write_text(text)
+    with pytest.raises(UsageError) as caught:
+        install_json_host("gemini", program=PROGRAM, uninstall=uninstall)
+    own = ("gemini mcp remove --scope user fabric-memory" if uninstall
+           else f"gemini mcp add --scope user fabric-memory {shlex.quote(str(PROGRAM))} serve")
+    assert f"{path}: holds comments" in caught.value.message and f"`{own}`" in caught.value.message
+    assert path.read_text() == text

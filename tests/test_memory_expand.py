@@ -24,6 +24,7 @@ from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.memory.render import render_expand
 from fabric_memory.session import iter_session_files, read_line, read_session
+from fabric_memory.sources import read_source
 from fabric_memory.trace import read_fabric_result
 
 from .conftest import FIXTURES
@@ -580,3 +581,21 @@ def test_line_addresses_and_snapping_through_mcp_and_pi(
     assert f"note: --range last L{gap} names no entry" in pi["text"]
     line = call_tool("memory_expand", {"session": session, "addresses": [f"L{at[uuids[2]]}"]})
     assert [entry["address"] for entry in line["details"]["entries"]] == [uuids[2]]
+
+
+def test_no_line_address_for_an_agent_whose_lines_move(tmp_path: Path) -> None:
+    """Gemini CLI's JSON Lines record a message again further on (its lines are no stable
+    address): `L<line>` names nothing there, and a range of line addresses does not snap."""
+    source = FIXTURES / "agents" / "gemini" / "authored" / "session-2026-03-03T10-00-0b9e8d7c.jsonl"
+    folder = tmp_path / "gemini" / "tmp" / "4c1b7e0d" / "chats"
+    folder.mkdir(parents=True)
+    copy = folder / source.name
+    shutil.copy(source, copy)
+    session = read_source(copy)
+    assert session.agent == "gemini"
+    common = {"index": tmp_path / "index", "sessions": tmp_path / "gemini"}
+    reindex(**common, workers=1)
+    with pytest.raises(ExpandError, match='no address "L2"'):
+        expand(session.session_id, addresses=["L2"], **common)
+    with pytest.raises(ExpandError, match='no address "L2"'):
+        expand(session.session_id, range="L2:L3", **common)

@@ -147,6 +147,21 @@ def test_a_forgotten_session_copied_elsewhere_stays_forgotten(
     assert found(capsys, where, RARE) == 0 and found(capsys, where, LATER) == 0
 
 
+def test_a_session_not_indexed_yet_can_be_forgotten(
+        places: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """A session written after the last reindex is forgotten by its path (through a
+    symlinked folder too): the next reindex never takes it in."""
+    fresh = session_in(places["sessions"] / "--new--" / "fresh.jsonl", "/work/new",
+                       f"the {RARE} draft")
+    link = places["sessions"].parent / "link"
+    link.symlink_to(fresh.path.parent)
+    status, done = cli(capsys, "forget", str(link / "fresh.jsonl"), *places["where"])
+    assert status == 0 and [s["path"] for s in done["sessions"]] == [str(fresh.path)]
+    report = cli(capsys, "reindex", *places["where"])[1]
+    assert str(fresh.path) in {item["path"] for item in report["excluded"]}
+    assert found(capsys, places["where"], "draft") == 0
+
+
 def test_forget_by_project_and_by_agent_and_time(
         places: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     """--project takes the sessions that worked in a folder; --agent with --until those of
@@ -367,3 +382,23 @@ def test_a_private_span_is_never_recallable_nor_shown(
         assert status == 0 and PRIVATE not in shown and "[REDACTED:private]" in shown
     assert main(["compact", str(builder.path)]) in (0, 1)
     assert PRIVATE not in capsys.readouterr().out
+
+
+def test_a_private_span_stays_out_of_the_handoff_packet(tmp_path: Path) -> None:
+    """Claude Code's packet after its compaction quotes the user's words, masked."""
+    from fabric_memory.handoff import run_handoff
+
+    from .transcripts import ClaudeTranscript
+
+    t = ClaudeTranscript()
+    t.user("Fix the cent rounding.")
+    t.compact("The session is being continued.")
+    t.user(f"Now ship it; <private>the vault pin is {PRIVATE}</private>, and commit.")
+    t.tool("Bash", {"command": "git commit -am 'Ship'"}, "[main 7c1d2e3] Ship")
+    path = t.write(tmp_path / f"{t.session_id}.jsonl")
+    event = orjson.dumps({"session_id": t.session_id, "transcript_path": str(path),
+                          "cwd": "/work/p", "hook_event_name": "SessionStart",
+                          "source": "compact"})
+    output = run_handoff(event, log=tmp_path / "handoff.log").output
+    assert output is not None and "Now ship it" in output
+    assert PRIVATE not in output and "[REDACTED:private]" in output

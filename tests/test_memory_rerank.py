@@ -179,3 +179,30 @@ def test_only_outputs_of_one_tool_in_one_session_fold() -> None:
                        "bash")]
     assert fold([*apart, *alike]) == [(5, [6, 7]), (0, []), (1, []), (2, []), (3, []),
                                       (4, [])]
+
+
+@pytest.mark.parametrize("gap", [0, 1, 2, 3])
+def test_a_pair_stands_together_where_the_index_phrase_finds_it(gap: int) -> None:
+    """The head finds a pair of the question's words in a passage exactly where Tantivy's
+    sloppy phrase with the same slop does (in order, swapped, words between)."""
+    import tantivy
+
+    from fabric_memory.memory.rerank import Pair, weigh
+
+    texts = ["harbor kestrel", "kestrel harbor", "harbor x kestrel", "kestrel x harbor",
+             "harbor x y kestrel", "harbor x y z kestrel", "harbor harbor", "kestrel"]
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("text", stored=True)
+    schema = builder.build()
+    index = tantivy.Index(schema)
+    writer = index.writer(15_000_000, 1)
+    for text in texts:
+        writer.add_document(tantivy.Document(text=text))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    searcher = index.searcher()
+    phrase = tantivy.Query.phrase_query(schema, "text", ["harbor", "kestrel"], slop=gap)
+    found = {searcher.doc(address)["text"][0] for _, address in searcher.search(phrase, 10).hits}
+    pair = [Pair("harbor", "kestrel", gap, 1.0)]
+    assert {text for text in texts if weigh(text, frozenset(), pair)[1]} == found

@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
 import fabric_memory
 from fabric_memory import compaction, errors
 from fabric_memory.errors import ExpandError, FabricMemoryError, clipped
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_every_public_name_resolves_from_its_home() -> None:
@@ -66,6 +69,21 @@ def test_the_hook_loads_only_what_it_runs() -> None:
                 "fabric_memory.compaction.files", "fabric_memory.memory", "argparse")
     assert [m for m in modules if m.startswith(unneeded)] == []
     assert compiled == 0
+
+
+def test_reading_a_claude_code_file_loads_only_the_readers_tried() -> None:
+    """The prompt hook starts a process per prompt: reading its Claude Code transcript loads
+    the readers tried before Claude Code's (Qwen's and the tables it borrows) and Claude
+    Code's, never the other agents' (Aider's, the database readers, …)."""
+    code = ("import sys, fabric_memory.prompt_context, fabric_memory.memory.recall; "
+            "from fabric_memory.sources import read_source; "
+            f"read_source({str(FIXTURES / 'handoff' / 'entire-two-compactions.jsonl')!r}); "
+            "print(sorted(m for m in sys.modules if m.startswith('fabric_memory.sources.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    loaded = {name.rpartition(".")[2] for name in eval(out)}
+    assert {"qwen", "claude_code"} <= loaded
+    assert loaded <= {"reader", "registry", "tools", "qwen", "gemini", "pi", "claude_code"}
 
 
 @pytest.mark.parametrize(

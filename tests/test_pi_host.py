@@ -256,6 +256,31 @@ def test_compact_is_fabric_memorys_and_the_session_goes_on(
     wait_until(lambda: indexed(place, state["sessionFile"]), "the reindex after compaction")
 
 
+def test_a_question_after_a_compaction_goes_with_memory(
+    host: PiHost, place: dict[str, Path]
+) -> None:
+    """After a compaction, a question about what it dropped reaches the model with the
+    prompt's context (a hidden custom message naming the dropped turn); "thanks, continue"
+    adds none."""
+    with start(host, place) as pi:
+        pi.prompt(f"The deploy codeword is {CODEWORD}")
+        converse(pi, 4)
+        state = pi.call({"type": "get_state"})["data"]
+        assert pi.call({"type": "compact"})["success"]
+        wait_until(lambda: indexed(place, state["sessionFile"]), "the reindex after compaction")
+        assert text_of(pi.prompt("thanks, continue")) == "echo: thanks, continue"
+        assert text_of(pi.prompt("what was the deploy codeword?")).startswith("echo: ")
+        context = text_of(pi.prompt("CONTEXT"))
+    # (the scripted model echoes the last user-role message: here, our context)
+    assert context.count("user: # fabric-memory: earlier context for this prompt") == 1, context
+    assert context.index("user: what was the deploy codeword?") < context.index(
+        "user: # fabric-memory: earlier context")
+    given = [line for line in session_lines(Path(state["sessionFile"]))
+             if line.get("customType") == "fabric-memory-context"]
+    assert len(given) == 1 and given[0]["display"] is False
+    assert f"The deploy codeword is {CODEWORD}" in given[0]["content"]
+
+
 @pytest.mark.parametrize("failure", ["missing program", "hook past its time limit"])
 def test_compact_falls_back_to_pis_own_when_the_hook_cannot_answer(
     host: PiHost, place: dict[str, Path], tmp_path: Path, failure: str

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from bench.prompt_context import IDLE, UNRELATED, Memory, find_cut
 from fabric_memory.errors import HandoffError
 from fabric_memory.handoff import run_handoff
 from fabric_memory.memory.reindex import reindex
@@ -88,8 +89,7 @@ def test_a_question_about_the_compacted_part_gets_its_passage_once(
     t, marks = _claude()
     path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
     _index(memory)
-    data = _event(t.session_id, path, "What DATABASE_URL connection string did the ledger "
-                                      "database use locally?")
+    data = _event(t.session_id, path, "What DATABASE_URL did the ledger database use?")
     context = _context(memory, data)
     assert context is not None and FACT in context
     assert f"[{_line(marks['fact'])}]" in context and "before its compaction" in context
@@ -97,6 +97,25 @@ def test_a_question_about_the_compacted_part_gets_its_passage_once(
     assert f"[{_line(marks['kept'])}]" not in context
     assert len(context.encode()) <= MAX_CONTEXT_BYTES
     assert _context(memory, data) is None
+
+
+def test_the_prompt_written_before_the_hook_does_not_answer_itself(
+        memory: dict[str, Path]) -> None:
+    """A host that writes the prompt to the transcript before running the hook: that last
+    line is not a kept turn showing the answer; the same question asked earlier and
+    answered is."""
+    t, _ = _claude()
+    question = "What DATABASE_URL did the ledger database use?"
+    t.user(question)
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    context = _context(memory, _event(t.session_id, path, question))
+    assert context is not None and FACT in context
+    t.assistant(f"It used {FACT}.")
+    t.user(question)
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    again = {**memory, "home": memory["home"] / "again"}  # (nothing given there yet)
+    assert _context(again, _event(t.session_id, path, question)) is None
 
 
 @pytest.mark.parametrize("prompt", [
@@ -114,6 +133,8 @@ def test_an_idle_prompt_gets_nothing(memory: dict[str, Path], prompt: str) -> No
 
 @pytest.mark.parametrize("prompt", [
     "How should Kubernetes autoscale the database pods?",  # never touched (but "database")
+    # two words the session holds, the rest (what the question is about) never seen:
+    "Tune the ledger database for Kubernetes horizontal pod autoscalers",
     "Where is the invoice export to CSV written?",  # the kept turns show it
 ])
 def test_nothing_when_the_sessions_never_touched_it_or_the_kept_turns_show_it(
@@ -131,8 +152,8 @@ def test_a_session_never_compacted_adds_nothing_of_its_own(memory: dict[str, Pat
     t, _ = _claude(compacted=False)
     path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
     _index(memory)
-    assert _context(memory, _event(t.session_id, path, "What DATABASE_URL connection "
-                                                       "string did the ledger use?")) is None
+    assert _context(memory, _event(t.session_id, path, "What DATABASE_URL did the ledger "
+                                                       "database use?")) is None
 
 
 def test_the_projects_other_sessions_come_after_this_ones(memory: dict[str, Path]) -> None:
@@ -167,10 +188,10 @@ def test_codex_keeps_the_users_messages_so_they_are_not_injected(
     r.user("Now write the export.")
     path = r.write(memory["sessions"] / f"rollout-2026-07-01T10-00-00-{r.session_id}.jsonl")
     _index(memory)
-    assert _context(memory, _event(r.session_id, path, "which staging cluster name did "
-                                                       "I say to remember?")) is None
-    context = _context(memory, _event(r.session_id, path, "What DATABASE_URL connection "
-                                                          "string does the ledger use?"))
+    assert _context(memory, _event(r.session_id, path, "Which staging cluster should I "
+                                                       "remember?")) is None
+    context = _context(memory, _event(r.session_id, path, "What DATABASE_URL does the "
+                                                          "ledger use?"))
     assert context is not None and FACT in context and f"[L{output}]" in context
 
 
@@ -184,8 +205,8 @@ def test_the_context_stays_within_its_bound(memory: dict[str, Path]) -> None:
     t.user("Let us look at something else.")
     path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
     _index(memory)
-    context = _context(memory, _event(t.session_id, path, "why did the ledger shard deploy "
-                                                          "fail with quota exceeded?"))
+    context = _context(memory, _event(t.session_id, path, "which region had the ledger shard "
+                                                          "deploy quota exceeded?"))
     assert context is not None and len(context.encode()) <= MAX_CONTEXT_BYTES
     assert context.count("\n- [") >= 3 and context.endswith("\n")
 
@@ -228,8 +249,8 @@ def test_the_hook_answers_while_the_index_writer_is_held(memory: dict[str, Path]
     assert locks
     with locks[0].open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        context = _context(memory, _event(t.session_id, path, "What DATABASE_URL connection "
-                                                              "string did the ledger use?"))
+        context = _context(memory, _event(t.session_id, path, "What was the ledger "
+                                                              "DATABASE_URL?"))
     assert context is not None and FACT in context
 
 
@@ -248,5 +269,19 @@ def test_the_command_prints_the_hosts_shape(memory: dict[str, Path]) -> None:
                               env=env, check=True, timeout=30).stdout.decode()
 
     assert run("thanks, continue") == ""
-    value = orjson.loads(run("What DATABASE_URL connection string did the ledger use?"))
+    value = orjson.loads(run("What was the ledger DATABASE_URL?"))
     assert FACT in value["hookSpecificOutput"]["additionalContext"]
+
+
+def test_nothing_to_recall_injects_nothing_at_a_real_compaction(tmp_path: Path) -> None:
+    """At a real Pi compaction (fixtures/pi-mono-real/compact.jsonl), indexed beside the
+    other real sessions of its project, 30 prompts with nothing to recall — greetings and
+    "continue", questions no session touched, the kept turns' own questions — get
+    nothing (bench/prompt_context.py measures the same at every dev cut)."""
+    cut = find_cut("compact.jsonl", "L574")
+    assert cut is not None and len(cut.kept_prompts) == 2
+    memory = Memory.at(cut, tmp_path)
+    prompts = [*IDLE, *UNRELATED, *cut.kept_prompts]
+    assert len(prompts) >= 30
+    assert {prompt: memory.context(prompt) for prompt in prompts} == dict.fromkeys(prompts)
+    assert memory.context("Which branch holds the AgentSession refactor plan?") is not None

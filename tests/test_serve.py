@@ -31,7 +31,7 @@ from mcp.types import CallToolResult
 
 from fabric_memory.cli import main
 from fabric_memory.memory.expand import ExpandRequest
-from fabric_memory.memory.recall import RecallRequest
+from fabric_memory.memory.recall import RecallHit, RecallRequest
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.memory.render import render_expand, render_recall, render_sessions
 
@@ -166,6 +166,8 @@ def test_tools_and_their_parameters(places: dict[str, Path]) -> None:
             assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         hit = tools["recall"].output_schema["properties"]["hits"]["items"]  # type: ignore[index]
         assert {"sessionId", "address", "follow", "snippet"} <= set(hit["required"])
+        # A hit lists every key it may have, by name only (a cheap check for the client).
+        assert hit["properties"] == dict.fromkeys(RecallHit.__annotations__, True)
         assert "kinds" in schemas["expand"]["properties"]
 
     run(body, places)

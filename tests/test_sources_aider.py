@@ -105,3 +105,19 @@ def test_a_project_folder_named_is_indexed_recalled_and_expanded_exactly(
     found = session.by_id[hit["address"]]
     assert entry["text"] == data[found.offset:found.offset + found.length].decode()
     assert "ValidatorGovernanceSchema" in entry["text"]
+
+
+def test_lines_inside_a_replys_fence_are_the_replys(tmp_path: Path) -> None:
+    """A reply's fenced block keeps its lines the reply's, even one that starts like a
+    quoted report or an input (Markdown quotes, headings in a SEARCH/REPLACE edit)."""
+    history = tmp_path / ".aider.chat.history.md"
+    history.write_text(
+        "\n# aider chat started at 2025-08-05 09:00:00\n\n#### add a changelog note  \n\n"
+        "CHANGES.md\n```markdown\n<<<<<<< SEARCH\n=======\n#### 1.2.0\n> Fixed the gravel-7 "
+        "crash\n>>>>>>> REPLACE\n```\n\n> Applied edit to CHANGES.md  \n")
+    session = read_source(history)
+    assert [(e.id, e.view.role) for e in session.entries] == [
+        ("L2", None), ("L4", "user"), ("L6", "assistant"), ("L15", "assistant"),
+        ("L15.1", "toolResult")]
+    reply = session.by_id["L6"].raw["message"]["content"][0]["text"]
+    assert "#### 1.2.0\n> Fixed the gravel-7 crash" in reply

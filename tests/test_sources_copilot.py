@@ -145,3 +145,5 @@ def test_found_in_its_home_recalled_and_expanded_exactly(
     assert {h["agent"] for h in recall("footnote", agent="kimi")["hits"]} == set()
     shells = recall(tool="bash", agent="copilot", limit=50)["hits"]
     assert shells and all(h["tool"] == "bash" for h in shells)
+    failed = {h["address"] for h in shells if h.get("isError")}
+    assert failed == {ID.format(20), "e10"}  # the failing pytest and make runs

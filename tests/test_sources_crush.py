@@ -52,9 +52,10 @@ def test_messages_are_entries_chained_within_their_crush_session(tmp_path: Path)
     session = read_source(path)
     assert (session.agent, session.project) == ("crush", str(tmp_path / "kestrel-dash"))
     roots = [e for e in session.entries if e.parent_id is None]
-    assert [e.raw["ids"][:2] for e in roots] == [
-        [SESSION, "Fix sparkline import"],
-        ["7b1e4f2a-6c3d-4e5f-9a8b-0c1d2e3f4a5b", "Find sparkline imports"]]
+    assert [e.raw["ids"][:2] for e in roots] == [  # the session updated last comes last
+        ["7b1e4f2a-6c3d-4e5f-9a8b-0c1d2e3f4a5b", "Find sparkline imports"],
+        [SESSION, "Fix sparkline import"]]
+    assert session.active_branch()[-1].id == COMPRESSED["id"]
     built = session.by_id["3c9a1e70-0b1d-4c2e-8f3a-5d6e7f809106.1"].raw["message"]
     assert (built["toolName"], built["isError"], built["exitCode"]) == ("bash", True, 2)
     last = session.by_id[COMPRESSED["id"]]

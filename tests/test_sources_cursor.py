@@ -43,6 +43,14 @@ def test_messages_are_entries_addressed_by_their_blob(tmp_path: Path) -> None:
     assert session.by_id[ids[2]].source == orjson.dumps(CHAT["messages"][2])
 
 
+def test_the_root_says_the_order_whatever_order_the_blobs_were_stored_in(
+        tmp_path: Path) -> None:
+    """Blobs stored last message first are read in the root's order."""
+    backwards = read_source(cursor_store(tmp_path / "b" / "store.db", stored_backwards=True))
+    assert [e.id for e in backwards.entries] == [
+        e.id for e in read_source(cursor_store(tmp_path / "f" / "store.db")).entries]
+
+
 def test_without_its_root_the_messages_keep_their_stored_order(tmp_path: Path) -> None:
     """A store whose root blob is missing is read in the order its blobs were stored."""
     chat = {**CHAT, "meta": {**CHAT["meta"]}}

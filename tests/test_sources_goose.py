@@ -163,3 +163,20 @@ def test_found_in_its_home_recalled_and_expanded_to_the_row(
     assert entry["text"] == line_at(folder / LEGACY.name, entry["line"])
     text = expand_request(hit["follow"])["entries"][0]["text"]
     assert "ORCH-4471" in text and not text.startswith("{")
+
+
+def test_the_session_goose_updated_last_is_the_active_branch(db: Path) -> None:
+    """Sessions are read oldest update first (not by id: 20261104_10 sorts before _2), so
+    the one Goose worked in last is the active branch."""
+    writer = sqlite3.connect(db)
+    writer.execute("INSERT INTO sessions (id, name, working_dir, created_at, updated_at) "
+                   "VALUES ('20261104_10', 'Later', '/home/dev/x', '2026-11-04 11:00:00', "
+                   "'2026-11-04 11:00:05')")
+    writer.execute("INSERT INTO messages (message_id, session_id, role, content_json, "
+                   "created_timestamp) VALUES ('msg_late', '20261104_10', 'user', "
+                   "'[{\"type\":\"text\",\"text\":\"later work\"}]', 1793790000)")
+    writer.commit()
+    writer.close()
+    session = read_source(db)
+    assert [e.id for e in session.active_branch()] == ["msg_late"]
+    assert session.entries[-1].id == "msg_late"

@@ -73,3 +73,20 @@ def test_found_under_qwen_projects_recalled_and_expanded(
     failed = next(hit for hit in hits if hit["address"] == "q-08")
     raw = expand_request({**failed["follow"], "raw": True})["entries"][0]["text"]
     assert raw == line_at(copy, 8)
+
+
+REAL = FIXTURES / "agents" / "qwen" / "cli-0.24.4" / "c32c2b3e-13ff-4135-adf3-b98f7db9a703.jsonl"
+
+
+def test_a_chat_the_real_cli_wrote_reads_its_calls_and_exit_codes() -> None:
+    """Qwen Code 0.24.4's own file: the telemetry and attribution records are passed
+    through, each call is paired with its result, the command's shell_result exit code 2
+    and the failed MCP call are errors, the edit succeeded."""
+    session = read_source(REAL)
+    assert session.agent == "qwen" and session.project == "/tmp/ajqwhome/work"
+    assert not session.malformed
+    results = [(e.view.tool_name, e.view.message.get("exitCode"), e.view.message["isError"])
+               for e in session.entries if e.view.role == "toolResult" and e.view.message]
+    assert results == [("mcp__fabric-memory__recall", None, True),
+                       ("run_shell_command", 2, True), ("edit", None, False)]
+    assert [e.parent_id for e in session.entries[1:]] == [e.id for e in session.entries[:-1]]

@@ -72,7 +72,7 @@ def test_an_entry_that_is_no_span_expands_raw_to_its_readers_source(
         indexed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An entry with no span of its file (a row) expands raw to the source its reader gave
     it, whether the index holds the file as it is or it changed since."""
-    monkeypatch.setattr(registry, "READERS", (ROWS, *registry.READERS))
+    monkeypatch.setattr(registry, "readers", lambda: iter((ROWS, *registry.READERS)))
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     path = sessions / "rows.jsonl"
@@ -85,3 +85,13 @@ def test_an_entry_that_is_no_span_expands_raw_to_its_readers_source(
     page = expand("rows-1", addresses=["row9"], raw=True, **where)
     assert page["entries"][0]["text"] == '{"rowid":9,"said":"then emu"}'
     assert "then emu" in expand("rows-1", addresses=["row9"], **where)["entries"][0]["text"]
+
+
+@pytest.mark.parametrize("head", [b'{"\x01bad": 1', b'{"a\\x": 1', b'{"\\ud800": 1'],
+                         ids=["control-character", "bad-escape", "lone-surrogate"])
+def test_a_head_whose_first_key_is_not_json_has_no_first_key(head: bytes) -> None:
+    """A pretty-printed head whose first key is not a JSON string names no key (no decode
+    error reaches the reindex that sniffs it)."""
+    from fabric_memory.sources.reader import JsonHead
+
+    assert JsonHead(head).first_key is None

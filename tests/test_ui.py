@@ -4,6 +4,7 @@ the JSON twins, secrets masked, and the start-up refusals (a real server process
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -218,6 +219,23 @@ def test_another_agents_entries_land_by_line_and_by_id(ui: RunningUI) -> None:
     assert '<span class="add">+sleep(0)</span>' in html
 
 
+def test_each_entrys_expand_command_reads_it_back(ui: RunningUI, store: Store) -> None:
+    """The command an entry's `copy expand` button copies runs as printed and reads that
+    entry (a Pi id, a Claude Code line address)."""
+    for session in (store.long.session_id, CLAUDE_SESSION):
+        page = orjson.loads(ui.get(f"/session/{session}.json")[2])
+        for entry in page["shown"][:3]:
+            argv = shlex.split(entry["expandCommand"])
+            assert argv[:2] == ["fabric-memory", "expand"]
+            done = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True,
+                                  timeout=60)
+            assert done.returncode == 0, done.stderr
+            out = done.stdout.decode()
+            assert f"\n{entry['address']} " in out or f"\n{entry['entryId']} " in out
+            said = (entry["text"] or entry["result"]).split("\n")[0]
+            assert said in out
+
+
 def test_summary_page_links_every_address(ui: RunningUI, store: Store) -> None:
     """The summary engine's summary of a session (whole, or through an address): its
     addresses are links to the timeline, line addresses for another agent's session."""
@@ -329,6 +347,23 @@ def test_a_shared_id_is_named_by_its_path(tmp_path: Path) -> None:
             status, _, body = ui.get(f"/session/{quote(row['handle'])}")
             assert status == 200 and row["path"].encode() in body
         assert ui.get(f"/session/{store.long.session_id}")[0] == 404  # ambiguous: says so
+
+
+def test_the_list_fills_in_when_the_live_index_first_commits(tmp_path: Path) -> None:
+    """Started before any index exists, the list says it is reading the sessions (200, not
+    an error), then shows them once the live index has committed, with no reindex."""
+    import shutil
+
+    store = build_store(tmp_path)
+    shutil.rmtree(store.index)
+    with running_ui(store) as ui:
+        first = orjson.loads(ui.get("/sessions.json")[2])
+        if first["indexing"]:  # (the live index may already have committed)
+            assert b"Reading your sessions" in ui.get("/")[2]
+        deadline = time.monotonic() + 20
+        while orjson.loads(ui.get("/sessions.json")[2])["total"] != 3:
+            assert time.monotonic() < deadline, "the live index never committed"
+            time.sleep(0.2)
 
 
 def test_sigterm_stops_the_server_cleanly(store: Store) -> None:

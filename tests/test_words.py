@@ -97,3 +97,17 @@ def test_stop_words_are_lowercase_english_function_words() -> None:
     assert all(words(word) == [word] for word in STOP_WORDS)
     assert {"the", "what", "did"} <= STOP_WORDS
     assert "not" not in STOP_WORDS
+
+
+def test_positions_are_the_index_tokenizer_positions() -> None:
+    """Each word stands at the position the index gives it: one per word, one per CJK
+    character (a pair at its first), a word left out for its length keeping its place."""
+    from fabric_memory.memory.index import ANALYZER
+    from fabric_memory.words import is_cjk, positioned
+
+    text = f"Fix 钩子配置 in {'x' * 300} Gateway Zürich ok"
+    tokens = {token.position: token.text for token in ANALYZER.pre_tokenize(text).tokens}
+    found = positioned(text)
+    assert [word for _, word in found] == words(text)
+    assert all(tokens[at] == (word[0] if is_cjk(word[0]) else word) for at, word in found)
+    assert positioned(text.encode("ascii", "ignore").decode())[-1] == (5, "ok")

@@ -287,6 +287,31 @@ def _pi(make: Make) -> list[Finding]:
     return [make("extension", f"{path}: not listed in packages", "absent", "")]
 
 
+def _goose(make: Make) -> list[Finding]:
+    from .files import read_text
+    from .goose import NAME as EXTENSION
+    from .goose import goose_config
+
+    path = goose_config()
+    try:
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+    except ImportError:
+        return [make("config", f"{path}: reading it needs ruamel.yaml (pip install -e "
+                     "'.[goose]' in the fabric-memory clone)", "warning", "")]
+    try:
+        config = YAML(typ="safe").load(read_text(path, "Goose's config") or "") or {}
+    except YAMLError:
+        return [make("config", f"{path}: not valid YAML; fix it by hand", "broken", "")]
+    extensions = config.get("extensions") if isinstance(config, Mapping) else None
+    entry = extensions.get(EXTENSION) if isinstance(extensions, Mapping) else None
+    if isinstance(entry, Mapping) and entry.get("enabled") is False:
+        return [make(f"extension {EXTENSION}", f"{path}: disabled in Goose", "broken", "")]
+    plain = {"command": entry.get("cmd"), "args": entry.get("args"),
+             "env": entry.get("envs")} if isinstance(entry, Mapping) else None
+    return server_findings(make, plain, path)
+
+
 def _json_host(name: str) -> Callable[[Make], list[Finding]]:
     def check(make: Make) -> list[Finding]:
         from .files import read_json_object
@@ -314,12 +339,14 @@ def host_checks() -> tuple[HostCheck, ...]:
     from ..sources.pi import pi_agent_dir
     from .claude import claude_files
     from .codex import codex_home
+    from .goose import goose_config
 
     rows = [
         HostCheck("claude", "Claude Code", lambda: claude_files()[0].exists()
                   or claude_files()[1].parent.exists(), _claude),
         HostCheck("codex", "Codex", _home(codex_home), _codex),
         HostCheck("pi", "Pi", _home(pi_agent_dir), _pi),
+        HostCheck("goose", "Goose", _home(_folder_of(goose_config)), _goose),
     ]
     rows.extend(HostCheck(name, host.title, _home(_folder_of(host.file)), _json_host(name))
                 for name, host in JSON_HOSTS.items())

@@ -2,7 +2,8 @@
 write back as it is, is refused with ``path:line``), hold a lock from reading to writing,
 and replace the file in one rename through any symlink, keeping its mode and layout.
 
-Every installer (Pi's, Claude Code's, Codex's) edits its files only through these.
+Every installer (Pi's, Claude Code's, Codex's, Copilot CLI's, Cursor's, Goose's) edits its
+files only through these.
 """
 
 from __future__ import annotations
@@ -240,3 +241,21 @@ def remove_or_empty(path: Path, empty: str, what: str) -> bool:
     except OSError as exc:
         raise UsageError(f"{path}: cannot remove {what} ({exc.strerror or exc})") from None
     return True
+
+
+def edit_text(path: Path, what: str, holder: str,
+              change: Callable[[str], str | None]) -> bool:
+    """Under the file's lock: let ``change`` rewrite the file's text (a missing file is
+    ``""``; ``None``: nothing to write) and write it back in one rename — or, when nothing
+    is left (``""``), delete the file (a symlink stays, leading to an empty file). Whether
+    the file was deleted."""
+    make_folder(path.parent, f"the folder of {path.name}")
+    with locked(path, holder):
+        text = read_text(path, what)
+        changed = change(text or "")
+        if changed is None:
+            return False
+        if changed or text is None:
+            write_through(path, changed, what)
+            return False
+        return remove_or_empty(path, "", what)

@@ -23,6 +23,8 @@ JSON files in that folder), removed again by ``--uninstall``.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +100,10 @@ class JsonHost:
     """How our entry is placed (added, updated keeping the user's additions, or left)."""
     plain: Callable[[Any], Any] = _same
     """Our entry as ``{command, args, env}`` (what ``doctor`` checks)."""
+    own_cli: str | None = None
+    """The host's own CLI, whose ``mcp add`` / ``mcp remove --scope user`` a user runs
+    instead for a settings file with comments (which the host accepts and this installer
+    does not rewrite)."""
 
 
 def copilot_file() -> Path:
@@ -191,8 +197,8 @@ HOSTS: dict[str, JsonHost] = {
     "cursor": JsonHost(
         "cursor", "Cursor", cursor_file,
         lambda program: {"command": str(program), "args": ["serve"], "env": {}}),
-    "gemini": JsonHost("gemini", "Gemini CLI", gemini_file, _stdio),
-    "qwen": JsonHost("qwen", "Qwen Code", qwen_file, _stdio),
+    "gemini": JsonHost("gemini", "Gemini CLI", gemini_file, _stdio, own_cli="gemini"),
+    "qwen": JsonHost("qwen", "Qwen Code", qwen_file, _stdio, own_cli="qwen"),
     "cline": JsonHost("cline", "Cline", _extension_file("cline", "cline_mcp_settings.json"),
                       _extension),
     "roo-code": JsonHost("roo-code", "Roo Code",
@@ -215,10 +221,32 @@ def install_json_host(name: str, *, uninstall: bool = False,
     path = host.file()
     report: HostReport = {"host": name, "executable": str(program), "changes": [],
                           "removedFiles": [], "notes": []}
-    edit_file(path, report,
-              lambda data: server_change(data, host.entry(program), path, uninstall, host.key,
-                                         host.action),
-              SERVER_ITEM, uninstall, f"{host.title}'s MCP servers", f"another writer "
-              f"({host.title}?)")
+    try:
+        edit_file(path, report,
+                  lambda data: server_change(data, host.entry(program), path, uninstall,
+                                             host.key, host.action),
+                  SERVER_ITEM, uninstall, f"{host.title}'s MCP servers", f"another writer "
+                  f"({host.title}?)")
+    except UsageError:
+        if host.own_cli is None or not _has_comments(path):
+            raise
+        own = (f"{host.own_cli} mcp remove --scope user {SERVER}" if uninstall else
+               f"{host.own_cli} mcp add --scope user {SERVER} {shlex.quote(str(program))} serve")
+        raise UsageError(f"{path}: holds comments, which {host.title} accepts and this "
+                         f"installer does not rewrite, so it was left as it is; run {host.title}'s "
+                         f"own `{own}`") from None
     note_new_sessions(report, host.title)
     return report
+
+
+_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|(//|/\*)')
+"""A JSON string (skipped) or the start of a comment outside one."""
+
+
+def _has_comments(path: Path) -> bool:
+    """Whether the file holds a ``//`` or ``/*`` comment outside its strings."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(match.group(1) for match in _COMMENT.finditer(text))

@@ -165,6 +165,7 @@ class Catalog:
         self._fetched: dict[str, SessionRecord | None] = {}
         self._newest: dict[int, tuple[SessionRecord, ...]] = {}
         self._outside: dict[tuple[Path, ...], frozenset[str]] = {}
+        self._folders_of: dict[str, tuple[str, ...]] = {}
         if snapshot is None:
             self._load(records)
 
@@ -225,9 +226,17 @@ class Catalog:
             return self._newest[hot_sessions]
         return self._all[: max(hot_sessions, 0)]
 
-    def of_project(self, project: str) -> tuple[str, ...]:
-        """Paths of the indexed sessions that worked in ``project`` or a folder inside it."""
-        return tuple(r.path for r in self.records if in_project(r.cwd, project))
+    def folders_of(self, project: str) -> tuple[str, ...]:
+        """The folders indexed sessions worked in that are ``project`` or inside it (what
+        their documents' ``project`` field holds); worked out once per index generation (a
+        server started in a project asks on every recall)."""
+        found = self._folders_of.get(project)
+        if found is None:
+            if len(self._folders_of) >= 64:
+                self._folders_of.clear()
+            found = self._folders_of[project] = tuple(sorted(
+                {r.cwd for r in self.records if r.cwd is not None and in_project(r.cwd, project)}))
+        return found
 
     def outside(self, roots: tuple[Path, ...]) -> frozenset[str]:
         """Paths of the indexed sessions under none of ``roots`` (one index may hold the

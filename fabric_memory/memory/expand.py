@@ -40,6 +40,7 @@ from ..redact import redact_json, redact_json_text
 from ..session import Entry, Session, hash_file, open_regular
 from ..sources import read_source, reader_for
 from ..sources.reader import LINE_ADDRESS, LINE_AGENTS
+from ..sources.registry import by_line
 from ..view import EntryView, view_entry
 from .catalog import SessionRecord, default_roots, load_catalog
 from .locations import session_files
@@ -585,13 +586,14 @@ def _address_range(text: str, source: Source, record: SessionRecord,
         raise UsageError(f"--range {clipped(text)}: use FIRST:LAST entry addresses, e.g. "
                          "L12:L31 (a summary's [L12 ... L31])")
     first, last = match.group(1), match.group(2)
-    found = _find(source, [first, last])
+    lines = by_line(record.agent)
+    found = _find(source, [first, last], lines)
     if (first not in found or last not in found) and first.isdigit() and last.isdigit():
         return _range(f"{first}:{last}", source.entries, record)
     ends: list[int] = []
     for end, address in (("first", first), ("last", last)):
         line = LINE_ADDRESS.fullmatch(address)
-        number = int(line.group(1)) if line is not None and not line.group(2) else 0
+        number = int(line.group(1)) if lines and line is not None and not line.group(2) else 0
         at = _snap(source, number, end == "first") if number and address not in found else None
         if at is not None:
             to = source.at([at])[at]
@@ -646,10 +648,14 @@ def _own(address: str, located: Located) -> str:
     return located.address
 
 
-def _find(source: Source, addresses: Sequence[str]) -> dict[str, list[Located]]:
-    """:meth:`Source.find`, and a line address (``L877``, ``L877.1``, ``L877/3``) of an
-    entry whose id is not one (a Claude Code entry's is a UUID) found by its line."""
+def _find(source: Source, addresses: Sequence[str],
+          lines: bool = True) -> dict[str, list[Located]]:
+    """:meth:`Source.find`, and (``lines``: the agent's entries are lines that stay put,
+    ``SourceReader.by_line``) a line address (``L877``, ``L877.1``, ``L877/3``) of an entry
+    whose id is not one (a Claude Code entry's is a UUID) found by its line."""
     found = source.find(addresses)
+    if not lines:
+        return found
     for address in addresses:
         if address in found:
             continue
@@ -678,7 +684,8 @@ def _resolve(source: Source, record: SessionRecord, targets: Sequence[Target]) -
     """
     named = {t: _PHASE.fullmatch(str(t[1])) for t in targets if t[0] != "position"}
     lookup = {t: (m.group(1) if m else str(t[1])) for t, m in named.items()}
-    found = _find(source, list(dict.fromkeys(lookup.values()))) if lookup else {}
+    found = (_find(source, list(dict.fromkeys(lookup.values())), by_line(record.agent))
+             if lookup else {})
     positions = [int(t[1]) for t in targets if t[0] == "position"]
     at = source.at(positions) if positions else {}
     resolved: dict[Target, Located] = {}

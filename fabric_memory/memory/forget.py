@@ -198,8 +198,8 @@ def _unindexed(path: Path) -> SessionRecord:
     from ..sources import read_source
 
     session = read_source(str(path))
-    return SessionRecord(str(path), session.session_id, 0, session.size, "", "", 0, 0, "",
-                         agent=session.agent)
+    return SessionRecord(os.path.realpath(path), session.session_id, 0, session.size, "", "",
+                         0, 0, "", agent=session.agent)
 
 
 def _forgotten(selection: Selection, forgotten: Tombstones) -> list[Tombstone]:

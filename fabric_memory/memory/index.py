@@ -38,7 +38,7 @@ from ..errors import IndexBusyError, IndexLockedError, MemoryIndexError, QueryEr
 from ..redact import RULES_FINGERPRINT
 from ..words import CJK_CLASS, MAX_WORD_BYTES, STOP_WORDS, cjk_pairs, is_cjk
 from .locations import make_private_dirs
-from .rerank import HEAD, PASSAGE_CHARS, Candidate, fold, passage_discount
+from .rerank import HEAD, PASSAGE_CHARS, Candidate, Pair, fold, held_bonus, weigh
 
 if TYPE_CHECKING:  # the normalizer (and the trace guard it imports) is for writers only
     from .normalize import Item
@@ -285,6 +285,8 @@ class Ranked:
     """The addresses of the near-identical outputs folded into it."""
     doc: tantivy.Document | None = field(default=None, compare=False)
     """Its document, when the head read it."""
+    held: int | None = None
+    """How many of the query's words it holds, when the head counted them (some-words part)."""
 
     def key(self) -> tuple[int, bool, float]:
         """Where the hit falls in an order merged from several rankings (smaller first)."""
@@ -322,7 +324,7 @@ class Ranking:
             docs = [ranked.doc if ranked.doc is not None else self.searcher.doc(ranked.address)
                     for ranked in chosen]
             held = self._words_held([doc for ranked, doc in zip(chosen, docs, strict=True)
-                                     if ranked.part == 1])
+                                     if ranked.part == 1 and ranked.held is None])
             hits = []
             for ranked, doc in zip(chosen, docs, strict=True):
                 fields = _first_values(doc)
@@ -331,8 +333,9 @@ class Ranking:
                 if not snippet:
                     snippet = _head(text, snippet_chars)
                 score = ranked.value if plan is not None else None
-                words = held.get(_doc_key(ranked.address), self.words) if ranked.part else (
-                    self.words)
+                words = (self.words if not ranked.part else ranked.held
+                         if ranked.held is not None else held.get(_doc_key(ranked.address),
+                                                                   self.words))
                 hits.append(Hit(score, fields, snippet, words, ranked.similar))
         return hits
 
@@ -367,32 +370,71 @@ def _held(searcher: tantivy.Searcher, some: Sequence[tantivy.Document],
 
 def _read_head(searcher: tantivy.Searcher, plan: _Plan,
                head: list[Ranked]) -> tuple[list[Ranked], list[Ranked]]:
-    """The head of a text query's ranking read and reordered (:mod:`.rerank`): each long
-    entry of the some-words part keeps the held-word bonus of its best passage, near-identical
-    outputs fold into the best of them. Returns the head and the hits folded away."""
+    """The head of a text query's ranking read and rescored (:mod:`.rerank`), near-identical
+    outputs folded into the best of them. Returns the head and the hits folded away."""
     docs = [searcher.doc(ranked.address) for ranked in head]
     texts = [str(doc.get_first("text") or "") for doc in docs]
     values = [ranked.value for ranked in head]
-    long = [at for at, ranked in enumerate(head)
-            if ranked.part == 1 and len(texts[at]) > PASSAGE_CHARS]
-    if long and plan.snippet is not None and plan.bonus:
-        held = _held(searcher, [docs[at] for at in long], plan.counted, plan.bonus)
-        bonus = dict(zip(plan.names, plan.bonus, strict=True))
-        passages = tantivy.SnippetGenerator.create(searcher, plan.snippet, SCHEMA, "text")
-        passages.set_max_num_chars(PASSAGE_CHARS)
-        for at in long:
-            passage = passages.snippet_from_doc(docs[at]).fragment()
-            values[at] -= passage_discount(len(texts[at]), held.get(_doc_key(head[at].address),
-                                                                    0.0), passage, bonus)
+    counts = _weigh_head(searcher, plan, head, docs, texts, values)
     candidates = [Candidate(ranked.part, value, text, str(doc.get_first("path")),
                             _str(doc.get_first("role")), _str(doc.get_first("tool")))
                   for ranked, value, text, doc in zip(head, values, texts, docs, strict=True)]
     kept = fold(candidates)
     chosen = {at for at, _ in kept}
     return ([Ranked(head[at].part, values[at], head[at].address, True,
-                    tuple(str(docs[other].get_first("address")) for other in folded), docs[at])
+                    tuple(str(docs[other].get_first("address")) for other in folded), docs[at],
+                    counts.get(at))
              for at, folded in kept],
             [ranked for at, ranked in enumerate(head) if at not in chosen])
+
+
+def _weigh_head(searcher: tantivy.Searcher, plan: _Plan, head: list[Ranked],
+                docs: list[tantivy.Document], texts: list[str],
+                values: list[float]) -> dict[int, int]:
+    """Add to ``values`` what the head's hits earn beyond BM25: the bonus of the pairs of the
+    question's words standing together in their best passage, and (the some-words part) of
+    the words they hold, those outside the best passage counting by the share of the entry
+    the passage is (:func:`~.rerank.held_bonus`). Returns how many of the query's words
+    each hit of the some-words part holds.
+
+    An entry no longer than a passage is weighed from its words; the longer ones' held
+    words come from one search over their documents (a word scores a unit, a power of two
+    above every bonus together, plus its bonus) and their passage from the snippet
+    generator."""
+    some = [ranked.part == 1 for ranked in head]
+    names = plan.names if any(some) else ()
+    pairs = plan.proximity
+    if not names and not pairs:
+        return {}
+    bonus = dict(zip(plan.names, plan.bonus, strict=False))
+    long = [at for at, text in enumerate(texts) if len(text) > PASSAGE_CHARS]
+    found: dict[tuple[int, int], float] = {}
+    unit = 2.0 ** math.ceil(math.log2(sum(plan.bonus) + 1.0))
+    if long and names:
+        found = _held(searcher, [docs[at] for at in long], plan.counted,
+                      [unit + weight for weight in plan.bonus])
+    passages = None
+    counts = {}
+    for at, text in enumerate(texts):
+        if at in long:
+            if passages is None:
+                passages = tantivy.SnippetGenerator.create(searcher, plan.snippet or plan.first,
+                                                           SCHEMA, "text")
+                passages.set_max_num_chars(PASSAGE_CHARS)
+            score = found.get(_doc_key(head[at].address), 0.0)
+            count = int(score // unit)
+            passage = passages.snippet_from_doc(docs[at]).fragment()
+            inside, near = weigh(passage, frozenset(names), pairs)
+            values[at] += near + (held_bonus(len(text), score - count * unit, inside, bonus)
+                                  if some[at] else 0.0)
+        else:
+            held, near = weigh(text, frozenset(names), pairs)
+            count = len(held)
+            values[at] += near + (sum(bonus.get(word, 0.0) for word in held) if some[at]
+                                  else 0.0)
+        if some[at]:
+            counts[at] = count
+    return counts
 
 
 def _str(value: object) -> str | None:
@@ -652,6 +694,12 @@ class MemoryIndex:
     def searcher(self) -> tantivy.Searcher:
         self.refresh()
         return self._open().searcher()
+
+    def frequencies(self, terms: Sequence[str]) -> tuple[int, list[int]]:
+        """How many documents this index holds, and how many of them hold each of
+        ``terms`` (index words of the text)."""
+        searcher = self.searcher()
+        return searcher.num_docs, [searcher.doc_freq("text", term) for term in terms]
 
     def search(self, spec: SearchSpec, *, limit: int, offset: int, snippet_chars: int) -> HitPage:
         """Hits of ``spec``: by relevance when it has text, else newest first. A literal query
@@ -975,25 +1023,24 @@ QueryWord = tuple[str, ...]
 """One word of a query in index terms: a term, or the two characters of a CJK pair (a
 two-term phrase, see :mod:`fabric_memory.words`)."""
 COVERAGE = 2.0
-"""What a held query word adds to a document's score, times the word's IDF, where the
-query's words need not all match, on top of its BM25 (at most (k1 + 1) = 2.2 times the
-IDF, less the longer the text): documents holding more and rarer words come first. A
+"""What a held query word adds to the score of a hit of the head (:mod:`.rerank`), times the
+word's IDF, where the query's words need not all match, on top of its BM25 (at most
+(k1 + 1) = 2.2 times the IDF, less the longer the text): hits holding more and rarer words
+come first. A
 document whose held words' IDFs sum to over 2.1 times another's always ranks above it;
 closer sums are ordered by how often, in how short a text, and how near together. A larger
 weight sinks the short entry that answers among long texts that hold every word by chance
 (measured on the pi-mono questions of tests/test_memory_recall.py: at 10 the answers rank
 up to 8th; at 2, 4th at worst)."""
 PROXIMITY = 1.0
-"""What two neighbouring words of the question standing as near in a document add, times
-the sum of their IDFs (about half a BM25 saturation of both)."""
+"""What two neighbouring words of the question standing as near in a hit's best passage
+add, times the sum of their IDFs (about half a BM25 saturation of both)."""
 MAX_PAIRS = 8
 """Pairs of neighbouring query words given the proximity bonus (the first ones)."""
 PAIR_SHARE = 0.02
 MIN_PAIR_DOCS = 5000
 """A pair gets the bonus only when one of its words is in at most this share of the
-documents (or this many): finding two common words together reads the positions of both
-through all their documents (at 1M documents, eight such pairs doubled a question's
-search), and says little."""
+documents (or this many): two common words found together say little."""
 MAX_GAP = 3
 """Words between two query words in the question beyond which they are not a pair."""
 
@@ -1002,8 +1049,9 @@ MAX_GAP = 3
 class _Plan:
     """How a text query is searched: ``first`` ranks the only part, or the documents
     holding every word (``every``); ``rest`` ranks those holding some words but not every
-    one (``every`` is taken out of them). ``counted`` are the words a hit's count of held
-    words is over (``words`` of them: the count of every hit of ``first``)."""
+    one (``every`` is taken out of them), by BM25 alone. ``counted`` are the words a hit's
+    count of held words is over (``words`` of them: the count of every hit of ``first``);
+    ``names``, ``bonus`` and ``proximity`` are what the head weighs (:func:`_weigh_head`)."""
 
     first: tantivy.Query
     rest: tantivy.Query | None = None
@@ -1015,6 +1063,9 @@ class _Plan:
     """The counted words as :func:`fabric_memory.words.words` reads them."""
     bonus: tuple[float, ...] = ()
     """What holding each counted word adds to a document's score (COVERAGE times its IDF)."""
+    proximity: tuple[Pair, ...] = ()
+    """Pairs of neighbouring words of the question, and what each adds to a hit of the head
+    that holds them as near (:func:`_proximity`)."""
 
 
 def query_words(text: str) -> list[tuple[int, QueryWord]]:
@@ -1061,23 +1112,22 @@ def _plan(spec: SearchSpec, searcher: tantivy.Searcher) -> _Plan | None:
     words = list(dict.fromkeys(word for _, word in content))
     queries = {word: _word_query(word) for word in every_word}
     snippet = _any_of_queries([queries[word] for word in words])
-    bonus = _proximity(content, searcher)
     if len(every_word) == 1:
         return _Plan(queries[every_word[0]], snippet=snippet, words=1)
+    # Held words and words standing together earn their bonus in the head only
+    # (:func:`_read_head`): scored over every document holding one of the words, they
+    # cost a long question two thirds of its search.
+    proximity = _proximity(content, searcher)
     every = tantivy.Query.boolean_query(
         [(tantivy.Occur.Must, queries[word]) for word in every_word])
-    first = tantivy.Query.boolean_query(
-        [(tantivy.Occur.Must, queries[word]) for word in every_word] + bonus)
     if spec.match_all:
-        return _Plan(first, snippet=snippet, words=len(words))
+        return _Plan(every, snippet=snippet, words=len(words),
+                     names=tuple("".join(word) for word in words), proximity=proximity)
     total = max(searcher.num_docs, 1)
     held = tuple(COVERAGE * _idf(_frequency(searcher, word), total) for word in words)
-    rest = tantivy.Query.boolean_query([
-        clause for word, weight in zip(words, held, strict=True) for clause in (
-            (tantivy.Occur.Should, tantivy.Query.const_score_query(queries[word], weight)),
-            (tantivy.Occur.Should, queries[word]))] + bonus)
-    return _Plan(first, rest, every, snippet, tuple(queries[word] for word in words),
-                 len(words), tuple("".join(word) for word in words), held)
+    rest = tantivy.Query.boolean_query([(tantivy.Occur.Should, queries[word]) for word in words])
+    return _Plan(every, rest, every, snippet, tuple(queries[word] for word in words),
+                 len(words), tuple("".join(word) for word in words), held, proximity)
 
 
 def _no_words(text: str) -> NoReturn:
@@ -1133,25 +1183,24 @@ def _idf(frequency: int, total: int) -> float:
 
 
 def _proximity(content: list[tuple[int, QueryWord]],
-               searcher: tantivy.Searcher) -> list[tuple[tantivy.Occur, tantivy.Query]]:
-    """Bonus clauses for neighbouring words of the question found as near in a document:
-    each pair of consecutive words that ranks (a CJK pair already is a phrase), with as
-    many words between as the question has."""
-    clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+               searcher: tantivy.Searcher) -> tuple[Pair, ...]:
+    """The pairs of consecutive words of the question that earn a bonus found as near in a
+    hit (a CJK pair already is a phrase), each with as many words between as the question
+    has, and the bonus."""
+    found: list[Pair] = []
     total = max(searcher.num_docs, 1)
     for (at, word), (next_at, following) in itertools.pairwise(content):
-        if len(clauses) == MAX_PAIRS:
+        if len(found) == MAX_PAIRS:
             break
         gap = next_at - at - 1
         if len(word) > 1 or len(following) > 1 or word == following or not 0 <= gap <= MAX_GAP:
             continue
         frequencies = [_frequency(searcher, w) for w in (word, following)]
         if min(frequencies) > max(PAIR_SHARE * total, MIN_PAIR_DOCS):
-            continue  # both common: their positions cost more than the bonus tells
+            continue  # both common: found together by chance, it says little
         weight = PROXIMITY * sum(_idf(frequency, total) for frequency in frequencies)
-        phrase = tantivy.Query.phrase_query(SCHEMA, "text", [word[0], following[0]], slop=gap)
-        clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(phrase, weight)))
-    return clauses
+        found.append(Pair(word[0], following[0], gap, weight))
+    return tuple(found)
 
 
 def _regex_reason(exc: ValueError) -> str:

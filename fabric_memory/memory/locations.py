@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..arguments import check_name
 from ..sources import agent_homes, agent_names
-from ..sources.pi import pi_sessions_dir
 
 SESSIONS_ENV = "FABRIC_MEMORY_SESSIONS"
 EXTRA_SESSIONS_ENV = "FABRIC_MEMORY_EXTRA_SESSIONS"
@@ -29,6 +28,8 @@ def sessions_roots(
     named = os.fspath(explicit) if explicit is not None else os.environ.get(SESSIONS_ENV)
     if named:
         return _unique(_folders(named))
+    from ..sources.pi import pi_sessions_dir
+
     return discovered_roots(agents, projects) or (pi_sessions_dir().resolve(),)
 
 

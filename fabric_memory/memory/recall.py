@@ -55,8 +55,9 @@ CLIP_CHARS = 200
 """Longest value kept in a hit that alone would not fit the response."""
 MAX_QUERY_CHARS = 4096
 """Longest query text: a response repeats it in ``next``, and it must fit the bound."""
-NO_PATH = "\x00"
-"""A path no session has: what ``--project`` filters on when no indexed session is there."""
+NO_FOLDER = "\x00"
+"""A folder no session worked in: what ``--project`` filters on when no indexed session is
+there."""
 # Filter option → index field, in the order they appear in a request.
 FILTERS = (("role", "role"), ("tool", "tool"), ("ref", "ref"), ("provider", "provider"),
            ("action", "action"), ("outcome", "outcome"))
@@ -175,10 +176,12 @@ def recall(
     sessions: str | os.PathLike[str] | None = None,
     project: str | None = None,
     prefer_project: str | None = None,
+    snippet_chars: int = SNIPPET_CHARS,
 ) -> RecallResponse:
     """Search past sessions; see the module docstring for the response. ``project`` keeps
     the sessions that worked in that folder (or one inside it); ``prefer_project`` ranks
-    them first, the others after (what a door started inside a project passes)."""
+    them first, the others after (what a door started inside a project passes);
+    ``snippet_chars`` bounds each hit's snippet (a door showing passages asks for more)."""
     filters = {"role": role, "tool": tool, "ref": ref, "provider": provider,
                "action": action, "outcome": outcome}
     check_names(("--session", session), ("--index", index), ("--sessions", sessions),
@@ -225,19 +228,21 @@ def recall(
     if branches == "active":
         equals.append(("on_active", (True,)))
     if project is not None:
-        equals.append(("path", view.catalog.of_project(project) or (NO_PATH,)))
+        # By the folder each document names (a few terms), not by the sessions' paths (a
+        # term set of hundreds of paths cost a project's recall milliseconds).
+        equals.append(("project", view.catalog.folders_of(project) or (NO_FOLDER,)))
     spec = SearchSpec(
         text=query.strip(), mode=mode, match_all=match == "all", equals=tuple(equals),
         excluded=tuple(excluded), since_ms=_time(since, "--since"),
         until_ms=_time(until, "--until"),
     )
-    preferred = (view.catalog.of_project(prefer_project)
+    preferred = (view.catalog.folders_of(prefer_project)
                  if prefer_project is not None and project is None and session is None else ())
     if preferred:
-        page = _project_first(handle, spec, preferred, limit, offset)
+        page = _project_first(handle, spec, preferred, limit, offset, snippet_chars)
     else:  # (nothing of that folder indexed: the request says nothing of it)
         request.pop("preferProject", None)
-        page = handle.search(spec, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
+        page = handle.search(spec, limit=limit, offset=offset, snippet_chars=snippet_chars)
     hits = [_hit(hit, page.words, view.catalog, view.hot, view.unrefreshed, locations)
             for hit in page.hits]
     notes: dict[str, Any] = {}
@@ -248,16 +253,16 @@ def recall(
     return _bounded(request, page.total, offset, hits, notes)
 
 
-def _project_first(handle: Memory, spec: SearchSpec, paths: tuple[str, ...], limit: int,
-                   offset: int) -> HitPage:
-    """One ranking, two parts: the hits of the sessions at ``paths`` (a project's), then the
-    others', each part ranked as usual and paged as one list."""
-    inside = replace(spec, equals=(*spec.equals, ("path", paths)))
-    outside = replace(spec, excluded=(*spec.excluded, ("path", paths)))
-    first = handle.search(inside, limit=limit, offset=offset, snippet_chars=SNIPPET_CHARS)
+def _project_first(handle: Memory, spec: SearchSpec, folders: tuple[str, ...], limit: int,
+                   offset: int, snippet_chars: int) -> HitPage:
+    """One ranking, two parts: the hits of the sessions that worked in ``folders`` (a
+    project's), then the others', each part ranked as usual and paged as one list."""
+    inside = replace(spec, equals=(*spec.equals, ("project", folders)))
+    outside = replace(spec, excluded=(*spec.excluded, ("project", folders)))
+    first = handle.search(inside, limit=limit, offset=offset, snippet_chars=snippet_chars)
     wanted = limit - len(first.hits)
     rest = handle.search(outside, limit=max(wanted, 1), offset=max(offset - first.total, 0),
-                         snippet_chars=SNIPPET_CHARS)
+                         snippet_chars=snippet_chars)
     words = (None if first.all_words is None and rest.all_words is None
              else (first.all_words or 0) + (rest.all_words or 0))
     return HitPage(first.total + rest.total, first.hits + rest.hits[:max(wanted, 0)], words,

@@ -58,12 +58,12 @@ def render_reindex(report: ReindexReport) -> str:
 
 def render_forget(report: ForgetReport) -> str:
     count = len(report["sessions"])
-    head = {("forget", False): f"forgot {count} sessions",
-            ("forget", True): f"would forget {count} sessions (dry run)",
-            ("undo", False): f"brought back {count} sessions ({report['indexed']} indexed "
-                             "again)",
-            ("undo", True): f"would bring back {count} sessions (dry run)",
-            ("list", False): f"{count} forgotten sessions"}[(report["action"], report["dryRun"])]
+    sessions = f"{count} session{'' if count == 1 else 's'}"
+    head = {("forget", False): f"forgot {sessions}",
+            ("forget", True): f"would forget {sessions} (dry run)",
+            ("undo", False): f"brought back {sessions} ({report['indexed']} indexed again)",
+            ("undo", True): f"would bring back {sessions} (dry run)",
+            ("list", False): f"{sessions} forgotten"}[(report["action"], report["dryRun"])]
     lines = [head]
     lines.extend(f"  {s['agent']} {s['sessionId']}  {s['path']}"
                  + (f"  forgotten {s['forgottenAt']}" if report["action"] == "list" else "")

@@ -273,6 +273,16 @@ class ShardedIndex:
         return HitPage(sum(ranking.total for ranking in rankings), hits, all_words,
                        rankings[0].words if rankings else None)
 
+    def frequencies(self, terms: Sequence[str]) -> tuple[int, list[int]]:
+        """Documents and documents holding each of ``terms``, over every part (an outdated
+        copy of a session in a shard still counts: a frequency is an estimate)."""
+        total, counts = 0, [0] * len(terms)
+        for part in self._parts(self._current()):
+            documents, found = part.frequencies(terms)
+            total += documents
+            counts = [a + b for a, b in zip(counts, found, strict=True)]
+        return total, counts
+
     def lookup(
         self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
     ) -> list[dict[str, Any]]:

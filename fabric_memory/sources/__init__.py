@@ -74,6 +74,9 @@ The contract a reader keeps (read this before adding an agent)
     inside workspaces (Catui's ``<workspace>/.catui/traces``). Reads no file.
 """
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
 from .reader import (
     NOT_JSON,
     Entries,
@@ -95,8 +98,6 @@ from .reader import (
 )
 from .registry import (
     AGENTS,
-    READERS,
-    TOOLS,
     agent_homes,
     agent_names,
     listed,
@@ -106,6 +107,11 @@ from .registry import (
     skipped,
 )
 from .tools import FileWork, Tool, Use
+
+if TYPE_CHECKING:
+    from .registry import READERS, TOOLS
+else:  # built on first use: importing the package loads no agent's reader
+    __getattr__ = lazy_attributes(globals(), {".registry": ("READERS", "TOOLS")})
 
 __all__ = [
     "AGENTS",

@@ -114,8 +114,9 @@ def read(path: str, max_line_bytes: int) -> Session:
 def _rows(db: sqlite3.Connection) -> tuple[dict[str, tuple[str, ...]], list[sqlite3.Row]]:
     sessions = {str(row[0]): tuple(str(value) for value in row[1:] if value)
                 for row in db.execute("SELECT id, title, parent_session_id FROM sessions")}
-    rows = db.execute("SELECT rowid, * FROM messages ORDER BY session_id, created_at, rowid"
-                      ).fetchall()
+    rows = db.execute("SELECT m.rowid, m.* FROM messages m LEFT JOIN sessions s ON "
+                      "s.id = m.session_id ORDER BY s.updated_at, m.session_id, m.created_at, "
+                      "m.rowid").fetchall()
     return sessions, rows
 
 

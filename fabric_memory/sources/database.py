@@ -52,12 +52,16 @@ def is_database(path: str) -> bool:
 def has_tables(path: str, names: frozenset[str]) -> bool:
     """Whether the database at ``path`` holds the tables ``names``; also when it cannot be
     read now (locked by its agent: reading it says so) but is a SQLite database."""
+    import sqlite3
+
+    if not is_database(path):
+        return False
     try:
-        found = read_rows(path, lambda db: {
+        found = _query(path, lambda db: {
             row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")})
-    except SessionError:
-        return is_database(path)
-    return names <= set(found.value)
+    except sqlite3.DatabaseError:
+        return True
+    return names <= found
 
 
 @dataclass(slots=True)

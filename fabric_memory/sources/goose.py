@@ -213,10 +213,14 @@ def read_database(path: str, max_line_bytes: int) -> Session:
 
 def _rows(db: sqlite3.Connection) -> tuple[dict[str, tuple[str, ...]], list[sqlite3.Row]]:
     """(goose session id -> its name and working folder, every message row in Goose's
-    order), in one read transaction."""
+    order: session by session, the one updated last last, so it is the active branch), in
+    one read transaction."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
-    order = "timestamp, id" if "timestamp" in columns else "id"
-    rows = db.execute(f"SELECT * FROM messages ORDER BY session_id, {order}").fetchall()
+    order = "m.timestamp, m.id" if "timestamp" in columns else "m.id"
+    updated = ("s.updated_at, " if "updated_at" in {row[1] for row in db.execute(
+        "PRAGMA table_info(sessions)")} else "")
+    rows = db.execute(f"SELECT m.* FROM messages m LEFT JOIN sessions s ON s.id = m.session_id "
+                      f"ORDER BY {updated}m.session_id, {order}").fetchall()
     session_columns = {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
     names = [name for name in ("name", "description", "working_dir") if name in session_columns]
     sessions = {str(row[0]): tuple(str(value) for value in row[1:] if value)

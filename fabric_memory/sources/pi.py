@@ -76,16 +76,19 @@ def _omp_homes(projects: Collection[str]) -> tuple[Path, ...]:
 
 
 TOOLS: dict[str, Tool] = {
-    "read": file_tool("read", "read", ("path", "file_path")),
-    "edit": file_tool("edit", "modified", ("path", "file_path"),
-                      ("oldText", "old_string", "old_str"), ("newText", "new_string", "new_str")),
-    "write": file_tool("write", "written", ("path", "file_path"), (), ("content",)),
+    "read": file_tool("read", "read", ("path", "file_path", "filePath")),
+    "edit": file_tool("edit", "modified", ("path", "file_path", "filePath"),
+                      ("oldText", "old_string", "old_str", "oldString"),
+                      ("newText", "new_string", "new_str", "newString")),
+    "write": file_tool("write", "written", ("path", "file_path", "filePath"), (), ("content",)),
     "bash": shell_tool("command"),
     "exec": shell_tool("command"),
 }
 """Pi's (and oh-my-pi's) tools as the work trail reads them; also those of OpenClaw, which
-writes Pi's format (``exec`` for its shell, ``file_path`` beside ``path``), and Copilot CLI's
-``bash`` and ``edit`` (``old_str`` / ``new_str``), which share their names."""
+writes Pi's format (``exec`` for its shell, ``file_path`` beside ``path``), Copilot CLI's
+``bash`` and ``edit`` (``old_str`` / ``new_str``) and OpenCode's ``read``, ``edit``,
+``write`` and ``bash`` (``filePath``, ``oldString`` / ``newString``), which share their
+names."""
 
 PI = SourceReader("pi", is_pi_session, _read_pi, _pi_homes, tools=TOOLS)
 """Pi's sessions; also every Pi-format file no other reader claims by its location."""

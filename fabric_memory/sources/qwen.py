@@ -192,6 +192,8 @@ def _result(response: dict[str, Any], info: object) -> dict[str, Any]:
     name = string(response.get("name"))
     code = _EXIT_CODE.search(text) if name == "run_shell_command" else None
     exit_code = int(code.group(1)) if code else None
+    if type(display) is dict and type(display.get("exitCode")) is int:  # a shell_result
+        exit_code = display["exitCode"]
     status = info.get("status")
     failed = status in FAILED or (type(said) is dict and "error" in said) or bool(exit_code)
     return tool_result(string(response.get("id")) or string(info.get("callId")) or "", name,

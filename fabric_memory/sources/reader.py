@@ -318,7 +318,13 @@ class JsonHead:
     def first_key(self) -> str | None:
         """The first key of the document when it is an object."""
         match = _FIRST_KEY.match(self.data)
-        return orjson.loads(match.group(1)) if match else None
+        if match is None:
+            return None
+        try:
+            key = orjson.loads(match.group(1))
+        except orjson.JSONDecodeError:  # a control character or a bad escape: not a key
+            return None
+        return key if isinstance(key, str) else None
 
     def names(self, key: str) -> bool:
         """Whether ``key`` is a key somewhere in the head."""

@@ -1,90 +1,110 @@
 """Which reader reads a file, and where the agents write: the list of sources, in order.
 
 Adding an agent: one module under :mod:`fabric_memory.sources` with a
-:class:`~fabric_memory.sources.reader.SourceReader`, and one line in :data:`READERS`.
+:class:`~fabric_memory.sources.reader.SourceReader`, and one line in :data:`ORDER`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from functools import cache
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
-from .aider import AIDER
-from .catui import SESSIONS as CATUI_SESSIONS
-from .catui import TRACES_READER as CATUI_TRACES
-from .claude_code import CLAUDE_CODE
-from .cline import CLINE, KILO_CODE, ROO_CODE
-from .codex import CODEX
-from .copilot import COPILOT
-from .crush import CRUSH
-from .cursor import CURSOR
-from .fabro import FABRO
-from .gemini import GEMINI
-from .goose import DATABASE_READER as GOOSE_DATABASE
-from .goose import LINES_READER as GOOSE_LINES
-from .kimi import KIMI
-from .pi import OMP, PI
-from .qwen import QWEN
 from .reader import SourceReader, first_value, never, under
-from .tools import Tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
+    from .tools import Tool
+
+    READERS: tuple[SourceReader, ...]
+    TOOLS: Mapping[str, Tool]
 
 DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 """The session reader's default (:data:`fabric_memory.session.DEFAULT_MAX_LINE_BYTES`)."""
 
-READERS: Final[tuple[SourceReader, ...]] = (
-    QWEN,
-    CLAUDE_CODE,
-    CODEX,
-    COPILOT,
-    KIMI,
-    GOOSE_DATABASE,
-    GOOSE_LINES,
-    AIDER,
-    CURSOR,
-    CRUSH,
-    CATUI_TRACES,
-    FABRO,
-    GEMINI,
-    ROO_CODE,
-    KILO_CODE,
-    CLINE,
-    CATUI_SESSIONS,
-    OMP,
-    PI,
+ORDER: Final = (
+    ("qwen", "QWEN"),
+    ("claude_code", "CLAUDE_CODE"),
+    ("codex", "CODEX"),
+    ("copilot", "COPILOT"),
+    ("kimi", "KIMI"),
+    ("goose", "DATABASE_READER"),
+    ("goose", "LINES_READER"),
+    ("aider", "AIDER"),
+    ("cursor", "CURSOR"),
+    ("crush", "CRUSH"),
+    ("droid", "DROID"),
+    ("catui", "TRACES_READER"),
+    ("fabro", "FABRO"),
+    ("gemini", "GEMINI"),
+    ("continue_dev", "CONTINUE"),
+    ("opencode", "OPENCODE"),
+    ("cline", "ROO_CODE"),
+    ("cline", "KILO_CODE"),
+    ("cline", "CLINE"),
+    ("catui", "SESSIONS"),
+    ("pi", "OMP"),
+    ("pi", "PI"),
 )
-"""Tried in this order on a file's first line; the first that recognises it reads it.
-Pi-format flavours told apart by location (``omp``) come before ``pi``, which is last."""
+"""The readers (module under :mod:`fabric_memory.sources`, name), tried in this order on a
+file's first line; the first that recognises it reads it. Pi-format flavours told apart by
+location (``omp``) come before ``pi``, which is last. A reader's module is imported when it
+is first tried (:func:`readers`), so reading a Claude Code file never loads the Aider or
+database readers: a hook's start-up pays only for the readers it reaches."""
 
-TOOLS: Final[Mapping[str, Tool]] = {
-    name: tool for reader in READERS for name, tool in reader.tools.items()
-}
-"""Every agent's tool names → what the work trail reads of their calls (the readers'
-tables merged: :mod:`fabric_memory.sources.tools`)."""
+_loaded: dict[int, SourceReader] = {}
+
+
+def readers() -> Iterator[SourceReader]:
+    """The readers in :data:`ORDER`, each module imported when its reader is first reached."""
+    for at in range(len(ORDER)):
+        yield _reader(at)
+
+
+def _reader(at: int) -> SourceReader:
+    reader = _loaded.get(at)
+    if reader is None:  # (two threads may both import it: the same module, the same reader)
+        module, name = ORDER[at]
+        reader = _loaded.setdefault(at, getattr(import_module(f".{module}", __package__), name))
+    return reader
+
+
+def __getattr__(name: str) -> object:
+    """:data:`READERS` (every reader, in :data:`ORDER`) and :data:`TOOLS` (every agent's tool
+    names → what the work trail reads of their calls: the readers' tables merged,
+    :mod:`fabric_memory.sources.tools`), built on first use."""
+    if name == "READERS":
+        value: object = tuple(readers())
+    elif name == "TOOLS":
+        value = {key: tool for reader in readers() for key, tool in reader.tools.items()}
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 AGENTS: Final = ("pi", "omp", "claude-code", "codex", "catui", "fabro", "copilot", "kimi",
                   "gemini", "goose", "cline", "roo-code", "kilo-code", "aider",
-                  "cursor", "crush", "qwen")
+                  "cursor", "crush", "qwen", "continue", "opencode", "droid")
 """Every agent name ``--agent`` / ``--agents`` accept (docs/agents.md)."""
 
 
 def reader_for(path: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> SourceReader:
-    """The reader of ``path``: the first of :data:`READERS` that recognises its first line;
+    """The reader of ``path``: the first of :data:`ORDER` that recognises its first line;
     else the one whose home folder holds it (so the file is reported in that agent's own
     terms, e.g. Codex's ``unsupported version``); else Pi's, the reference."""
     first = first_value(path, max_line_bytes)
-    for reader in READERS:
+    for reader in readers():
         if reader.recognises(first, path):
             return reader
-    for reader in READERS:
+    for reader in readers():
         if any(under(home, path) for home in reader.homes(())):
             return reader
-    return PI
+    return _reader(len(ORDER) - 1)  # Pi's
 
 
 def read_source(path: str | os.PathLike[str],
@@ -106,22 +126,24 @@ def session_files(root: str | os.PathLike[str]) -> Iterator[Path]:
 def by_line(agent: str) -> bool:
     """Whether ``agent``'s entries are also addressed by their lines (``SourceReader.by_line``:
     every reader of that agent says so)."""
-    return all(reader.by_line for reader in READERS if reader.name == agent)
+    return all(reader.by_line for reader in readers() if reader.name == agent)
 
 
 def listed(path: str) -> bool:
     """Whether some reader lists ``path``, a file not named ``*.jsonl``, as one of its
     sessions (see ``SourceReader.lists``)."""
-    return any(reader.lists(path) for reader in READERS)
-
-
-_SKIPS: Final = tuple(reader.skips for reader in READERS if reader.skips is not never)
-"""The readers' own ``skips`` (most skip nothing: asked of every file a walk finds)."""
+    return any(reader.lists(path) for reader in readers())
 
 
 def skipped(path: str) -> bool:
     """Whether some reader says ``path`` is no session of its own (see ``SourceReader.skips``)."""
-    return any(skips(path) for skips in _SKIPS)
+    return any(skips(path) for skips in _skips())
+
+
+@cache
+def _skips() -> tuple[Callable[[str], bool], ...]:
+    """The readers' own ``skips`` (most skip nothing: asked of every file a walk finds)."""
+    return tuple(reader.skips for reader in readers() if reader.skips is not never)
 
 
 def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
@@ -146,7 +168,7 @@ def agent_homes(projects: Collection[str] = (),
     reader is given those of its own agent's sessions when ``projects`` can narrow itself
     (an ``of(agent)`` method, as the catalog's has)."""
     found: dict[Path, None] = {}
-    ordered = sorted(READERS, key=lambda reader: AGENTS.index(reader.name))
+    ordered = sorted(readers(), key=lambda reader: AGENTS.index(reader.name))
     for reader in ordered:
         if agents is not None and reader.name not in agents:
             continue

@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -40,9 +40,11 @@ from ..memory.catalog import (
     Catalog,
     SessionListing,
     SessionRecord,
+    StatKey,
     default_roots,
     list_sessions,
     load_catalog,
+    stat_key,
 )
 from ..memory.expand import expand
 from ..memory.index import Hit, SearchSpec, analyze
@@ -96,7 +98,9 @@ class Facts(TypedDict):
     failures: int
 
 
-_FACTS: dict[tuple[str, str, str], Facts] = {}
+_FACTS: dict[tuple[str, str], tuple[str, Facts]] = {}
+"""(index, path) → the facts of the file's version with that sourceHash: one per session,
+replaced when it changes."""
 _FACTS_LOCK = threading.Lock()
 
 
@@ -104,10 +108,10 @@ def session_facts(places: Places, handle: Memory, record: SessionRecord) -> Fact
     """What a row of the list shows beyond the catalog record: the first user words, the
     time span, compactions and failures. Counted in the index (a few searches) and the
     first user entry read back by ``expand``; cached for this version of the file."""
-    key = (str(handle.root), record.path, record.source_hash)
+    key = (str(handle.root), record.path)
     found = _FACTS.get(key)
-    if found is not None:
-        return found
+    if found is not None and found[0] == record.source_hash:
+        return found[1]
     path = ("path", (record.path,))
     timed = SearchSpec(equals=(path,), kinds=("entry",), since_ms=-MAX_TIME_MS)
 
@@ -138,7 +142,7 @@ def session_facts(places: Places, handle: Memory, record: SessionRecord) -> Fact
         + count(("operation",), excluded=(("outcome", ("succeeded",)),)),
     }
     with _FACTS_LOCK:
-        _FACTS[key] = facts
+        _FACTS[key] = (record.source_hash, facts)
     return facts
 
 
@@ -185,6 +189,8 @@ class SessionsPage(TypedDict):
     """Sessions of each agent under the other filters."""
     filters: SessionsFilters
     sessions: list[SessionRow]
+    indexing: bool
+    """No index yet: the live index is building it (the page fills in when it commits)."""
 
 
 def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> SessionsPage:
@@ -195,6 +201,9 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
     if agent is not None and agent not in AGENTS:
         raise UsageError(f"agent {clipped(agent)}: use one of {', '.join(AGENTS)}")
     _, handle = places.open()
+    if not handle.exists():  # the live index is reading the sessions for the first time
+        return {"total": 0, "page": 1, "pages": 1, "perAgent": {}, "filters": filters,
+                "sessions": [], "indexing": True}
     listing = list_sessions(index=places.index, sessions=places.sessions,
                             project=filters.get("project"), since=filters.get("since"),
                             until=filters.get("until"))["sessions"]
@@ -219,7 +228,7 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
         for item, record, facts in shown]
     return {"total": len(rows), "page": page, "pages": pages,
             "perAgent": dict(sorted(per_agent.items())), "filters": filters,
-            "sessions": sessions}
+            "sessions": sessions, "indexing": False}
 
 
 def _facts_match(facts: Facts, filters: SessionsFilters) -> bool:
@@ -350,9 +359,33 @@ def entries_after(places: Places, session: str, after: int) -> list[EntryJSON]:
             for position in range(max(after, 0), len(read.entries))]
 
 
+READ_CACHE = 4
+"""Sessions kept read (by path and stat): paging through one, or a live page following it,
+reads its file once per change, not once per request."""
+_READ: OrderedDict[str, tuple[StatKey | None, Session]] = OrderedDict()
+_READ_LOCK = threading.Lock()
+
+
 def _read(record: SessionRecord) -> Session:
     """The session file as it is now (read again once when it changed while being read: an
-    agent appending to it)."""
+    agent appending to it); the last :data:`READ_CACHE` read are kept while their files'
+    stat stays the same."""
+    key = stat_key(record.path)
+    with _READ_LOCK:
+        kept = _READ.get(record.path)
+        if kept is not None and key is not None and kept[0] == key:
+            _READ.move_to_end(record.path)
+            return kept[1]
+    session = _read_now(record)
+    with _READ_LOCK:
+        _READ[record.path] = (key, session)
+        _READ.move_to_end(record.path)
+        while len(_READ) > READ_CACHE:
+            _READ.popitem(last=False)
+    return session
+
+
+def _read_now(record: SessionRecord) -> Session:
     for attempt in range(2):
         try:
             return read_source(record.path)
@@ -667,7 +700,8 @@ class _Numbers:
     compactions: tuple[tuple[str, str | None, int | None], ...]
 
 
-_NUMBERS: dict[tuple[str, str], _Numbers] = {}
+_NUMBERS: dict[str, tuple[str, _Numbers]] = {}
+"""Path → the numbers of the file's version with that sourceHash (one per session)."""
 
 
 def stats_page(places: Places) -> StatsPage:
@@ -746,10 +780,9 @@ def _add_usage(usage: Usage, numbers: tuple[int, int, int, int, float]) -> None:
 
 
 def _numbers_of(record: SessionRecord) -> _Numbers:
-    key = (record.path, record.source_hash)
-    found = _NUMBERS.get(key)
-    if found is not None:
-        return found
+    found = _NUMBERS.get(record.path)
+    if found is not None and found[0] == record.source_hash:
+        return found[1]
     read = _read(record)
     days: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     tools: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -782,7 +815,7 @@ def _numbers_of(record: SessionRecord) -> _Numbers:
                        {tool: (row[0], row[1]) for tool, row in tools.items()},
                        (int(usage[0]), int(usage[1]), int(usage[2]), int(usage[3]),
                         float(usage[4])), tuple(compactions))
-    _NUMBERS[key] = numbers
+    _NUMBERS[record.path] = (record.source_hash, numbers)
     return numbers
 
 
@@ -803,8 +836,9 @@ def _read_usage(value: Any, usage: list[Any]) -> None:
 
 def generation(places: Places) -> int:
     """The index's commit generation: it changes whenever the live index (or any writer)
-    commits."""
-    return places.open()[1].refresh()
+    commits; -1 while there is no index yet."""
+    handle = places.open()[1]
+    return handle.refresh() if handle.exists() else -1
 
 
 def stat_of(places: Places, session: str) -> tuple[int, int] | None:

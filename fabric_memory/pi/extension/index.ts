@@ -8,6 +8,11 @@
  *   arguments; the user's configured sessions and index are always the ones read.
  * - After a compaction and when the session ends, the session file is re-indexed in the
  *   background (`fabric-memory reindex --session FILE`).
+ * - Before each run a prompt starts in a session that has compacted, `fabric-memory handoff`
+ *   answers the prompt as a UserPromptSubmit hook: memory the model no longer sees, when it
+ *   clears the relevance bar, goes with the prompt as a hidden custom message
+ *   (`fabric-memory-context`); anything else (no answer, an error, past its time) adds
+ *   nothing.
  *
  * The program is `$FABRIC_MEMORY_BIN`, else `fabric-memory` on PATH, looked for at the first
  * call (never while Pi loads the extension). Its children see Pi's environment, not Pi's command
@@ -27,6 +32,8 @@ import type { ExtensionAPI, ExtensionContext, SessionBeforeCompactEvent } from "
 import { Type } from "typebox";
 
 const DEFAULT_HOOK_TIMEOUT_SECONDS = 30;
+/** The prompt's context keeps to 2 s itself (docs/handoff.md); this bounds the process. */
+const PROMPT_TIMEOUT_SECONDS = 3;
 const TOOL_TIMEOUT_SECONDS = 120;
 
 /** How one run of the program ended. */
@@ -307,6 +314,33 @@ async function callTool(name: string, params: object, signal: AbortSignal | unde
 	return { content: [{ type: "text" as const, text }], details: answer.value.details ?? answer.value };
 }
 
+// --- the prompt's context --------------------------------------------------------------------
+
+/** What `fabric-memory handoff` reads as a UserPromptSubmit hook: this prompt, this session. */
+function promptEvent(prompt: string, ctx: ExtensionContext): string | undefined {
+	const file = ctx.sessionManager.getSessionFile();
+	if (!file) return undefined;
+	return JSON.stringify({
+		session_id: ctx.sessionManager.getSessionId(),
+		transcript_path: file,
+		cwd: ctx.sessionManager.getCwd(),
+		hook_event_name: "UserPromptSubmit",
+		prompt,
+	});
+}
+
+/** The context the hook printed (`hookSpecificOutput.additionalContext`), or nothing. */
+function contextOf(outcome: Run): string | undefined {
+	if (outcome.kind !== "exited" || outcome.status !== 0 || !outcome.stdout.trim()) return undefined;
+	try {
+		const value = JSON.parse(outcome.stdout) as { hookSpecificOutput?: { additionalContext?: unknown } };
+		const context = value.hookSpecificOutput?.additionalContext;
+		return typeof context === "string" && context ? context : undefined;
+	} catch {
+		return undefined;
+	}
+}
+
 // --- freshness -------------------------------------------------------------------------------
 
 /** Re-index this session's file in a detached child; never waits, never fails Pi. */
@@ -355,6 +389,20 @@ export default function fabricMemory(pi: ExtensionAPI): void {
 			tellOnce(ctx, "exception", messageOf(error));
 		}
 		return undefined; // never {cancel: true}: Pi's own compaction runs
+	});
+
+	pi.on("before_agent_start", async (event, ctx) => {
+		try {
+			if (event.messageType !== "user" || !event.prompt) return undefined;
+			if (!ctx.sessionManager.getBranch().some((entry) => entry.type === "compaction")) return undefined;
+			const input = promptEvent(event.prompt, ctx);
+			if (input === undefined) return undefined;
+			const context = contextOf(await run(["handoff"], input, PROMPT_TIMEOUT_SECONDS, childEnv(ctx)));
+			if (context === undefined) return undefined;
+			return { message: { customType: "fabric-memory-context", content: context, display: false } };
+		} catch {
+			return undefined; // the prompt goes as typed
+		}
 	});
 
 	pi.on("session_compact", async (_event, ctx) => {
