@@ -13,7 +13,9 @@ search engine.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
+from functools import cache
 from typing import Final
 
 MAX_WORD_BYTES: Final = 128
@@ -86,9 +88,16 @@ every word of the query, these included, still come first. Many such words each 
 little BM25 score, and together they outscored the one rare word that mattered (measured
 on the pi-mono sessions, docs/memory-index.md#recall)."""
 
-_WORD = re.compile(rf"[{CJK_CLASS}]+|[^\W_{CJK_CLASS}]+")
-_CJK = re.compile(rf"[{CJK_CLASS}]")
+_CJK_STARTS: Final = tuple(first for first, _ in CJK_RANGES)
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+
+
+@cache
+def _word() -> re.Pattern[str]:
+    """A run of CJK characters, or of other letters and digits: compiled when a text that is
+    not ASCII first comes (its classes span Unicode: milliseconds a hook would pay on every
+    start, most texts never need it)."""
+    return re.compile(rf"[{CJK_CLASS}]+|[^\W_{CJK_CLASS}]+")
 
 
 def strip_controls(text: str) -> str:
@@ -112,7 +121,10 @@ def searchable(text: str) -> str:
 
 def is_cjk(char: str) -> bool:
     """Whether ``char`` is read one character at a time (:data:`CJK_RANGES`)."""
-    return _CJK.fullmatch(char) is not None
+    if len(char) != 1:
+        return False
+    at = bisect_right(_CJK_STARTS, ord(char)) - 1
+    return at >= 0 and ord(char) <= CJK_RANGES[at][1]
 
 
 def cjk_pairs(run: str) -> list[str]:
@@ -155,9 +167,9 @@ def _words(text: str) -> Iterator[str]:
 
 def _positioned(text: str) -> Iterator[tuple[int, str]]:
     at = 0
-    for match in _WORD.finditer(text):
+    for match in _word().finditer(text):
         run = match.group()
-        if _CJK.match(run):
+        if is_cjk(run[0]):
             yield from ((at + offset, pair) for offset, pair in enumerate(cjk_pairs(run)))
             at += len(run)
             continue

@@ -91,3 +91,25 @@ def test_the_mcp_server_started_in_a_project_ranks_it_first(
                                ("recall", {"$next": True})], cwd=two_projects["alpha"])
     assert sorted(_projects(first["hits"])) == ["alpha", "pkg"]
     assert _projects(rest["hits"]) == ["beta"]
+
+
+def test_a_project_is_its_live_sessions_folders_only(two_projects: dict[str, Path]) -> None:
+    """A folder that only shares the project's name as a prefix (``alpha2``) is not inside
+    it, and once a project's only session is removed from the index, preferring it says
+    nothing (the request does not echo it) and keeping it finds nothing."""
+    places = {"sessions": two_projects["sessions"], "index": two_projects["index"]}
+    t = ClaudeTranscript(session_id="5d3c1b2a-0000-4000-8000-000000000009",
+                         cwd=str(two_projects["alpha"]) + "2")
+    t.user("rounding in a sibling")
+    t.write(two_projects["sessions"] / f"{t.session_id}.jsonl")
+    reindex(**places, workers=1)  # type: ignore[arg-type]
+    found = recall("rounding", project=str(two_projects["alpha"]), **places)  # type: ignore[arg-type]
+    assert sorted(_projects(found["hits"])) == ["alpha", "pkg"]  # type: ignore[arg-type]
+    (two_projects["sessions"] / f"{t.session_id}.jsonl").unlink()
+    reindex(**places, workers=1)  # type: ignore[arg-type]
+    gone = str(two_projects["alpha"]) + "2"
+    assert recall("rounding", project=gone, **places)["total"] == 0  # type: ignore[arg-type]
+    preferred = recall("rounding", prefer_project=gone, limit=1,
+                       **places)  # type: ignore[arg-type]
+    assert preferred["total"] == 3
+    assert preferred["next"] is not None and "preferProject" not in preferred["next"]

@@ -149,6 +149,7 @@ def test_sessions_json_twin_holds_what_the_list_shows(ui: RunningUI, store: Stor
     ("agent=pi", 2), ("agent=claude-code", 1), ("agent=codex", 0), ("project=/repo", 3),
     ("project=/elsewhere", 0), ("since=2000-01-01T00:00:00Z", 3),
     ("until=2000-01-01T00:00:00Z", 0), ("agent=pi&compacted=no", 1),
+    (f"until={time.strftime('%Y-%m-%d', time.gmtime())}", 3),  # a day: through its end
 ])
 def test_list_filters(ui: RunningUI, query: str, expected: int) -> None:
     """Each filter of the list narrows it as named."""

@@ -234,8 +234,13 @@ class Catalog:
         if found is None:
             if len(self._folders_of) >= 64:
                 self._folders_of.clear()
+            # Over a snapshot, from the index's terms: loading every record to read their
+            # folders was a third of a one-shot recall's time at 1,040 sessions.
+            folders = (self._snapshot.folders(project.rstrip("/") or "/")
+                       if self._snapshot is not None and self._all is None
+                       else {r.cwd for r in self.records if r.cwd is not None})
             found = self._folders_of[project] = tuple(sorted(
-                {r.cwd for r in self.records if r.cwd is not None and in_project(r.cwd, project)}))
+                folder for folder in folders if in_project(folder, project)))
         return found
 
     def outside(self, roots: tuple[Path, ...]) -> frozenset[str]:

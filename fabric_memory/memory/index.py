@@ -879,6 +879,22 @@ class RecordSnapshot:
         return self._records([tantivy.Query.term_query(SCHEMA, "session_id", session_id)], 2,
                              parts)
 
+    def folders(self, prefix: str) -> set[str]:
+        """The folders the live documents name in their ``project`` field that start with
+        ``prefix``, read from the term dictionary (no document is fetched; a folder whose
+        documents are all deleted or outdated does not count)."""
+        found: set[str] = set()
+        with _translated(self.where):
+            for part in self._parts:
+                live = tantivy.Query.all_query() if not part.excluded else (
+                    tantivy.Query.boolean_query([
+                        (tantivy.Occur.Must, tantivy.Query.all_query()),
+                        (tantivy.Occur.MustNot,
+                         tantivy.Query.term_set_query(SCHEMA, "path", part.excluded))]))
+                found.update(term for term, count in part.searcher.terms_with_prefix(
+                    "project", prefix, filter_query=live) if count)
+        return found
+
     def newest(self, count: int) -> list[bytes]:
         """The records of the ``count`` newest files by mtime (of each shard), and of every
         file that ties with the last of them (the caller orders, cuts and breaks ties)."""

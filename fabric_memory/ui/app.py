@@ -17,6 +17,7 @@ import contextlib
 import hmac
 import ipaddress
 import os
+import re
 import secrets
 import socket
 import sys
@@ -215,7 +216,7 @@ class Pages:
         params = request.query_params
         filters: SessionsFilters = {}
         for key in ("agent", "project", "since", "until"):
-            value = params.get(key, "").strip()
+            value = _through_day(key, params.get(key, "").strip())
             if value:
                 filters[key] = value
         for key in ("compacted", "failed"):
@@ -256,7 +257,7 @@ class Pages:
         query = params.get("q", "")
         filters: SearchFilters = {}
         for key in SEARCH_KEYS:
-            value = params.get(key, "").strip()
+            value = _through_day(key, params.get(key, "").strip())
             if value:
                 filters[key] = value  # type: ignore[literal-required]
         offset = _number(params.get("offset"), "offset", 0)
@@ -326,6 +327,14 @@ class Pages:
                     yield {"event": "entries", "data": html.replace("\r", "")}
 
         return EventSourceResponse(appended())
+
+
+def _through_day(key: str, value: str) -> str:
+    """``until`` given as a day means through its end (the filters take an instant)."""
+    return f"{value}T23:59:59.999Z" if key == "until" and DAY.fullmatch(value) else value
+
+
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _json_suffix(name: str) -> tuple[str, bool]:
@@ -471,6 +480,8 @@ def run_ui(places: Places, *, host: str = "127.0.0.1", port: int = 0, token: str
         "sessions": places.sessions, "index": places.index, "stop": stop, "log": log,
         "agents": agents}, name="fabric-memory-live", daemon=True)
     watcher.start()
+    threading.Thread(target=pages.warm_counts, args=(places, stop), name="fabric-memory-warm",
+                     daemon=True).start()
     print_url(url)
     if open_browser and can_open_browser():
         threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()

@@ -101,6 +101,7 @@ class Facts(TypedDict):
 _FACTS: dict[tuple[str, str], tuple[str, Facts]] = {}
 """(index, path) → the facts of the file's version with that sourceHash: one per session,
 replaced when it changes."""
+_COUNTS: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
 _FACTS_LOCK = threading.Lock()
 
 
@@ -124,26 +125,42 @@ def session_facts(places: Places, handle: Memory, record: SessionRecord) -> Fact
             spec, limit=1, offset=newest.total - 1, snippet_chars=1)
         return oldest.hits[0], newest.hits[0]
 
+    first, last = ends(timed)
+    said = ends(replace(timed, equals=(path, ("role", ("user",)))))[0] or ends(
+        SearchSpec(equals=(path, ("role", ("user",))), kinds=("entry",)))[0]
+    compactions, failures = session_counts(handle, record)
+    facts: Facts = {
+        "title": _first_words(places, record, str(said.fields["address"])) if said else "",
+        "firstAt": first.fields.get("timestamp") if first is not None else None,
+        "lastAt": last.fields.get("timestamp") if last is not None else None,
+        "compactions": compactions, "failures": failures,
+    }
+    with _FACTS_LOCK:
+        _FACTS[key] = (record.source_hash, facts)
+    return facts
+
+
+def session_counts(handle: Memory, record: SessionRecord) -> tuple[int, int]:
+    """The session's compactions and failures (failed tool results, and Fabric operations
+    that did not succeed), counted in the index; cached for this version of the file (what
+    the list's filters need of every session)."""
+    key = (str(handle.root), record.path)
+    found = _COUNTS.get(key)
+    if found is not None and found[0] == record.source_hash:
+        return found[1]
+    path = ("path", (record.path,))
+
     def count(kinds: tuple[str, ...], *equals: tuple[str, tuple[str | bool, ...]],
               excluded: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> int:
         spec = SearchSpec(equals=(path, *equals), excluded=excluded, kinds=kinds)
         return handle.search(spec, limit=1, offset=0, snippet_chars=1).total
 
-    first, last = ends(timed)
-    said = ends(replace(timed, equals=(path, ("role", ("user",)))))[0] or ends(
-        SearchSpec(equals=(path, ("role", ("user",))), kinds=("entry",)))[0]
-    facts: Facts = {
-        "title": _first_words(places, record, str(said.fields["address"])) if said else "",
-        "firstAt": first.fields.get("timestamp") if first is not None else None,
-        "lastAt": last.fields.get("timestamp") if last is not None else None,
-        "compactions": count(("entry",), ("type", ("compaction",))),
-        # A failed tool result, or a Fabric operation that did not succeed.
-        "failures": count(("entry",), ("is_error", (True,)))
-        + count(("operation",), excluded=(("outcome", ("succeeded",)),)),
-    }
+    counts = (count(("entry",), ("type", ("compaction",))),
+              count(("entry",), ("is_error", (True,)))
+              + count(("operation",), excluded=(("outcome", ("succeeded",)),)))
     with _FACTS_LOCK:
-        _FACTS[key] = (record.source_hash, facts)
-    return facts
+        _COUNTS[key] = (record.source_hash, counts)
+    return counts
 
 
 def _first_words(places: Places, record: SessionRecord, address: str) -> str:
@@ -208,31 +225,44 @@ def sessions_page(places: Places, filters: SessionsFilters, page: int = 1) -> Se
                             project=filters.get("project"), since=filters.get("since"),
                             until=filters.get("until"))["sessions"]
     catalog = load_catalog(handle)
+    counted = any(filters.get(name) is not None for name in ("compacted", "failed"))
     rows = []
     for item in listing:
         record = catalog.record(item["path"])
-        if record is None:
+        if record is None or (counted and not _counts_match(handle, record, filters)):
             continue
-        wanted = [name for name in ("compacted", "failed") if filters.get(name) is not None]
-        facts = session_facts(places, handle, record) if wanted else None
-        if facts is not None and not _facts_match(facts, filters):
-            continue
-        rows.append((item, record, facts))
-    per_agent = Counter(item["agent"] for item, _, _ in rows)
+        rows.append((item, record))
+    per_agent = Counter(item["agent"] for item, _ in rows)
     rows = [row for row in rows if agent in (None, row[0]["agent"])]
     pages = max((len(rows) + LIST_PAGE - 1) // LIST_PAGE, 1)
     shown = rows[(page - 1) * LIST_PAGE: page * LIST_PAGE]
     sessions: list[SessionRow] = [
         {**item, "handle": catalog.handle(record),
-         "facts": facts or session_facts(places, handle, record)}
-        for item, record, facts in shown]
+         "facts": session_facts(places, handle, record)}
+        for item, record in shown]
     return {"total": len(rows), "page": page, "pages": pages,
             "perAgent": dict(sorted(per_agent.items())), "filters": filters,
             "sessions": sessions, "indexing": False}
 
 
-def _facts_match(facts: Facts, filters: SessionsFilters) -> bool:
-    for name, count in (("compacted", facts["compactions"]), ("failed", facts["failures"])):
+def warm_counts(places: Places, stop: threading.Event) -> None:
+    """Count every indexed session's compactions and failures ahead of the list's filters
+    (a few searches each: seconds for a thousand sessions), until done or ``stop``."""
+    try:
+        _, handle = places.open()
+        if not handle.exists():
+            return
+        for record in load_catalog(handle).records:
+            if stop.is_set():
+                return
+            session_counts(handle, record)
+    except FabricMemoryError:
+        return  # the filters count what they need when they are used
+
+
+def _counts_match(handle: Memory, record: SessionRecord, filters: SessionsFilters) -> bool:
+    counts = session_counts(handle, record)
+    for name, count in zip(("compacted", "failed"), counts, strict=True):
         wanted = filters.get(name)
         if wanted is not None and wanted != (count > 0):
             return False
