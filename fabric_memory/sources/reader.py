@@ -41,6 +41,11 @@ Homes = Callable[[Collection[str]], tuple[Path, ...]]
 (present or not; environment variables honoured; never reads a file)."""
 
 
+def never(path: str) -> bool:
+    """What :attr:`SourceReader.skips` is for a reader that skips no file."""
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class SourceReader:
     """One agent's reader, as :mod:`fabric_memory.sources.registry` lists it."""
@@ -50,7 +55,7 @@ class SourceReader:
     recognises: Recognises
     read: Read
     homes: Homes
-    skips: Callable[[str], bool] = lambda path: False
+    skips: Callable[[str], bool] = never
     """Whether a file under a sessions root is no session of its own, by its real path
     (Catui's ``latest.jsonl`` copies the newest run): never read, never reported."""
     tools: Mapping[str, Tool] = field(default_factory=dict)
