@@ -122,6 +122,10 @@ def test_search_click_land_follow_and_live(ui: RunningUI, store: Store, browser:
     wait_for(lambda: in_view(browser, entry), "the entry scrolled into view")
     assert "target" in (entry.get_attribute("class") or "")
     assert RARE in entry.text
+    entry.find_element(By.CSS_SELECTOR, "details.raw > summary").click()
+    raw = entry.find_element(By.CSS_SELECTOR, "details.raw pre")
+    wait_for(lambda: RARE in raw.text and '"type":"message"' in raw.text,
+             "the entry's verbatim line, on request")
 
     summary = found(browser, store.compaction)
     assert summary is not None

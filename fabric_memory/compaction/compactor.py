@@ -146,16 +146,25 @@ class _Words:
     exactly what the words' own first letters would) lets the search skip most positions
     cheaply: ~3x faster on user messages; an ASCII text is never searched for the others."""
 
-    __slots__ = ("cjk", "spaced")
+    __slots__ = ("cjk", "parts", "spaced")
 
     def __init__(self, words: tuple[str, ...], cjk: tuple[str, ...]) -> None:
         firsts = "".join(sorted({word[0] for word in words}))
         self.spaced = re.compile(rf"\b(?=[{firsts}])(?:{'|'.join(words)})\b", re.IGNORECASE)
         self.cjk = re.compile("|".join(cjk))
+        self.parts = tuple(word for word in words
+                           if not any(other != word and other in word for other in words))
+        """The words but those holding another one: in an ASCII text (where IGNORECASE is
+        ASCII case), the regex matches only if one of them is in the lowercased text."""
 
     def search(self, text: str) -> bool:
-        return self.spaced.search(text) is not None or (
-            not text.isascii() and self.cjk.search(text) is not None)
+        if text.isascii():
+            lowered = text.lower()
+            for part in self.parts:  # (a substring test each: ~10x cheaper than the search)
+                if part in lowered:
+                    return self.spaced.search(text) is not None
+            return False
+        return self.spaced.search(text) is not None or self.cjk.search(text) is not None
 
 
 _CONSTRAINT = _Words(_CONSTRAINT_WORDS, _CJK_CONSTRAINT_WORDS)

@@ -63,7 +63,13 @@ class Coverage:
         return {"first": self.first, "last": self.last, "entries": self.entries}
 
 
-@dataclass(frozen=True, slots=True)
+_NO_LEDGERS: Final[Mapping[LedgerName, Ledger]] = {name: Ledger() for name in LEDGERS}
+"""A state's ledgers before anything is summarized (a ledger is immutable: shared)."""
+
+
+# Built a few times per compaction and never changed afterwards; not ``frozen`` (see
+# :class:`~.ledger.Ledger`).
+@dataclass(slots=True)
 class CumulativeState:
     """Everything a compaction carries to the next one (inside its details)."""
 
@@ -71,9 +77,7 @@ class CumulativeState:
     counts: Mapping[str, int] = field(default_factory=dict)
     status: tuple[Item, ...] = ()
     """The latest user request and assistant reply, keyed ``user``/``assistant``."""
-    ledgers: Mapping[LedgerName, Ledger] = field(
-        default_factory=lambda: {name: Ledger() for name in LEDGERS}
-    )
+    ledgers: Mapping[LedgerName, Ledger] = field(default_factory=lambda: dict(_NO_LEDGERS))
 
     def to_json(self) -> StateJson:
         return {
@@ -196,7 +200,8 @@ def previous_state(branch: Sequence[EntryView], cut: int) -> tuple[CumulativeSta
 # --- the details ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+# Not ``frozen`` (see :class:`~.ledger.Ledger`): built per compaction, never changed.
+@dataclass(slots=True)
 class LiveRange:
     """What this compaction itself added, and where the kept context starts."""
 

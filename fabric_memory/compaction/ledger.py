@@ -107,7 +107,10 @@ class LedgerJson(TypedDict):
     droppedLast: str | None
 
 
-@dataclass(frozen=True, slots=True)
+# Built for every ledger of every compaction (and shared, never changed afterwards); not
+# ``frozen``, which would make building it ~5x slower (each field set through
+# ``object.__setattr__``).
+@dataclass(slots=True)
 class Ledger:
     """Earliest items, a counted gap, latest items (in source order)."""
 
@@ -285,6 +288,8 @@ class LedgerBuilder:
         """key → its items, earliest first (a key stays listed, empty, once popped)."""
         self.removed: set[int] = set()
         """``id()`` of removed items still in ``head``/``tail``."""
+        self.more = 0
+        """Items the runs in ``tail`` hold beyond one each (a run is never removed)."""
         if ledger.head or ledger.tail:  # (a new ledger, or one never used: nothing to list)
             for item in ledger.items:
                 if item.key:
@@ -305,6 +310,8 @@ class LedgerBuilder:
     def add_pending(self, item: Pending | Run) -> None:
         """Add items to be written only if kept."""
         self.tail.append(item)
+        if type(item) is Run:
+            self.more += len(item.sources) - 1
 
     def add_unique(self, item: Item) -> None:
         if item.key not in self.keys:
@@ -355,7 +362,7 @@ class LedgerBuilder:
             room -= weight
             kept.append(item)
         kept.reverse()
-        start = sum(len(e.sources) if type(e) is Run else 1 for e in self.tail) - len(kept)
+        start = len(self.tail) + self.more - len(kept)
         moved = 0
         if start and not self.dropped:
             head_bytes = sum(item.weight for item in self.head)

@@ -71,10 +71,14 @@ def clip(text: str, max_bytes: int, marker: str = "...") -> str:
     compaction masks secrets (docs/secrets.md), before the cut, which could otherwise leave
     part of one. The summary is laid out from the state's texts and is not masked again.
     """
-    head = _clean_head_cut(text, max_bytes, marker)
-    if head is not None:
-        return head
-    return bounded(mask(text), max_bytes, marker)
+    if len(text) > 2 * (max_bytes + SIGNATURE_REACH):  # (else no clean head to cut: see there)
+        head = _clean_head_cut(text, max_bytes, marker)
+        if head is not None:
+            return head
+    masked = mask(text)
+    if len(masked) <= max_bytes and masked.isascii():  # (most texts: kept whole, as bounded)
+        return masked
+    return bounded(masked, max_bytes, marker)
 
 
 def _clean_head_cut(text: str, max_bytes: int, marker: str) -> str | None:
@@ -183,10 +187,10 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s|(?<=[。！？；])")
 
 
 def whole_or_ends(text: str, max_chars: int) -> str:
-    """``text`` (collapsed, masked) whole when it has at most ``max_chars`` characters;
-    else its start and its end, each cut at a sentence break when one is near (any script:
-    ``.!?;`` before a space, or ``。！？；``), joined by `` ... ``."""
-    text = mask(collapse(text))
+    """``text`` (its whitespace collapsed already; masked here) whole when it has at most
+    ``max_chars`` characters; else its start and its end, each cut at a sentence break when
+    one is near (any script: ``.!?;`` before a space, or ``。！？；``), joined by `` ... ``."""
+    text = mask(text)
     if len(text) <= max_chars:
         return text
     head_room = max_chars * 2 // 3

@@ -115,7 +115,7 @@ def _in_trace_folder(path: str) -> bool:
 
 
 def _is_latest(path: str) -> bool:
-    return Path(path).name == LATEST and _in_trace_folder(path)
+    return path.endswith(LATEST) and Path(path).name == LATEST and _in_trace_folder(path)
 
 
 def _read_trace(path: str, max_line_bytes: int) -> Session:

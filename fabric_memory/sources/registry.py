@@ -7,13 +7,14 @@ Adding an agent: one module under :mod:`fabric_memory.sources` with a
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from functools import cache
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
-from .reader import SourceReader, first_value, under
+from .reader import SourceReader, first_value, never, under
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     from ..session import Session
@@ -136,7 +137,13 @@ def listed(path: str) -> bool:
 
 def skipped(path: str) -> bool:
     """Whether some reader says ``path`` is no session of its own (see ``SourceReader.skips``)."""
-    return any(reader.skips(path) for reader in readers())
+    return any(skips(path) for skips in _skips())
+
+
+@cache
+def _skips() -> tuple[Callable[[str], bool], ...]:
+    """The readers' own ``skips`` (most skip nothing: asked of every file a walk finds)."""
+    return tuple(reader.skips for reader in readers() if reader.skips is not never)
 
 
 def agent_names(text: str | Iterable[str] | None) -> frozenset[str] | None:
