@@ -18,7 +18,6 @@ from typing import Any, Final
 import orjson
 
 from ..sources.reader import IDS
-from ..sources.registry import TOOLS
 from ..view import USAGE, EntryView, ToolCall, content_text
 from ..words import strip_controls
 
@@ -82,7 +81,11 @@ def render_entry(view: EntryView, address: str) -> str:
 
 def _edits(tool: str | None) -> bool:
     """Whether the tool named ``tool`` changes files, by its agent's tool table."""
-    known = TOOLS.get(tool) if tool else None
+    if not tool:
+        return False
+    from ..sources.registry import TOOLS  # (every agent's reader: only when a tool is shown)
+
+    known = TOOLS.get(tool)
     return known is not None and known.kind in EDITING
 
 
