@@ -20,7 +20,6 @@ failing-open wrapper, time budget and log are :func:`fabric_memory.handoff.run_h
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -341,6 +340,8 @@ class Given:
 
     def __init__(self, session_id: str, home: Path) -> None:
         folder = home / STATE_FOLDER
+        import hashlib  # (a prompt with nothing to recall never gets here)
+
         name = hashlib.sha256(session_id.encode()).hexdigest()[:32]
         self.path = folder / f"{name}.json"
         try:

@@ -25,6 +25,12 @@ MAX_TIME_MS: Final = 8_640_000_000_000_000
 """JavaScript's Date range (±10^8 days from 1970), which holds every time Pi writes; Tantivy's
 64-bit fields hold it too."""
 _TEXT_ROLES: Final = frozenset({"user", "assistant", "custom"})
+USAGE: Final = "usage"
+"""Where an entry records what its turn cost in tokens: Pi writes it in the message
+(``message.usage``, with ``cost.total``); the reader of another agent writes it beside the
+message (``raw["usage"]``, no cost), so compaction's estimate, which reads only Pi's, never
+sees it (:func:`fabric_memory.sources.reader.add_usage`)."""
+_TOKEN_KEYS: Final = ("input", "output", "cacheRead", "cacheWrite")
 _UNREAD: Final = object()
 
 
@@ -114,6 +120,14 @@ class EntryView:
         return summary if isinstance(summary, str) else None
 
     @property
+    def usage(self) -> TokenUsage | None:
+        """The tokens (and, where the agent records it, the cost) of this entry's turn."""
+        recorded = self.message.get(USAGE) if self.message is not None else None
+        if not _is_object(recorded):
+            recorded = self.raw.get(USAGE)
+        return read_usage(cast("Mapping[str, Any]", recorded)) if _is_object(recorded) else None
+
+    @property
     def time_ms(self) -> int | None:
         """Epoch milliseconds of the entry's ISO timestamp, else its message's integer
         ``timestamp`` when inside JavaScript's date range."""
@@ -123,6 +137,28 @@ class EntryView:
                 return parsed
         stamp = self.message.get("timestamp") if self.message is not None else None
         return stamp if type(stamp) is int and abs(stamp) <= MAX_TIME_MS else None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """The tokens one turn used; ``cost`` only where the agent records it (Pi)."""
+
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+    cost: float | None
+
+
+def read_usage(recorded: Mapping[str, Any]) -> TokenUsage:
+    """A usage in Pi's shape (``input``, ``output``, ``cacheRead``, ``cacheWrite``, and
+    ``cost.total`` when recorded); a count that is not a positive whole number is 0."""
+    input, output, cache_read, cache_write = (
+        n if type(n) is int and n > 0 else 0 for n in (recorded.get(key) for key in _TOKEN_KEYS))
+    cost: Any = recorded.get("cost")
+    total: Any = cost.get("total") if _is_object(cost) else None
+    spent = float(total) if type(total) in (int, float) and total >= 0 else None
+    return TokenUsage(input, output, cache_read, cache_write, spent)
 
 
 def content_text(content: Any) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fabric_memory.memory.locations import SESSIONS_ENV
 from fabric_memory.memory.recall import recall
 from fabric_memory.memory.reindex import reindex
 from fabric_memory.pi.tools import call_tool
@@ -93,23 +94,30 @@ def test_the_mcp_server_started_in_a_project_ranks_it_first(
     assert _projects(rest["hits"]) == ["beta"]
 
 
-def test_a_project_is_its_live_sessions_folders_only(two_projects: dict[str, Path]) -> None:
+def test_a_project_is_its_live_sessions_folders_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A folder that only shares the project's name as a prefix (``alpha2``) is not inside
-    it, and once a project's only session is removed from the index, preferring it says
-    nothing (the request does not echo it) and keeping it finds nothing."""
-    places = {"sessions": two_projects["sessions"], "index": two_projects["index"]}
-    t = ClaudeTranscript(session_id="5d3c1b2a-0000-4000-8000-000000000009",
-                         cwd=str(two_projects["alpha"]) + "2")
-    t.user("rounding in a sibling")
-    t.write(two_projects["sessions"] / f"{t.session_id}.jsonl")
+    it, and once a project's only session is removed from the index (its documents deleted
+    beside live ones of the same segment, whose terms stay until a merge), preferring it
+    says nothing (the request does not echo it) and keeping it finds nothing — read as a
+    hook reads (its sessions folder from the environment: the index's own terms)."""
+    sessions, index = tmp_path / "sessions", tmp_path / "index"
+    sessions.mkdir()
+    for n, folder in enumerate(["alpha", "alpha2", "beta"]):
+        t = ClaudeTranscript(session_id=f"5d3c1b2a-0000-4000-8000-00000000001{n}",
+                             cwd=str(tmp_path / folder))
+        t.user(f"rounding in {folder}")
+        t.write(sessions / f"{t.session_id}.jsonl")
+    monkeypatch.setenv(SESSIONS_ENV, str(sessions))
+    places = {"index": index}
     reindex(**places, workers=1)  # type: ignore[arg-type]
-    found = recall("rounding", project=str(two_projects["alpha"]), **places)  # type: ignore[arg-type]
-    assert sorted(_projects(found["hits"])) == ["alpha", "pkg"]  # type: ignore[arg-type]
-    (two_projects["sessions"] / f"{t.session_id}.jsonl").unlink()
+    found = recall("rounding", project=str(tmp_path / "alpha"), **places)  # type: ignore[arg-type]
+    assert _projects(found["hits"]) == ["alpha"]  # type: ignore[arg-type]
+    (sessions / "5d3c1b2a-0000-4000-8000-000000000011.jsonl").unlink()
     reindex(**places, workers=1)  # type: ignore[arg-type]
-    gone = str(two_projects["alpha"]) + "2"
+    gone = str(tmp_path / "alpha2")
     assert recall("rounding", project=gone, **places)["total"] == 0  # type: ignore[arg-type]
     preferred = recall("rounding", prefer_project=gone, limit=1,
                        **places)  # type: ignore[arg-type]
-    assert preferred["total"] == 3
+    assert preferred["total"] == 2
     assert preferred["next"] is not None and "preferProject" not in preferred["next"]

@@ -527,10 +527,10 @@ def test_a_noop_reindex_of_several_agents_opens_no_session_file(
     shutil.copytree(REPO / "fixtures" / "agents" / "codex", roots["sessions"] / "codex",
                     ignore=shutil.ignore_patterns("*.md"))
     first = reindex(**roots, workers=1)
-    assert (first["indexed"], first["invalid"]) == (10, [])
+    assert (first["indexed"], first["invalid"]) == (11, [])
     refuse_opening(monkeypatch, roots["sessions"])
     again = reindex(**roots, workers=1)
-    assert (again["indexed"], again["skipped"], again["commits"]) == (0, 10, 0)
+    assert (again["indexed"], again["skipped"], again["commits"]) == (0, 11, 0)
 
 
 def test_agents_narrow_a_named_folder_to_their_files(tmp_path: Path) -> None:
@@ -543,10 +543,10 @@ def test_agents_narrow_a_named_folder_to_their_files(tmp_path: Path) -> None:
         shutil.copytree(REPO / "fixtures" / "agents" / agent, roots["sessions"] / agent,
                         ignore=shutil.ignore_patterns("*.md"))
     only = reindex(**roots, workers=1, agents="codex")
-    assert (only["indexed"], only["invalid"]) == (5, [])
+    assert (only["indexed"], only["invalid"]) == (6, [])
     assert {row["agent"] for row in list_sessions(index=roots["index"])["sessions"]} == {"codex"}
     rest = reindex(**roots, workers=1)
     assert (rest["indexed"], rest["removed"]) == (5, [])
     again = reindex(**roots, workers=1, agents="pi")
     assert (again["indexed"], again["removed"]) == (0, [])
-    assert list_sessions(index=roots["index"])["total"] == 10
+    assert list_sessions(index=roots["index"])["total"] == 11

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -30,6 +32,7 @@ from .ui_host import (
 ROUTES = ["/", "/sessions.json", "/session/{id}", "/session/{id}.json", "/raw/{id}?address=e001",
           "/live/{id}", "/search?q=parser", "/search.json?q=parser", "/stats", "/stats.json",
           "/events", "/static/ui.js", "/static/ui.css", "/no-such-page"]
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 TRACEBACK_MARKS = (b"Traceback", b'File "', b"Error:\n")
 
 
@@ -266,6 +269,63 @@ def test_stats_counts_tools_and_compactions(ui: RunningUI) -> None:
     assert {row["name"]: row["usage"]["input"] for row in stats["agents"]} == {
         "pi": 1200, "claude-code": 0}
     assert b"<svg" in ui.get("/stats")[2]
+
+
+CLAUDE_USAGE = FIXTURES / "handoff" / "entire-dev-b.jsonl"
+CODEX_USAGE = (FIXTURES / "agents" / "codex"
+               / "rollout-2026-01-15T08-00-00-019b1c2d-3e4f-7a5b-8c6d-7e8f9a0b1c2d.jsonl")
+
+
+def _claude_tokens(path: Path) -> dict[str, int]:
+    """Claude Code's usage summed straight from the raw lines: each reply once (its lines
+    repeat the usage with the output so far: the last line's counts)."""
+    replies: dict[tuple[str, str], dict[str, int]] = {}
+    for line in path.read_bytes().splitlines():
+        value = orjson.loads(line)
+        body = value.get("message")
+        if value.get("type") == "assistant" and isinstance(body, dict) and "usage" in body:
+            replies[(body["id"], value.get("requestId"))] = body["usage"]
+    return {"input": sum(u["input_tokens"] for u in replies.values()),
+            "output": sum(u["output_tokens"] for u in replies.values()),
+            "cacheRead": sum(u["cache_read_input_tokens"] for u in replies.values()),
+            "cacheWrite": sum(u["cache_creation_input_tokens"] for u in replies.values())}
+
+
+def _codex_tokens(path: Path) -> dict[str, int]:
+    """Codex's usage from the raw lines: the session's last ``total_token_usage``."""
+    totals = [value["payload"]["info"]["total_token_usage"]
+              for value in map(orjson.loads, path.read_bytes().splitlines())
+              if value.get("type") == "event_msg" and value["payload"].get("type") == "token_count"
+              and value["payload"].get("info")]
+    last = totals[-1]
+    return {"input": last["input_tokens"] - last["cached_input_tokens"],
+            "output": last["output_tokens"], "cacheRead": last["cached_input_tokens"],
+            "cacheWrite": 0}
+
+
+def test_stats_count_claude_code_and_codex_usage(store: Store, tmp_path: Path) -> None:
+    """/stats.json counts the tokens a real Claude Code transcript and a Codex rollout
+    record, each turn once, per agent and per day; their cost is not recorded."""
+    from fabric_memory.memory.reindex import reindex
+
+    sessions = tmp_path / "sessions"
+    for source in (CLAUDE_USAGE, CODEX_USAGE):
+        (sessions / source.parent.name).mkdir(parents=True)
+        shutil.copy(source, sessions / source.parent.name / source.name)
+    reindex(sessions=sessions, index=tmp_path / "index", workers=1)
+    with running_ui(replace(store, sessions=sessions, index=tmp_path / "index")) as ui:
+        stats = orjson.loads(ui.get("/stats.json")[2])
+        html = ui.get("/stats")[2].decode()
+    agents = {row["name"]: row["usage"] for row in stats["agents"]}
+    tokens = ("input", "output", "cacheRead", "cacheWrite")
+    for agent, expected in (("claude-code", _claude_tokens(CLAUDE_USAGE)),
+                            ("codex", _codex_tokens(CODEX_USAGE))):
+        assert {key: agents[agent][key] for key in tokens} == expected, agent
+        assert agents[agent]["cost"] is None
+    days = stats["days"]
+    assert {key: sum(day["usage"][key] for day in days) for key in tokens} == {
+        key: stats["usage"][key] for key in tokens} and stats["usage"]["output"] > 0
+    assert "not recorded" in html
 
 
 def test_non_loopback_host_needs_a_token(store: Store) -> None:

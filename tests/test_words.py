@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fabric_memory.words import (
+    CJK_RANGES,
     MAX_WORD_BYTES,
     STOP_WORDS,
     cjk_pairs,
@@ -41,6 +42,16 @@ def test_cjk_pairs_and_is_cjk() -> None:
     assert cjk_pairs("网关") == ["网关"]
     assert cjk_pairs("网") == ["网"]
     assert [is_cjk(c) for c in "中カ한aé1ー"] == [True, True, True, False, False, False, True]
+
+
+def test_is_cjk_holds_each_range_whole_and_nothing_beside_it() -> None:
+    """is_cjk is true from each range's first character to its last, false just outside
+    each, and false for anything but one character."""
+    for first, last in CJK_RANGES:
+        assert is_cjk(chr(first)) and is_cjk(chr(last)), hex(first)
+        assert not any(is_cjk(chr(c)) for c in (first - 1, last + 1)
+                       if not any(a <= c <= b for a, b in CJK_RANGES)), hex(first)
+    assert not is_cjk("") and not is_cjk("中文")
 
 
 def test_terminal_controls_are_removed() -> None:

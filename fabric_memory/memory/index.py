@@ -19,9 +19,6 @@ import itertools
 import math
 import os
 import re
-import shutil
-import signal
-import tempfile
 import threading
 import time
 import weakref
@@ -161,6 +158,8 @@ class IndexLock:
         try:
             make_private_dirs(self.path.parent)
             if self.path.is_dir() and not self.path.is_symlink():
+                import shutil  # (writers and repairs only: a query's start-up skips it)
+
                 shutil.rmtree(self.path)  # never a lock: flock needs a file we can open
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -555,6 +554,9 @@ class MemoryIndex:
         """A private folder of symlinks to the index files, for an index this process may not
         write (a read-only disk, another user's index): Tantivy takes a lock file to read,
         and creates it beside the links instead. Made afresh per open (a commit adds files)."""
+        import shutil
+        import tempfile
+
         view = Path(tempfile.mkdtemp(prefix="fabric-memory-read-"))
         weakref.finalize(self, shutil.rmtree, view, True)
         for entry in os.scandir(self.directory):
@@ -612,6 +614,8 @@ class MemoryIndex:
 
         Call with the writer lock held. Returns the one-line notice of a rebuild.
         """
+        import shutil
+
         make_private_dirs(self.root)
         notice = None
         for version in sorted(_version_dirs(self.root) - {SCHEMA_TAG}):
@@ -1252,6 +1256,8 @@ def _check_regex_cost(pattern: str, seconds: float) -> None:
     delay = 0.001
     while os.waitpid(pid, os.WNOHANG) == (0, 0):
         if time.monotonic() >= deadline:
+            import signal
+
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             raise QueryError(
@@ -1357,6 +1363,8 @@ def _clear_tantivy_locks(directory: Path) -> None:
     """Remove a folder (or anything but a file) where Tantivy keeps its lock files: it would
     wait on it forever. Only a writer holding our lock calls this, so no Tantivy writer
     of ours can be using them."""
+    import shutil
+
     for name in TANTIVY_LOCKS:
         path = directory / name
         if path.is_dir() and not path.is_symlink():

@@ -18,15 +18,14 @@ from typing import Any, Final
 import orjson
 
 from ..sources.reader import IDS
-from ..sources.registry import TOOLS
-from ..view import EntryView, ToolCall, content_text
+from ..view import USAGE, EntryView, ToolCall, content_text
 from ..words import strip_controls
 
 INLINE_CHARS: Final = 120
 """Longest string argument shown inside ``name(...)``; a longer or multi-line one is shown
 below the call, whole."""
 ENTRY_KEYS: Final = frozenset({"type", "id", "parentId", "timestamp", "summary", "content",
-                               "details", "fromHook", IDS})
+                               "details", "fromHook", IDS, USAGE})
 """Keys of a non-message entry that say nothing to a reader, or are rendered already."""
 MESSAGE_KEYS: Final = ENTRY_KEYS | {"role", "toolName", "toolCallId", "isError", "usage",
                                     "cost", "api", "provider", "model", "responseId",
@@ -82,7 +81,11 @@ def render_entry(view: EntryView, address: str) -> str:
 
 def _edits(tool: str | None) -> bool:
     """Whether the tool named ``tool`` changes files, by its agent's tool table."""
-    known = TOOLS.get(tool) if tool else None
+    if not tool:
+        return False
+    from ..sources.registry import TOOLS  # (every agent's reader: only when a tool is shown)
+
+    known = TOOLS.get(tool)
     return known is not None and known.kind in EDITING
 
 

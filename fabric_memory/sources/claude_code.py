@@ -24,22 +24,25 @@ from .reader import (
     JsonLines,
     SourceLine,
     SourceReader,
+    add_usage,
     block_text,
     build_session,
     compaction,
+    drop_usage,
     event,
     message,
     name_ids,
     string,
     text_block,
     thinking_block,
+    tokens,
     tool_call_block,
     tool_result,
 )
 from .tools import FileWork, Tool, Use, argument, file_tool, plan_tool, search_tool, shell_tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
-    from ..session import Session
+    from ..session import Entry, Session
 
 AGENT: Final = "claude-code"
 CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
@@ -120,6 +123,8 @@ def read(path: str, max_line_bytes: int) -> Session:
     links: dict[str, str | None] = {}
     """uuid -> parentUuid of the bookkeeping lines in the parent chain."""
     chain = _Chain()
+    turns: dict[tuple[str, str | None], Entry] = {}
+    """(message id, request id) -> the entry holding that reply's usage."""
     session_id = project = named = None
     for line in lines:
         value = line.value
@@ -129,7 +134,7 @@ def read(path: str, max_line_bytes: int) -> Session:
         session_id = session_id or string(value.get("sessionId"))
         project = project or string(value.get("cwd"))
         before = len(entries.entries)
-        _read_line(line, value, entries, tools, links, chain)
+        _read_line(line, value, entries, tools, links, chain, turns)
         # The first entry under each session id (a resumed session's file holds the turns
         # of the one it continues) holds that id, so recalling it finds where it starts.
         line_session = string(value.get("sessionId"))
@@ -184,7 +189,8 @@ class _Chain:
 
 
 def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
-               tools: dict[str, str], links: dict[str, str | None], chain: _Chain) -> None:
+               tools: dict[str, str], links: dict[str, str | None], chain: _Chain,
+               turns: dict[tuple[str, str | None], Entry]) -> None:
     given = value.get("type")
     kind = string(given)  # a set lookup of a list or an object would raise
     if kind in BOOKKEEPING:
@@ -225,8 +231,9 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
         entries.note(line, f"{kind} line {uuid} has no 'message' object; skipped")
         return
     if kind == "assistant":
-        entries.add(line, _assistant(content, tools, value.get("isApiErrorMessage") is True),
-                    **where)
+        entry = entries.add(line, _assistant(content, tools,
+                                             value.get("isApiErrorMessage") is True), **where)
+        _usage(entry, body, string(value.get("requestId")), turns)
         return
     if value.get("isCompactSummary") is True:
         entries.add(line, compaction(block_text(content, "text")), **where)
@@ -247,6 +254,26 @@ def _read_line(line: SourceLine, value: dict[str, Any], entries: Entries,
                                       f"{output}\n{extra}" if extra else output,
                                       is_error=failed, exit_code=exit_code,
                                       interrupted=interrupted), **where)
+
+
+def _usage(entry: Entry, body: dict[str, Any], request: str | None,
+           turns: dict[tuple[str, str | None], Entry]) -> None:
+    """Record the reply's ``usage`` on ``entry``, once per reply: Claude Code writes each
+    block of one reply as its own line, every line repeating the reply's usage with the
+    output counted so far, so the last line's usage is the reply's and an earlier line's
+    is moved to it."""
+    usage = body.get("usage")
+    if type(usage) is not dict:
+        return
+    reply = string(body.get("id"))
+    if reply is not None:
+        earlier = turns.get((reply, request))
+        if earlier is not None:
+            drop_usage(earlier)
+        turns[(reply, request)] = entry
+    add_usage(entry, tokens(usage, "input_tokens"), tokens(usage, "output_tokens"),
+              tokens(usage, "cache_read_input_tokens"),
+              tokens(usage, "cache_creation_input_tokens"))
 
 
 def _through(parent: str | None, links: dict[str, str | None]) -> str | None:

@@ -6,8 +6,9 @@ Two shapes are read. The current one: every line ``{timestamp, type, payload}`` 
 parent's), ``response_item`` (the conversation: ``message``, ``reasoning``,
 ``function_call`` / ``function_call_output``, ``custom_tool_call`` /
 ``custom_tool_call_output``, ``local_shell_call``, ``web_search_call``, and
-``ghost_snapshot``, the commit Codex makes before a turn), ``event_msg`` (only ``error``
-events are read: the rest repeat response items or report progress), ``turn_context``
+``ghost_snapshot``, the commit Codex makes before a turn), ``event_msg`` (``error``
+events are read, and a ``token_count`` event's tokens are kept beside the entry before it;
+the rest repeat response items or report progress), ``turn_context``
 and ``compacted`` (Codex's own compaction summary). The earlier one: a first line
 ``{id, timestamp, instructions, git}`` (``instructions`` and ``git`` optional), then bare
 response items separated by ``{"record_type": "state"}`` lines, without a time per line.
@@ -33,6 +34,7 @@ from .reader import (
     JsonLines,
     SourceLine,
     SourceReader,
+    add_usage,
     block_text,
     build_session,
     compaction,
@@ -41,6 +43,7 @@ from .reader import (
     string,
     text_block,
     thinking_block,
+    tokens,
     tool_call_block,
     tool_result,
 )
@@ -95,6 +98,7 @@ def read(path: str, max_line_bytes: int) -> Session:
     tools: dict[str, str] = {}
     meta: dict[str, Any] | None = None
     earlier = False
+    totals = _Totals()
     for line in lines:
         value = line.value
         if meta is None:
@@ -108,7 +112,7 @@ def read(path: str, max_line_bytes: int) -> Session:
             if value.get("record_type") != "state":
                 _item(entries, line, value, None, tools)
         else:
-            _current(entries, line, value, tools, meta)
+            _current(entries, line, value, tools, totals)
     if meta is None:
         raise NotASessionError(path, None, "empty file: no Codex session_meta line")
     session_id = string(meta.get("id")) or Path(path).stem
@@ -144,7 +148,7 @@ def _meta_text(meta: dict[str, Any]) -> str:
 
 
 def _current(entries: Entries, line: SourceLine, value: dict[str, Any],
-             tools: dict[str, str], meta: dict[str, Any]) -> None:
+             tools: dict[str, str], totals: _Totals) -> None:
     given, payload, stamp = value.get("type"), value.get("payload"), string(value.get("timestamp"))
     kind = string(given)  # a set lookup of a list or an object would raise
     if kind not in LINE_TYPES:
@@ -164,6 +168,39 @@ def _current(entries: Entries, line: SourceLine, value: dict[str, Any],
     elif kind == "event_msg" and string(payload.get("type")) in READ_EVENTS:
         _add(entries, line, event(f"event:{payload['type']}",
                                   string(payload.get("message")) or ""), stamp)
+    elif kind == "event_msg" and payload.get("type") == "token_count":
+        _token_count(entries, payload.get("info"), totals)
+
+
+class _Totals:
+    """The session's running ``total_token_usage`` as last reported."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: dict[str, Any] | None = None
+
+
+def _token_count(entries: Entries, info: object, totals: _Totals) -> None:
+    """Record a turn's tokens on the entry before its ``token_count`` event. Codex reports
+    ``last_token_usage`` (the turn) and ``total_token_usage`` (the session so far), and
+    repeats an event unchanged (a rate-limit update): an event whose total has not moved
+    counts nothing; one with a total but no turn counts the total's growth. Codex's
+    ``input_tokens`` holds ``cached_input_tokens``: only the rest is counted as input."""
+    if type(info) is not dict:
+        return
+    total, turn = info.get("total_token_usage"), info.get("last_token_usage")
+    if type(total) is dict:
+        if total == totals.last:
+            return
+        before, totals.last = totals.last or {}, total
+        if type(turn) is not dict:
+            turn = {key: tokens(total, key) - tokens(before, key) for key in total}
+    if type(turn) is not dict:
+        return
+    cached = tokens(turn, "cached_input_tokens")
+    add_usage(entries.entries[-1], tokens(turn, "input_tokens") - cached,
+              tokens(turn, "output_tokens"), cached, tokens(turn, "cache_write_input_tokens"))
 
 
 def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str | None,

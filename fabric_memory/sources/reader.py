@@ -416,6 +416,32 @@ def tool_result(call_id: str, tool: str | None, text: str, *, is_error: bool,
     return {"type": "message", "message": result}
 
 
+def add_usage(entry: Entry, input: int, output: int, cache_read: int,
+              cache_write: int) -> None:
+    """Add one turn's tokens to ``entry``'s recorded usage, in Pi's shape, beside its message
+    (:data:`fabric_memory.view.USAGE`): what stats read, never compaction's estimate."""
+    from ..view import USAGE
+
+    usage = entry.raw.setdefault(USAGE, {"input": 0, "output": 0, "cacheRead": 0,
+                                         "cacheWrite": 0})
+    for key, number in (("input", input), ("output", output), ("cacheRead", cache_read),
+                        ("cacheWrite", cache_write)):
+        usage[key] += max(number, 0)
+
+
+def drop_usage(entry: Entry) -> None:
+    """Forget ``entry``'s recorded usage (a later entry records the same turn's)."""
+    from ..view import USAGE
+
+    entry.raw.pop(USAGE, None)
+
+
+def tokens(value: Mapping[str, Any], key: str) -> int:
+    """``value[key]`` when it is a whole number of tokens, else 0."""
+    number = value.get(key)
+    return number if type(number) is int and number > 0 else 0
+
+
 def compaction(summary: str) -> dict[str, Any]:
     """An agent's own compaction summary (Claude's ``isCompactSummary``, Codex ``compacted``)."""
     return {"type": "compaction", "summary": summary}

@@ -54,7 +54,7 @@ from ..redact import redact_json
 from ..session import Session
 from ..sources import read_source
 from ..sources.registry import AGENTS, TOOLS
-from ..view import MAX_TIME_MS, EntryView, view_entry
+from ..view import MAX_TIME_MS, EntryView, TokenUsage, view_entry
 from ..words import CJK_CLASS, strip_controls
 
 LIST_PAGE = 50
@@ -672,7 +672,8 @@ class Usage(TypedDict):
     output: int
     cacheRead: int
     cacheWrite: int
-    cost: float
+    cost: float | None
+    """``None``: no session counted here records a cost (only Pi's do)."""
 
 
 class DayRow(TypedDict):
@@ -680,6 +681,7 @@ class DayRow(TypedDict):
     sessions: int
     entries: int
     toolCalls: int
+    usage: Usage
 
 
 class GroupRow(TypedDict):
@@ -724,9 +726,10 @@ class _Numbers:
 
     days: dict[str, tuple[int, int]]
     """Day → (entries, tool calls)."""
+    day_usage: dict[str, Usage]
     tools: dict[str, tuple[int, int]]
     """Tool → (results, failed results)."""
-    usage: tuple[int, int, int, int, float]
+    usage: Usage
     compactions: tuple[tuple[str, str | None, int | None], ...]
 
 
@@ -740,7 +743,7 @@ def stats_page(places: Places) -> StatsPage:
     ``tokensBefore``. Each session file is read once per version (then cached)."""
     catalog = load_catalog(places.open()[1])
     listing = list_sessions(index=places.index, sessions=places.sessions)["sessions"]
-    days: dict[str, list[Any]] = defaultdict(lambda: [set(), 0, 0])
+    days: dict[str, list[Any]] = defaultdict(lambda: [set(), 0, 0, _usage()])
     groups: dict[str, dict[str, GroupRow]] = {"agent": {}, "project": {}}
     tools: Counter[tuple[str, bool]] = Counter()
     total = _usage()
@@ -763,6 +766,7 @@ def stats_page(places: Places) -> StatsPage:
             row[0].add(record.path)
             row[1] += count
             row[2] += called
+            _add_usage(row[3], numbers.day_usage.get(day) or _usage())
         for kind, key in (("agent", record.agent), ("project", record.cwd or "(none)")):
             group = groups[kind].setdefault(key, {"name": key, "sessions": 0, "entries": 0,
                                                   "toolCalls": 0, "usage": _usage()})
@@ -783,8 +787,8 @@ def stats_page(places: Places) -> StatsPage:
         "entries": sum(row[1] for row in days.values()),
         "toolCalls": sum(row[2] for row in days.values()),
         "usage": total,
-        "days": [{"day": day, "sessions": len(row[0]), "entries": row[1], "toolCalls": row[2]}
-                 for day, row in sorted(days.items())],
+        "days": [{"day": day, "sessions": len(row[0]), "entries": row[1], "toolCalls": row[2],
+                  "usage": row[3]} for day, row in sorted(days.items())],
         "agents": sorted(groups["agent"].values(), key=lambda g: -g["sessions"]),
         "projects": sorted(groups["project"].values(), key=lambda g: -g["sessions"]),
         "tools": sorted(({"tool": tool, "calls": tools[(tool, False)],
@@ -798,15 +802,20 @@ def stats_page(places: Places) -> StatsPage:
 
 
 def _usage() -> Usage:
-    return {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0}
+    return {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": None}
 
 
-def _add_usage(usage: Usage, numbers: tuple[int, int, int, int, float]) -> None:
-    usage["input"] += numbers[0]
-    usage["output"] += numbers[1]
-    usage["cacheRead"] += numbers[2]
-    usage["cacheWrite"] += numbers[3]
-    usage["cost"] = round(usage["cost"] + numbers[4], 6)
+def _add_usage(usage: Usage, more: Usage | TokenUsage) -> None:
+    """Add ``more`` (a session's usage, or one entry's) to ``usage``."""
+    if isinstance(more, TokenUsage):
+        more = {"input": more.input, "output": more.output, "cacheRead": more.cache_read,
+                "cacheWrite": more.cache_write, "cost": more.cost}
+    usage["input"] += more["input"]
+    usage["output"] += more["output"]
+    usage["cacheRead"] += more["cacheRead"]
+    usage["cacheWrite"] += more["cacheWrite"]
+    if more["cost"] is not None:
+        usage["cost"] = round((usage["cost"] or 0.0) + more["cost"], 6)
 
 
 def _numbers_of(record: SessionRecord) -> _Numbers:
@@ -816,7 +825,8 @@ def _numbers_of(record: SessionRecord) -> _Numbers:
     read = _read(record)
     days: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     tools: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    usage = [0, 0, 0, 0, 0.0]
+    usage = _usage()
+    day_usage: dict[str, Usage] = defaultdict(_usage)
     compactions = []
     for entry in read.entries:
         view = entry.view
@@ -835,33 +845,20 @@ def _numbers_of(record: SessionRecord) -> _Numbers:
                 counted = tools[op.ref]
                 counted[0] += 1
                 counted[1] += op.outcome != "succeeded"
-        if view.message is not None:
-            _read_usage(view.message.get("usage"), usage)
+        used = view.usage
+        if used is not None:
+            _add_usage(usage, used)
+            _add_usage(day_usage[day], used)
         if entry.type == "compaction":
             before = entry.raw.get("tokensBefore")
             compactions.append((entry.id, view.timestamp,
                                 before if isinstance(before, int) else None))
     numbers = _Numbers({day: (row[0], row[1]) for day, row in days.items()},
+                       dict(day_usage),
                        {tool: (row[0], row[1]) for tool, row in tools.items()},
-                       (int(usage[0]), int(usage[1]), int(usage[2]), int(usage[3]),
-                        float(usage[4])), tuple(compactions))
+                       usage, tuple(compactions))
     _NUMBERS[record.path] = (record.source_hash, numbers)
     return numbers
-
-
-def _read_usage(value: Any, usage: list[Any]) -> None:
-    """Add a message's ``usage`` (Pi's shape: input, output, cacheRead, cacheWrite and
-    ``cost.total``; the readers of other agents write the same) to ``usage``."""
-    if not isinstance(value, dict):
-        return
-    for at, key in enumerate(("input", "output", "cacheRead", "cacheWrite")):
-        number = value.get(key)
-        if isinstance(number, int) and not isinstance(number, bool) and number > 0:
-            usage[at] += number
-    cost = value.get("cost")
-    total = cost.get("total") if isinstance(cost, dict) else None
-    if isinstance(total, int | float) and not isinstance(total, bool) and total > 0:
-        usage[4] += total
 
 
 def generation(places: Places) -> int:
