@@ -103,14 +103,26 @@ class CumulativeState:
 
     def addresses(self) -> list[str]:
         """Every address the state holds, in a stable order."""
+        # One dict in first-seen order, filled in plain loops: most ledgers of a short
+        # session are empty, and a comprehension per ledger costs a call each.
         coverage = self.coverage
-        found = [bound for bound in (coverage.first, coverage.last) if bound]
-        found += [address for item in self.status for address in (item.first, item.last)]
+        found: dict[str, None] = {}
+        for bound in (coverage.first, coverage.last):
+            if bound:
+                found[bound] = None
+        for item in self.status:
+            found[item.first] = found[item.last] = None
         for name in LEDGERS:
             ledger = self.ledgers[name]
-            found += [address for item in ledger.items for address in (item.first, item.last)]
-            found += [bound for bound in (ledger.dropped_first, ledger.dropped_last) if bound]
-        return list(dict.fromkeys(found))
+            for item in ledger.head:
+                found[item.first] = found[item.last] = None
+            for item in ledger.tail:
+                found[item.first] = found[item.last] = None
+            if ledger.dropped_first:
+                found[ledger.dropped_first] = None
+            if ledger.dropped_last:
+                found[ledger.dropped_last] = None
+        return list(found)
 
 
 def read_state(value: Any) -> CumulativeState | None:

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypedDict, cast
 
 from .._js import is_count
-from .text import utf8_size
 
 LedgerName = Literal[
     "goal", "constraints", "facts", "errors", "plan", "identifiers", "files", "changes",
@@ -60,8 +59,9 @@ class Item:
     def weight(self) -> int:
         """Approximate rendered bytes, used to bound the state (measured once)."""
         if self._weight < 0:
+            text = self.text  # (utf8_size written out: weighed for every item kept)
             self._weight = (
-                utf8_size(self.text)
+                (len(text) if text.isascii() else len(text.encode()))
                 + len(self.first)
                 + (len(self.last) if self.last != self.first else 0)
                 + (sum(len(tag) + 2 for tag in self.tags) if self.tags else 0)
@@ -156,9 +156,10 @@ class Ledger:
         return Ledger(items[:head], items[len(items) - tail :], *gap)
 
     def to_json(self) -> LedgerJson:
+        # (most ledgers of a short session are empty: no comprehension for them)
         return {
-            "head": [item.to_json() for item in self.head],
-            "tail": [item.to_json() for item in self.tail],
+            "head": [item.to_json() for item in self.head] if self.head else [],
+            "tail": [item.to_json() for item in self.tail] if self.tail else [],
             "dropped": self.dropped,
             "droppedFirst": self.dropped_first,
             "droppedLast": self.dropped_last,
