@@ -6,7 +6,6 @@ with the user's; then show a recall and the sessions, with the commands that rep
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
@@ -39,12 +38,12 @@ class Quickstart(TypedDict):
 
 
 def has_sessions(roots: tuple[Path, ...]) -> bool:
-    """Whether any of ``roots`` holds a session file (stops at the first)."""
-    for root in roots:
-        for _folder, _dirs, files in os.walk(root):
-            if any(name.endswith(".jsonl") for name in files):
-                return True
-    return False
+    """Whether any of ``roots`` holds a session file of any agent — a ``*.jsonl`` file or one
+    a reader lists (Gemini's ``.json`` chats, SQLite stores, Aider's history); stops at the
+    first."""
+    from .sources.registry import session_files
+
+    return any(next(iter(session_files(root)), None) is not None for root in roots)
 
 
 def quickstart() -> Quickstart:

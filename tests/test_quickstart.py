@@ -68,6 +68,20 @@ def test_with_sessions_it_indexes_the_users_own(tmp_path: Path) -> None:
     assert report["recallCommand"] == "fabric-memory recall --role user --limit 3"
 
 
+def test_a_whole_file_json_chat_alone_counts_as_the_users_sessions(tmp_path: Path) -> None:
+    """A Gemini CLI chat written as one JSON file (no ``*.jsonl`` anywhere) is the user's
+    own session: quickstart indexes it, not the bundled samples."""
+    chats = tmp_path / ".gemini" / "tmp" / "a1b2c3" / "chats"
+    chats.mkdir(parents=True)
+    shutil.copy(FIXTURES / "agents" / "gemini" / "authored" /
+                "session-2026-03-02T09-00-7f3a9c2e.json", chats)
+    done = run(tmp_path, "quickstart", "--json", FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    assert done.returncode == 0, done.stderr
+    report = orjson.loads(done.stdout)
+    assert report["source"] == "yours"
+    assert [s["agent"] for s in report["sessionsList"]["sessions"]] == ["gemini"]
+
+
 def test_samples_stay_out_of_the_package() -> None:
     """The samples quickstart falls back to are the clone's fixtures/sessions."""
     assert SAMPLES == REPO / "fixtures" / "sessions" and SAMPLES.is_dir()
