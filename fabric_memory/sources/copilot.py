@@ -43,11 +43,9 @@ from .reader import (
     under,
 )
 from .tools import (
-    FileWork,
     Tool,
-    Use,
-    argument,
     checklist_tool,
+    editor_tool,
     file_tool,
     search_tool,
     shell_tool,
@@ -287,28 +285,13 @@ def _id_from_path(path: str) -> str:
     return file.parent.name if file.name == "events.jsonl" else file.stem
 
 
-def _str_replace_editor(arguments: Mapping[str, Any]) -> Use:
-    """``str_replace_editor`` (Copilot CLI before ``view``/``create``/``edit``): one tool
-    whose ``command`` says what it does to ``path``."""
-    path, command = argument(arguments, "path"), argument(arguments, "command")
-    if not path:
-        return Use()
-    if command == "create":
-        return Use(files=(FileWork(path, "created", None, argument(arguments, "file_text")),),
-                   target=path)
-    if command in ("str_replace", "insert"):
-        return Use(files=(FileWork(path, "modified", argument(arguments, "old_str") or "",
-                                   argument(arguments, "new_str")),), target=path)
-    return Use(files=(FileWork(path, "read"),), target=path)
-
-
 TOOLS: Final[Mapping[str, Tool]] = {
     "bash": PI_TOOLS["bash"],
     "powershell": shell_tool("command"),
     "view": file_tool("read", "read", ("path", "file_path")),
     "create": file_tool("write", "created", "path", (), ("file_text",)),
     "edit": PI_TOOLS["edit"],
-    "str_replace_editor": Tool("edit", _str_replace_editor),
+    "str_replace_editor": editor_tool("create", "created"),
     "apply_patch": CODEX_TOOLS["apply_patch"],
     "glob": search_tool("pattern"),
     "grep": search_tool("pattern"),

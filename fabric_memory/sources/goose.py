@@ -50,7 +50,7 @@ from .reader import (
     tool_result,
     under,
 )
-from .tools import FileWork, Tool, Use, argument, checklist_tool
+from .tools import Tool, checklist_tool, editor_tool
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
     import sqlite3
@@ -273,23 +273,9 @@ def read_lines(path: str, max_line_bytes: int) -> Session:
 # --- its tools ---------------------------------------------------------------------------
 
 
-def _text_editor(arguments: Mapping[str, Any]) -> Use:
-    """``developer__text_editor``: ``command`` says what it does to ``path``."""
-    path, command = argument(arguments, "path"), argument(arguments, "command")
-    if not path:
-        return Use()
-    if command == "write":
-        return Use(files=(FileWork(path, "written", None, argument(arguments, "file_text")),),
-                   target=path)
-    if command in ("str_replace", "insert"):
-        return Use(files=(FileWork(path, "modified", argument(arguments, "old_str") or "",
-                                   argument(arguments, "new_str")),), target=path)
-    return Use(files=(FileWork(path, "read"),), target=path)
-
-
 TOOLS: Final[Mapping[str, Tool]] = {
     "developer__shell": CODEX_TOOLS["shell"],
-    "developer__text_editor": Tool("edit", _text_editor),
+    "developer__text_editor": editor_tool("write", "written"),
     "todo__todo_write": checklist_tool("content"),
 }
 """Goose's built-in tools as the work trail reads them (its developer extension's shell

@@ -95,6 +95,29 @@ def file_tool(kind: Kind, action: Action, path_key: str | tuple[str, ...],
 
 
 @functools.cache
+def editor_tool(write_command: str, write_action: Action) -> Tool:
+    """One editor tool whose ``command`` says what it does to ``path``: ``write_command``
+    writes ``file_text`` (as ``write_action``), ``str_replace``/``insert`` edit ``old_str``
+    into ``new_str``, anything else reads (Copilot CLI's ``str_replace_editor``, Goose's
+    ``developer__text_editor``)."""
+
+    def use(arguments: Mapping[str, Any]) -> Use:
+        path, command = argument(arguments, "path"), argument(arguments, "command")
+        if not path:
+            return Use()
+        if command == write_command:
+            work = FileWork(path, write_action, None, argument(arguments, "file_text"))
+        elif command in ("str_replace", "insert"):
+            work = FileWork(path, "modified", argument(arguments, "old_str") or "",
+                            argument(arguments, "new_str"))
+        else:
+            work = FileWork(path, "read")
+        return Use(files=(work,), target=path)
+
+    return Tool("edit", use)
+
+
+@functools.cache
 def shell_tool(key: str) -> Tool:
     """A shell tool whose command line is ``arguments[key]``."""
 
