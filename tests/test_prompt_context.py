@@ -211,6 +211,61 @@ def test_the_context_stays_within_its_bound(memory: dict[str, Path]) -> None:
     assert context.count("\n- [") >= 3 and context.endswith("\n")
 
 
+def test_a_passage_comes_with_the_turns_beside_it(memory: dict[str, Path]) -> None:
+    """A reply comes with the user message it answers and the user's answer to its question;
+    a command comes with its output: what the passage alone does not say ("let's go 100",
+    "3 failed") is given beside it, with its address, once."""
+    t = ClaudeTranscript()
+    asked = t.user("The ledger scan walks every commit back to the first one.")
+    question = t.assistant("Should the ledger scan stop at a maxDepth of commits? Which "
+                           "value do you want?")
+    answer = t.user("50 is too few. let's go 100")
+    noted = t.assistant("Noted. The invoice export keeps its rounding as it is.")
+    output = t.tool("Bash", {"command": "pytest tests/test_invoice_rounding.py"},
+                    "3 failed, 9 passed in 0.41s")
+    t.compact("The scan was limited.")
+    t.user("Let us look at something else.")
+    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
+    _index(memory)
+    context = _context(memory, _event(t.session_id, path, "Which maxDepth value should the "
+                                                          "ledger scan use?"))
+    assert context is not None
+    assert f"- [{_line(question)}] assistant" in context
+    assert f"  before it, [{_line(asked)}] user: The ledger scan walks" in context
+    assert f"  after it, [{_line(answer)}] user: 50 is too few. let's go 100" in context
+    assert len(context.encode()) <= MAX_CONTEXT_BYTES
+    tests = _context(memory, _event(t.session_id, path, "Did the invoice rounding tests "
+                                                        "pass under pytest?"))
+    assert tests is not None and "pytest tests/test_invoice_rounding.py" in tests
+    assert f"  after it, [{_line(output)}] Bash: Bash 3 failed, 9 passed" in tests
+    # The answer given beside a passage is not given beside another one again (a home
+    # where nothing was given yet shows it there).
+    rounding = _event(t.session_id, path, "Does the invoice export keep its rounding?")
+    fresh = {**memory, "home": memory["home"] / "fresh"}
+    first = _context(fresh, rounding)
+    assert first is not None and f"  before it, [{_line(answer)}] user" in first
+    again = _context(memory, rounding)
+    assert again is not None and f"[{_line(noted)}]" in again and "go 100" not in again
+
+
+def test_a_turn_the_model_still_sees_is_not_given_beside_a_passage(
+        memory: dict[str, Path]) -> None:
+    """Codex keeps the user's own messages through a compaction: the reply before it comes
+    without the user message it answers, which the model still sees."""
+    r = CodexRollout()
+    r.user("Set up the ledger database behind the staging firewall.")
+    reply = r.assistant("The staging firewall only opens port 5433, so the ledger database "
+                        "will listen on 5433.")
+    r.compacted("The user set up the ledger database.")
+    r.user("Now write the export.")
+    path = r.write(memory["sessions"] / f"rollout-2026-07-01T10-00-00-{r.session_id}.jsonl")
+    _index(memory)
+    context = _context(memory, _event(r.session_id, path, "Which port does the ledger "
+                                                          "database listen on?"))
+    assert context is not None and f"[L{reply}]" in context
+    assert "before it," not in context and "behind the staging firewall" not in context
+
+
 def test_prompt_input_errors_name_the_json_path() -> None:
     """A prompt that is not a string, or a transcript path that is not one, is named."""
     with pytest.raises(HandoffError, match=r"\$\.prompt must be a string"):
