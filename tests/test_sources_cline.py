@@ -25,6 +25,9 @@ from .conftest import FIXTURES
 AUTHORED = FIXTURES / "agents" / "cline" / "authored"
 NATIVE = AUTHORED / "native" / "1765100000000" / "api_conversation_history.json"
 XML = AUTHORED / "xml" / "1765200000000" / "api_conversation_history.json"
+CLINE_DATA = FIXTURES / "agents" / "cline" / "agentlogs" / ".cline" / "data"
+REAL = CLINE_DATA / "tasks" / "1770913324799" / "api_conversation_history.json"
+"""A real Cline 3.58 task (Cline CLI 2.2.0) from tomjnsn/agentlogs (fixtures/agents/cline)."""
 
 
 def _results(session: Session) -> list[tuple[str, str | None, int | None, bool]]:
@@ -122,3 +125,73 @@ def test_each_agent_is_found_in_its_editor_storage_and_recalled(
     assert [(hit["address"], hit["agent"]) for hit in hits] == [("m6", agent)]
     raw = expand_request({**hits[0]["follow"], "raw": True})["entries"][0]["text"]
     assert orjson.loads(raw) == orjson.loads(NATIVE.read_bytes())[6]
+
+
+def test_a_real_task_answers_native_calls_with_text_results_in_order() -> None:
+    """The real Cline 3.58 task: every ``tool_use`` is answered by a user text
+    ``[tool for '…'] Result:`` (no ``tool_result`` block), paired in order; nothing is lost:
+    each call and each answer, in the file's order, and the user's words; the extension's
+    environment details and checklist reminders are no words of the user's; the failed
+    ``cp`` (``Command failed with exit code 1.``) is the only error; each entry's bytes
+    are its message's node."""
+    session = read_source(REAL)
+    assert (session.agent, session.session_id, session.project) == (
+        "cline", "1770913324799", "/Users/bee/dev/agentlogs")
+    assert session.malformed == ()
+    data = REAL.read_bytes()
+    messages = orjson.loads(data)
+    uses = [(block["id"], block["name"]) for m in messages if m["role"] == "assistant"
+            for block in m["content"] if block["type"] == "tool_use"]
+    assert len(uses) == 38
+    calls = [(call.call_id, call.name) for entry in session.entries
+             for call in entry.view.tool_calls]
+    assert calls == uses
+    answers = [(entry.view.message["toolCallId"], entry.view.tool_name)
+               for entry in session.entries if entry.view.role == "toolResult"]
+    assert answers == uses[:-1]  # the last call (mkdir && cp) was never answered
+    assert [(address, code, failed) for address, _, code, failed in _results(session)
+            if failed or code] == [("m40", 1, True)]
+    said = [(entry.id, entry.view.text) for entry in session.entries if entry.view.role == "user"]
+    assert said[0] == ("m0", "<task>\ntell me abouth this repo\n</task>")
+    assert [address for address, _ in said] == ["m0", "m4"]
+    assert "<feedback>\nadd a new plugin for a new coding agent cline." in said[1][1]
+    for entry in session.entries:
+        index = int(entry.id.removeprefix("m").split(".")[0])
+        assert orjson.loads(data[entry.offset:entry.offset + entry.length]) == messages[index]
+
+
+def test_the_real_task_summary_names_its_reads_commands_and_the_failed_copy() -> None:
+    """The trail reads the real task's tools: the files read, each command with its exit
+    status, the failed ``cp`` as the outstanding error; the user's request is the feedback
+    they gave, not the extension's checklist reminder."""
+    summary = summarize_session(REAL).summary
+    for line in ("[m6.4] packages/shared/src/schemas.ts (read)",
+                 "[m8] `ls /Users/bee/.cline/data/tasks/ 2>/dev/null | head -5` -> ok",
+                 "[m40] `cp /Users/bee/.cline/data/tasks/1770913324799/api_conversation_history"
+                 ".json /Users/bee/dev/agentlogs/fixtures/cline/crud.json` -> exit 1",
+                 '[m4] last user request: "The user has provided feedback on the results.'):
+        assert line in summary, summary
+    assert "TODO LIST UPDATE REQUIRED" not in summary
+    assert "[m40] error: execute_command `cp /Users/bee/" in _packet(read_source(REAL))
+
+
+@pytest.mark.parametrize("moved", ["default", "CLINE_DIR", "CLINE_DATA_DIR"])
+def test_cline_s_own_data_folder_is_found_recalled_and_expanded_exactly(
+        moved: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cline 3.5x keeps its tasks in ``~/.cline/data/tasks`` (``$CLINE_DIR/data``,
+    ``$CLINE_DATA_DIR``): found with nothing named, a rare word of the user's feedback (a
+    typo) recalled to its entry, expanded raw to the message's exact JSON."""
+    home = fake_home(tmp_path, monkeypatch)
+    data = {"default": home / ".cline" / "data", "CLINE_DIR": tmp_path / "cl" / "data",
+            "CLINE_DATA_DIR": tmp_path / "elsewhere"}[moved]
+    if moved == "CLINE_DIR":
+        monkeypatch.setenv("CLINE_DIR", str(data.parent))
+    elif moved == "CLINE_DATA_DIR":
+        monkeypatch.setenv("CLINE_DATA_DIR", str(data))
+    shutil.copytree(CLINE_DATA, data)
+    report = reindex(workers=1)
+    assert (report["indexed"], report["invalid"]) == (1, [])
+    hits = recall("diretory", agent="cline")["hits"]
+    assert [(hit["address"], hit["sessionId"]) for hit in hits] == [("m4", "1770913324799")]
+    raw = expand_request({**hits[0]["follow"], "raw": True})["entries"][0]["text"]
+    assert orjson.loads(raw) == orjson.loads(REAL.read_bytes())[4]

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fabric_memory.compaction.span import session_addresses
+from fabric_memory.compaction.span import session_addresses, summarize_session
 from fabric_memory.errors import NotASessionError
 from fabric_memory.handoff import packet_sections, render_packet, summarized_span
 from fabric_memory.memory.expand import expand, expand_request
@@ -179,3 +179,76 @@ def test_a_chat_the_real_cli_wrote_reads_its_checkpoint_and_skips_echoed_results
                      "assistant"]
     failed = session.entries[5].view.message
     assert failed is not None and (failed["exitCode"], failed["isError"]) == (2, True)
+
+
+TOOLPATH = FIXTURES / "agents" / "gemini" / "toolpath"
+ELICIT = (TOOLPATH / "tmp" / "743e799446f383a8a86ea8236f96dac6d5e32fc190c77c95b7bab46c81700bba"
+        / "chats" / "session-2026-05-07T18-28-9534b902.jsonl")
+"""A chat the real Gemini CLI wrote (gemini-3-flash-preview, 2026-05) for empathic/toolpath
+(fixtures/agents/gemini/toolpath)."""
+
+
+def test_a_real_chat_keeps_every_message_call_and_result_in_order() -> None:
+    """The real chat: each message recorded twice (the second record adds its calls) is one
+    entry, its last record's line; nothing is lost: the user's prompt, then every call in
+    the file's order with its arguments, each followed by its result (paired by id); the
+    thoughts are thinking; the read of a missing file (``status: error``) is the only
+    error; ``$set`` lines are no entries."""
+    session = read_source(ELICIT)
+    assert (session.agent, session.session_id) == (
+        "gemini", "9534b902-4b8a-437e-ba2e-2e4db4b82fec")
+    assert session.malformed == ()
+    records = [orjson.loads(line) for line in ELICIT.read_bytes().splitlines()]
+    last = {record["id"]: (number, record) for number, record in enumerate(records, 1)
+            if "id" in record}
+    assert len(last) == 12
+    expected = []
+    for message_id, (number, record) in last.items():
+        expected.append((message_id, number))
+        expected += [(f"{message_id}.{k}", number)
+                     for k in range(1, len(record.get("toolCalls", [])) + 1)]
+    assert [(entry.id, entry.line) for entry in session.entries] == expected
+    calls = [(call.call_id, call.name, dict(call.arguments)) for entry in session.entries
+             for call in entry.view.tool_calls]
+    assert calls == [(call["id"], call["name"], call["args"]) for _, record in last.values()
+                     for call in record.get("toolCalls", [])]
+    assert len(calls) == 10
+    answers = [(entry.view.message["toolCallId"], entry.view.message["isError"])
+               for entry in session.entries if entry.view.role == "toolResult"]
+    assert answers == [(call_id, call_id == "read_file_1778178544014_0")
+                       for call_id, _, _ in calls]
+    users = [entry.view.text for entry in session.entries if entry.view.role == "user"]
+    assert len(users) == 1 and users[0].startswith("You're going to walk through a small set")
+    assert session.entries[1].view.message["content"][0]["thinking"].startswith(
+        "Processing Next Steps: I am now focusing")
+
+
+def test_the_real_chat_summary_names_its_edits_command_and_failed_read() -> None:
+    """The trail reads Gemini CLI's own tools in the real chat: ``write_file`` creates
+    notes.md and count.sh, ``replace`` edits notes.md, ``run_shell_command`` ran
+    ``bash count.sh``, and the failed ``read_file`` is the outstanding error."""
+    summary = summarize_session(ELICIT).summary
+    for line in ("[61d23d8e-b90e-4ce5-bae3-38e03c7cd74f.1] notes.md: created (2 lines)",
+                 "[04aadc47-2e62-4369-8a3b-172d8616773c.1] notes.md: edit `- scratch` -> "
+                 "`+ fixture`",
+                 "[12788125-1f02-41e9-b826-cdf296d6d46a.1] count.sh: created (5 lines)",
+                 "[32831830-6324-411c-a923-b44ab4d4246c.1] `bash count.sh` -> ok",
+                 "[bfa56ae5-7efa-4663-84b2-28ac1ce3f810.1] read_file `does-not-exist.txt` -> "
+                 "failed"):
+        assert line in summary, summary
+
+
+def test_the_real_chat_is_found_recalled_and_expanded_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Laid out under ``~/.gemini/tmp/<project>/chats`` the real chat is found with nothing
+    named; a rare word of a command's output is recalled to that result and ``expand
+    --raw`` returns its message's last record, the exact line."""
+    home = fake_home(tmp_path, monkeypatch)
+    shutil.copytree(TOOLPATH / "tmp", home / ".gemini" / "tmp")
+    report = reindex(workers=1)
+    assert (report["indexed"], report["invalid"]) == (1, [])
+    hits = recall("PGID", agent="gemini")["hits"]
+    assert [hit["address"] for hit in hits] == ["32831830-6324-411c-a923-b44ab4d4246c.1"]
+    entry = expand_request({**hits[0]["follow"], "raw": True})["entries"][0]
+    assert entry["line"] == 30
+    assert entry["text"] == ELICIT.read_bytes().split(b"\n")[29].decode()

@@ -7,12 +7,15 @@ turn (:class:`~fabric_memory.sources.reader.JsonDocument`). Message ``i`` is add
 ``m<i>`` (its index in the array, which a rewrite keeps); a user message's tool results
 follow its text as ``m<i>.1``, …, an assistant message's calls are in its entry.
 
-Tool calls come in two shapes: ``tool_use`` blocks answered by ``tool_result`` blocks
-(native tool calling), and the XML Cline wrote before it (``<execute_command>
-<command>npm test</command></execute_command>`` in the assistant's text, answered by a
-user text ``[execute_command for 'npm test'] Result:``), paired in order. The three
-agents write the same format: which one wrote a task is told by the extension folder it
-lies in (Cline's anywhere else).
+Tool calls come in two shapes: ``tool_use`` blocks (native tool calling) and the XML Cline
+wrote before it (``<execute_command><command>npm test</command></execute_command>`` in the
+assistant's text). A ``tool_use`` is answered by the ``tool_result`` block of its id, or,
+as Cline 3.5x writes it, by a user text ``[execute_command for 'npm test'] Result:`` like
+an XML call's; text answers are paired with the calls in order. The three agents write
+the same format: which one wrote a task is told by the extension folder it lies in
+(Cline's anywhere else). Cline keeps its tasks in the editor's storage and, since 3.5x
+(its CLI, JetBrains and VS Code alike), in ``~/.cline/data/tasks/<task id>/``
+(``$CLINE_DATA_DIR/tasks``, ``$CLINE_DIR/data/tasks``).
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ _XML_RESULT: Final = re.compile(r"\[(\w+)(?: for '.*?')?\] Result:", re.S)
 ENVIRONMENT: Final = "<environment_details>"
 """How the text block the extension adds to each user message begins: its listing of the
 open files and the folder, kept in the node (``--raw``), not in the user's words."""
+REMINDERS: Final = (ENVIRONMENT, "# task_progress", "# TODO LIST UPDATE REQUIRED")
+"""How the text blocks the extension adds begin: the environment details and Cline's
+reminders to keep its checklist (``task_progress``), no words of the user's either."""
 _CWD: Final = re.compile(r"# Current (?:Working Directory|Workspace Directory) \((.+?)\)")
 _TODO: Final = re.compile(r"^\s*[-*]?\s*\[([ xX-])\]\s*(.+)$", re.MULTILINE)
 
@@ -104,9 +110,19 @@ def user_data_dirs() -> tuple[Path, ...]:
 
 
 def tasks_dirs(agent: str) -> tuple[Path, ...]:
-    """Every ``globalStorage/<extension>/tasks`` folder of ``agent``, present or not."""
-    return tuple(folder / "globalStorage" / EXTENSIONS[agent] / "tasks"
-                 for folder in user_data_dirs())
+    """Every ``globalStorage/<extension>/tasks`` folder of ``agent``, present or not, and
+    Cline's own data folder's ``tasks``."""
+    editors = tuple(folder / "globalStorage" / EXTENSIONS[agent] / "tasks"
+                    for folder in user_data_dirs())
+    return (*editors, cline_data_dir() / "tasks") if agent == "cline" else editors
+
+
+def cline_data_dir() -> Path:
+    """Where Cline 3.5x keeps its data as Cline resolves it: ``$CLINE_DATA_DIR``, else
+    ``$CLINE_DIR/data``, else ``~/.cline/data``."""
+    if data := os.environ.get("CLINE_DATA_DIR", "").strip():
+        return Path(data)
+    return Path(os.environ.get("CLINE_DIR", "").strip() or Path.home() / ".cline") / "data"
 
 
 def _recognises(agent: str) -> Any:
@@ -199,6 +215,7 @@ def _assistant(content: object, address: str, calls: dict[str, str],
         elif kind == "tool_use":
             call_id, name = string(block.get("id")) or "", string(block.get("name")) or ""
             calls[call_id] = name
+            pending.append((call_id, name))
             given = block.get("input")
             blocks.append(tool_call_block(call_id, name, given if type(given) is dict
                                           else {"input": given}))
@@ -222,6 +239,7 @@ def _user(line: SourceLine, content: object, where: dict[str, Any], entries: Ent
             continue
         if block.get("type") == "tool_result":
             call_id = string(block.get("tool_use_id")) or ""
+            pending[:] = [call for call in pending if call[0] != call_id]
             results.append(_result(call_id, calls.get(call_id), block_text(block.get("content")),
                                    block.get("is_error") is True))
         elif block.get("type") == "text" and (text := string(block.get("text"))):
@@ -229,8 +247,8 @@ def _user(line: SourceLine, content: object, where: dict[str, Any], entries: Ent
                 results.append(_result(*answering, text.strip(), _failed(text)))
                 answering = None
                 continue
-            if text.startswith(ENVIRONMENT):
-                continue  # the extension's own context (open files, folder listing), no words
+            if text.lstrip().startswith(REMINDERS):
+                continue  # the extension's own context (open files, checklist), no words
             header = _XML_RESULT.match(text)
             at = next((i for i, (_, name) in enumerate(pending)
                        if header and name == header.group(1)), None)
