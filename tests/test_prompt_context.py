@@ -72,6 +72,12 @@ def _index(memory: dict[str, Path]) -> None:
     reindex(sessions=memory["sessions"], index=memory["index"])
 
 
+def _indexed(memory: dict[str, Path], transcript: Path) -> Path:
+    """``transcript``, once the sessions folder holding it is indexed."""
+    _index(memory)
+    return transcript
+
+
 def _context(memory: dict[str, Path], data: bytes) -> str | None:
     output = prompt_context(data, memory["home"], index=str(memory["index"]),
                             sessions=str(memory["sessions"]))
@@ -225,8 +231,7 @@ def test_a_passage_comes_with_the_turns_beside_it(memory: dict[str, Path]) -> No
                     "3 failed, 9 passed in 0.41s")
     t.compact("The scan was limited.")
     t.user("Let us look at something else.")
-    path = t.write(memory["sessions"] / f"{t.session_id}.jsonl")
-    _index(memory)
+    path = _indexed(memory, t.write(memory["sessions"] / f"{t.session_id}.jsonl"))
     context = _context(memory, _event(t.session_id, path, "Which maxDepth value should the "
                                                           "ledger scan use?"))
     assert context is not None
@@ -257,9 +262,8 @@ def test_a_turn_the_model_still_sees_is_not_given_beside_a_passage(
     reply = r.assistant("The staging firewall only opens port 5433, so the ledger database "
                         "will listen on 5433.")
     r.compacted("The user set up the ledger database.")
-    r.user("Now write the export.")
-    path = r.write(memory["sessions"] / f"rollout-2026-07-01T10-00-00-{r.session_id}.jsonl")
-    _index(memory)
+    path = _indexed(memory, r.write(
+        memory["sessions"] / f"rollout-2026-07-01T10-00-00-{r.session_id}.jsonl"))
     context = _context(memory, _event(r.session_id, path, "Which port does the ledger "
                                                           "database listen on?"))
     assert context is not None and f"[L{reply}]" in context
