@@ -9,11 +9,12 @@ project's other sessions. A hit is given to the model only when it clears the re
 (:func:`clears_bar`: the passage shown holds enough of the prompt's words, weighed by their
 rarity in the index, and no turn the model still sees holds them all). A passage comes with
 the turns beside it that say what it does not (:func:`with_neighbours`): the user message a
-reply answers, the output of a call, the call that made an output, the user's answer to a
-question. At most :data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and a
-passage already given in this session is not given again (:class:`Given`, a small state
-file per session in the fabric-memory home). Anything else gives nothing: a greeting, a
-question the sessions never touched, one whose answer the kept turns show.
+reply answers and the output it read, the output of a call, the call that made an output,
+the user's answer to a question. At most :data:`MAX_CONTEXT_BYTES` of passages go, each
+with its address, and a passage already given in this session is not given again
+(:class:`Given`, a small state file per session in the fabric-memory home). Anything else
+gives nothing: a greeting, a question the sessions never touched, one whose answer the
+kept turns show.
 
 The index is read as committed (no hot-tier refresh: a query never writes and never waits on
 the writer; a session the index does not hold yet adds nothing of its own). The hook's
@@ -333,12 +334,13 @@ def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
 def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None,
                     given: Given) -> list[Passage]:
     """``passages``, each with the turns beside it that say what it does not: a reply with
-    the user message it answers (the nearest within :data:`REACH` entries before it), a
-    tool's output with the call that ran it (the nearest reply before it), and a reply
-    with the entry right after it when that is its call's output or the user's answer. A
-    passage alone says "All tests pass" or "let's go 100"; beside it, what passed and what
-    the 100 is. A turn of this session the model still sees and one given already in it
-    are left out (each at most :data:`NEIGHBOUR_BYTES`)."""
+    the user message it answers (the nearest within :data:`REACH` entries before it), the
+    tool output it read (the nearest since that message) and the entry right after it
+    when that is its call's output or the user's answer; a tool's output with the call
+    that ran it (the nearest reply before it). A passage alone says "All tests pass" or
+    "let's go 100"; beside it, what passed and what the 100 is. A turn of this session the
+    model still sees and one given already in it are left out (each at most
+    :data:`NEIGHBOUR_BYTES`)."""
     from .compaction.text import clip_collapsed, collapse
     from .memory.locations import index_root
     from .memory.sharded import open_memory
@@ -380,18 +382,21 @@ def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None
 def _beside(role: str | None, position: int,
             docs: Mapping[int, Mapping[str, object]]) -> list[tuple[str, Mapping[str, object]]]:
     """The turns :func:`with_neighbours` gives beside an entry of ``role`` at ``position``
-    of a session whose entries around it are ``docs`` (by position)."""
+    of a session whose entries around it are ``docs`` (by position), in their order."""
+    earlier = [docs[at] for at in range(position - 1, position - REACH - 1, -1) if at in docs]
+    roles = [doc.get("role") for doc in earlier]
     found: list[tuple[str, Mapping[str, object]]] = []
-    wanted = {"assistant": "user", "toolResult": "assistant"}.get(role or "")
-    if wanted is not None:
-        before = next((docs[at] for at in range(position - 1, position - REACH - 1, -1)
-                       if at in docs and docs[at].get("role") == wanted), None)
-        if before is not None:
-            found.append(("before", before))
-    after = docs.get(position + 1)
-    if role == "assistant" and after is not None and after.get("role") in ("toolResult",
-                                                                            "user"):
-        found.append(("after", after))
+    if role == "assistant":
+        asked = roles.index("user") if "user" in roles else len(roles)
+        if asked < len(roles):
+            found.append(("before", earlier[asked]))
+        if "toolResult" in roles[:asked]:  # (an output it read since the user's message)
+            found.append(("before", earlier[roles.index("toolResult")]))
+        later = docs.get(position + 1)
+        if later is not None and later.get("role") in ("toolResult", "user"):
+            found.append(("after", later))
+    elif role == "toolResult" and "assistant" in roles:
+        found.append(("before", earlier[roles.index("assistant")]))
     return found
 
 

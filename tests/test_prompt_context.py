@@ -253,6 +253,25 @@ def test_a_passage_comes_with_the_turns_beside_it(memory: dict[str, Path]) -> No
     assert again is not None and f"[{_line(noted)}]" in again and "go 100" not in again
 
 
+def test_a_reply_comes_with_the_output_it_read(memory: dict[str, Path]) -> None:
+    """A reply that reads a tool's output comes with that output (the hash it names) and
+    with the user message it answers, in their order."""
+    t = ClaudeTranscript()
+    asked = t.user("Check what the last commit did.")
+    output = t.tool("Bash", {"command": "git show --stat HEAD"},
+                    "9f2c1ab (HEAD -> main)\n 7 files changed, 88 insertions(+)")
+    reading = t.assistant("That commit landed the currency pin for the ledger.")
+    t.compact("The commit was checked.")
+    path = _indexed(memory, t.write(memory["sessions"] / f"{t.session_id}.jsonl"))
+    context = _context(memory, _event(t.session_id, path, "Which commit landed the ledger "
+                                                          "currency pin?"))
+    assert context is not None
+    passage = context.index(f"- [{_line(reading)}] assistant")
+    user = context.index(f"  before it, [{_line(asked)}] user: Check what the last commit")
+    read = context.index(f"  before it, [{_line(output)}] Bash: Bash 9f2c1ab (HEAD -> main)")
+    assert passage < user < read
+
+
 def test_a_turn_the_model_still_sees_is_not_given_beside_a_passage(
         memory: dict[str, Path]) -> None:
     """Codex keeps the user's own messages through a compaction: the reply before it comes
