@@ -65,6 +65,9 @@ NEIGHBOUR_BYTES: Final = 200
 REACH: Final = 3
 """How far before a passage its turn may be (a host writes a reply's thinking, text and
 each tool call as entries of their own)."""
+ID_CHARS: Final = 6
+"""A call's id is at least this long (shorter, an output's last word could be a word the call
+says: "done")."""
 NEIGHBOUR_FIELDS: Final = ("kind", "address", "entry_id", "position", "role", "tool", "type",
                            "text")
 MAX_TRANSCRIPT_BYTES: Final = 32 * 1024 * 1024
@@ -335,12 +338,13 @@ def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None
                     given: Given) -> list[Passage]:
     """``passages``, each with the turns beside it that say what it does not: a reply with
     the user message it answers (the nearest within :data:`REACH` entries before it), the
-    tool output it read (the nearest since that message) and the entry right after it
-    when that is its call's output or the user's answer; a tool's output with the call
-    that ran it (the nearest reply before it). A passage alone says "All tests pass" or
-    "let's go 100"; beside it, what passed and what the 100 is. A turn of this session the
-    model still sees and one given already in it are left out (each at most
-    :data:`NEIGHBOUR_BYTES`)."""
+    tool output it read (the nearest since that message) and its call's output (the one
+    within :data:`REACH` entries after it that :func:`_answers` it, else the entry right
+    after it when that is an output or the user's answer); a tool's output with the call
+    that ran it (the one it answers, else the nearest reply before it). A passage alone
+    says "All tests pass" or "let's go 100"; beside it, what passed and what the 100 is. A
+    turn of this session the model still sees and one given already in it are left out
+    (each at most :data:`NEIGHBOUR_BYTES`)."""
     from .compaction.text import clip_collapsed, collapse
     from .memory.locations import index_root
     from .memory.sharded import open_memory
@@ -353,7 +357,7 @@ def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None
             path, addresses=[passage.entry_id for passage in group], fields=NEIGHBOUR_FIELDS)
             if doc.get("kind") == "entry"}
         wanted = sorted({near for position in at.values()
-                         for near in range(max(position - REACH, 0), position + 2)})
+                         for near in range(max(position - REACH, 0), position + REACH + 1)})
         docs = {int(doc["position"]): doc for doc in handle.lookup(
             path, positions=wanted, fields=NEIGHBOUR_FIELDS) if doc.get("kind") == "entry"}
         for passage in group:
@@ -383,6 +387,7 @@ def _beside(role: str | None, position: int,
             docs: Mapping[int, Mapping[str, object]]) -> list[tuple[str, Mapping[str, object]]]:
     """The turns :func:`with_neighbours` gives beside an entry of ``role`` at ``position``
     of a session whose entries around it are ``docs`` (by position), in their order."""
+    entry = docs[position]
     earlier = [docs[at] for at in range(position - 1, position - REACH - 1, -1) if at in docs]
     roles = [doc.get("role") for doc in earlier]
     found: list[tuple[str, Mapping[str, object]]] = []
@@ -392,12 +397,27 @@ def _beside(role: str | None, position: int,
             found.append(("before", earlier[asked]))
         if "toolResult" in roles[:asked]:  # (an output it read since the user's message)
             found.append(("before", earlier[roles.index("toolResult")]))
-        later = docs.get(position + 1)
-        if later is not None and later.get("role") in ("toolResult", "user"):
-            found.append(("after", later))
+        later = [docs[at] for at in range(position + 1, position + REACH + 1) if at in docs]
+        after = next((doc for doc in later if _answers(doc, entry)), None)
+        if after is None and later and later[0].get("role") in ("toolResult", "user"):
+            after = later[0]
+        if after is not None:
+            found.append(("after", after))
     elif role == "toolResult" and "assistant" in roles:
-        found.append(("before", earlier[roles.index("assistant")]))
+        found.append(("before", next((doc for doc in earlier if _answers(entry, doc)),
+                                     earlier[roles.index("assistant")])))
     return found
+
+
+def _answers(output: Mapping[str, object], call: Mapping[str, object]) -> bool:
+    """Whether the tool output ``output`` answers the reply ``call``: an output's text ends
+    with the id of the call it answers (``toolu_…``, ``call_…``: the index keeps it so),
+    which the call's text names too (a host may write parallel calls first, then their
+    outputs, in any order)."""
+    if output.get("role") != "toolResult" or call.get("role") != "assistant":
+        return False
+    said = str(output.get("text", "")).split()
+    return bool(said) and len(said[-1]) >= ID_CHARS and said[-1] in str(call.get("text", ""))
 
 
 def render_context(passages: Iterable[Passage], own: str,
