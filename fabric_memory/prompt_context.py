@@ -9,11 +9,12 @@ project's other sessions. A hit is given to the model only when it clears the re
 (:func:`clears_bar`: the passage shown holds enough of the prompt's words, weighed by their
 rarity in the index, and no turn the model still sees holds them all). A passage comes with
 the turns beside it that say what it does not (:func:`with_neighbours`): the user message a
-reply answers, the output of a call, the call that made an output, the user's answer to a
-question. At most :data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and a
-passage already given in this session is not given again (:class:`Given`, a small state
-file per session in the fabric-memory home). Anything else gives nothing: a greeting, a
-question the sessions never touched, one whose answer the kept turns show.
+reply answers and the output it read, the output of a call, the call that made an output,
+the user's answer to a question. At most :data:`MAX_CONTEXT_BYTES` of passages go, each
+with its address, and a passage already given in this session is not given again
+(:class:`Given`, a small state file per session in the fabric-memory home). Anything else
+gives nothing: a greeting, a question the sessions never touched, one whose answer the
+kept turns show.
 
 The index is read as committed (no hot-tier refresh: a query never writes and never waits on
 the writer; a session the index does not hold yet adds nothing of its own). The hook's
@@ -64,6 +65,9 @@ NEIGHBOUR_BYTES: Final = 200
 REACH: Final = 3
 """How far before a passage its turn may be (a host writes a reply's thinking, text and
 each tool call as entries of their own)."""
+ID_CHARS: Final = 6
+"""A call's id is at least this long (shorter, an output's last word could be a word the call
+says: "done")."""
 NEIGHBOUR_FIELDS: Final = ("kind", "address", "entry_id", "position", "role", "tool", "type",
                            "text")
 MAX_TRANSCRIPT_BYTES: Final = 32 * 1024 * 1024
@@ -333,12 +337,14 @@ def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
 def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None,
                     given: Given) -> list[Passage]:
     """``passages``, each with the turns beside it that say what it does not: a reply with
-    the user message it answers (the nearest within :data:`REACH` entries before it), a
-    tool's output with the call that ran it (the nearest reply before it), and a reply
-    with the entry right after it when that is its call's output or the user's answer. A
-    passage alone says "All tests pass" or "let's go 100"; beside it, what passed and what
-    the 100 is. A turn of this session the model still sees and one given already in it
-    are left out (each at most :data:`NEIGHBOUR_BYTES`)."""
+    the user message it answers (the nearest within :data:`REACH` entries before it), the
+    tool output it read (the nearest since that message) and its call's output (the one
+    within :data:`REACH` entries after it that :func:`_answers` it, else the entry right
+    after it when that is an output or the user's answer); a tool's output with the call
+    that ran it (the one it answers, else the nearest reply before it). A passage alone
+    says "All tests pass" or "let's go 100"; beside it, what passed and what the 100 is. A
+    turn of this session the model still sees and one given already in it are left out
+    (each at most :data:`NEIGHBOUR_BYTES`)."""
     from .compaction.text import clip_collapsed, collapse
     from .memory.locations import index_root
     from .memory.sharded import open_memory
@@ -351,7 +357,7 @@ def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None
             path, addresses=[passage.entry_id for passage in group], fields=NEIGHBOUR_FIELDS)
             if doc.get("kind") == "entry"}
         wanted = sorted({near for position in at.values()
-                         for near in range(max(position - REACH, 0), position + 2)})
+                         for near in range(max(position - REACH, 0), position + REACH + 1)})
         docs = {int(doc["position"]): doc for doc in handle.lookup(
             path, positions=wanted, fields=NEIGHBOUR_FIELDS) if doc.get("kind") == "entry"}
         for passage in group:
@@ -380,19 +386,38 @@ def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None
 def _beside(role: str | None, position: int,
             docs: Mapping[int, Mapping[str, object]]) -> list[tuple[str, Mapping[str, object]]]:
     """The turns :func:`with_neighbours` gives beside an entry of ``role`` at ``position``
-    of a session whose entries around it are ``docs`` (by position)."""
+    of a session whose entries around it are ``docs`` (by position), in their order."""
+    entry = docs[position]
+    earlier = [docs[at] for at in range(position - 1, position - REACH - 1, -1) if at in docs]
+    roles = [doc.get("role") for doc in earlier]
     found: list[tuple[str, Mapping[str, object]]] = []
-    wanted = {"assistant": "user", "toolResult": "assistant"}.get(role or "")
-    if wanted is not None:
-        before = next((docs[at] for at in range(position - 1, position - REACH - 1, -1)
-                       if at in docs and docs[at].get("role") == wanted), None)
-        if before is not None:
-            found.append(("before", before))
-    after = docs.get(position + 1)
-    if role == "assistant" and after is not None and after.get("role") in ("toolResult",
-                                                                            "user"):
-        found.append(("after", after))
+    if role == "assistant":
+        asked = roles.index("user") if "user" in roles else len(roles)
+        if asked < len(roles):
+            found.append(("before", earlier[asked]))
+        if "toolResult" in roles[:asked]:  # (an output it read since the user's message)
+            found.append(("before", earlier[roles.index("toolResult")]))
+        later = [docs[at] for at in range(position + 1, position + REACH + 1) if at in docs]
+        after = next((doc for doc in later if _answers(doc, entry)), None)
+        if after is None and later and later[0].get("role") in ("toolResult", "user"):
+            after = later[0]
+        if after is not None:
+            found.append(("after", after))
+    elif role == "toolResult" and "assistant" in roles:
+        found.append(("before", next((doc for doc in earlier if _answers(entry, doc)),
+                                     earlier[roles.index("assistant")])))
     return found
+
+
+def _answers(output: Mapping[str, object], call: Mapping[str, object]) -> bool:
+    """Whether the tool output ``output`` answers the reply ``call``: an output's text ends
+    with the id of the call it answers (``toolu_…``, ``call_…``: the index keeps it so),
+    which the call's text names too (a host may write parallel calls first, then their
+    outputs, in any order)."""
+    if output.get("role") != "toolResult" or call.get("role") != "assistant":
+        return False
+    said = str(output.get("text", "")).split()
+    return bool(said) and len(said[-1]) >= ID_CHARS and said[-1] in str(call.get("text", ""))
 
 
 def render_context(passages: Iterable[Passage], own: str,
