@@ -154,7 +154,14 @@ def context_after(original: Path, transcript: Path, session_id: str,
 
 
 def _passages(context: str) -> list[str]:
-    return [line for line in context.splitlines() if line.startswith("- [")]
+    """The context's passages, each with the turns given beside it (its indented lines)."""
+    passages: list[str] = []
+    for line in context.splitlines():
+        if line.startswith("- ["):
+            passages.append(line)
+        elif line.startswith("  ") and passages:
+            passages[-1] += "\n" + line
+    return passages
 
 
 def measure(probes: list[dict[str, Any]]) -> dict[str, Any]:

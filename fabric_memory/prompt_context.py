@@ -7,11 +7,14 @@ recalled over what the model no longer sees: this session before its last compac
 (:func:`out_of_view`: what the host's compaction replaced by its summary), then the
 project's other sessions. A hit is given to the model only when it clears the relevance bar
 (:func:`clears_bar`: the passage shown holds enough of the prompt's words, weighed by their
-rarity in the index, and no turn the model still sees holds them all); at most
-:data:`MAX_CONTEXT_BYTES` of passages go, each with its address, and
-a passage already given in this session is not given again (:class:`Given`, a small state
-file per session in the fabric-memory home). Anything else gives nothing: a greeting, a
-question the sessions never touched, one whose answer the kept turns show.
+rarity in the index, and no turn the model still sees holds them all). A passage comes with
+the turns beside it that say what it does not (:func:`with_neighbours`): the user message a
+reply answers and the output it read, the output of a call, the call that made an output,
+the user's answer to a question. At most :data:`MAX_CONTEXT_BYTES` of passages go, each
+with its address, and a passage already given in this session is not given again
+(:class:`Given`, a small state file per session in the fabric-memory home). Anything else
+gives nothing: a greeting, a question the sessions never touched, one whose answer the
+kept turns show.
 
 The index is read as committed (no hot-tier refresh: a query never writes and never waits on
 the writer; a session the index does not hold yet adds nothing of its own). The hook's
@@ -57,6 +60,16 @@ HITS_PER_SEARCH: Final = 10
 PASSAGE_CHARS: Final = 400
 """A passage: the best fragment of its entry, at most this long (recall's snippet)."""
 PASSAGE_BYTES: Final = 480
+NEIGHBOUR_BYTES: Final = 200
+"""A turn beside a passage (:func:`with_neighbours`): at most this much of its start."""
+REACH: Final = 3
+"""How far before a passage its turn may be (a host writes a reply's thinking, text and
+each tool call as entries of their own)."""
+ID_CHARS: Final = 6
+"""A call's id is at least this long (shorter, an output's last word could be a word the call
+says: "done")."""
+NEIGHBOUR_FIELDS: Final = ("kind", "address", "entry_id", "position", "role", "tool", "type",
+                           "text")
 MAX_TRANSCRIPT_BYTES: Final = 32 * 1024 * 1024
 STATE_FOLDER: Final = "prompt-context"
 MAX_GIVEN: Final = 1000
@@ -237,6 +250,16 @@ def clears_bar(hit: RecallHit, query: Mapping[str, float], view: InView) -> bool
 
 
 @dataclass(frozen=True, slots=True)
+class Neighbour:
+    """A turn beside a passage: ``before`` or ``after`` it, its address, label and start."""
+
+    side: str
+    address: str
+    label: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Passage:
     session_id: str
     session: str
@@ -244,10 +267,25 @@ class Passage:
     address: str
     label: str
     text: str
+    path: str = ""
+    """The session file (where the index keeps its documents)."""
+    entry_id: str = ""
+    """The entry it is from; "" for an operation of a trace (it has no neighbours)."""
+    role: str | None = None
+    neighbours: tuple[Neighbour, ...] = ()
 
     @property
     def key(self) -> str:
         return f"{self.session} {self.address}"
+
+    def beside(self, address: str) -> str:
+        """The key of the turn at ``address`` given beside this passage (the turn may still
+        come as a passage of its own: its words matched, not only its start)."""
+        return f"{self.session} {address} beside"
+
+    def given(self) -> list[str]:
+        """Its key and its neighbours' (what giving it gives)."""
+        return [self.key, *(self.beside(near.address) for near in self.neighbours)]
 
 
 def _passage(hit: RecallHit, short: Mapping[str, str]) -> Passage:
@@ -256,11 +294,13 @@ def _passage(hit: RecallHit, short: Mapping[str, str]) -> Passage:
     label = hit.get("tool") or hit.get("role") or hit["type"]
     stamp = hit.get("timestamp", "")[:16].replace("T", " ")
     address = hit["address"]
-    if address == hit["entryId"]:  # (an operation's address names its entry and more)
+    entry = address == hit["entryId"]  # (an operation's address names its entry and more)
+    if entry:
         address = short.get(address, address)
     return Passage(hit["sessionId"], hit["follow"]["session"], address,
                    f"{label}, {stamp}" if stamp else label,
-                   clip_collapsed(collapse(hit["snippet"]), PASSAGE_BYTES))
+                   clip_collapsed(collapse(hit["snippet"]), PASSAGE_BYTES), hit["path"],
+                   hit["entryId"] if entry else "", hit.get("role"))
 
 
 def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
@@ -294,6 +334,92 @@ def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
     return list(passages.values())
 
 
+def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None,
+                    given: Given) -> list[Passage]:
+    """``passages``, each with the turns beside it that say what it does not: a reply with
+    the user message it answers (the nearest within :data:`REACH` entries before it), the
+    tool output it read (the nearest since that message) and its call's output (the one
+    within :data:`REACH` entries after it that :func:`_answers` it, else the entry right
+    after it when that is an output or the user's answer); a tool's output with the call
+    that ran it (the one it answers, else the nearest reply before it). A passage alone
+    says "All tests pass" or "let's go 100"; beside it, what passed and what the 100 is. A
+    turn of this session the model still sees and one given already in it are left out
+    (each at most :data:`NEIGHBOUR_BYTES`)."""
+    from .compaction.text import clip_collapsed, collapse
+    from .memory.locations import index_root
+    from .memory.sharded import open_memory
+
+    handle = open_memory(index_root(index))
+    result: list[Passage] = []
+    for path in dict.fromkeys(passage.path for passage in passages if passage.entry_id):
+        group = [passage for passage in passages if passage.path == path and passage.entry_id]
+        at = {str(doc["entry_id"]): int(doc["position"]) for doc in handle.lookup(
+            path, addresses=[passage.entry_id for passage in group], fields=NEIGHBOUR_FIELDS)
+            if doc.get("kind") == "entry"}
+        wanted = sorted({near for position in at.values()
+                         for near in range(max(position - REACH, 0), position + REACH + 1)})
+        docs = {int(doc["position"]): doc for doc in handle.lookup(
+            path, positions=wanted, fields=NEIGHBOUR_FIELDS) if doc.get("kind") == "entry"}
+        for passage in group:
+            if passage.entry_id not in at:
+                continue
+            own = passage.session_id == view.session_id
+            neighbours = []
+            for side, doc in _beside(passage.role, at[passage.entry_id], docs):
+                address = str(doc["address"])
+                if own:
+                    if str(doc["entry_id"]) not in view.hidden:
+                        continue
+                    address = view.short.get(address, address)
+                text = str(doc.get("text", ""))
+                if not text.strip() or f"{passage.session} {address}" in given \
+                        or passage.beside(address) in given:
+                    continue
+                label = doc.get("tool") or doc.get("role") or doc["type"]
+                neighbours.append(Neighbour(side, address, str(label),
+                                            clip_collapsed(collapse(text), NEIGHBOUR_BYTES)))
+            result.append(replace(passage, neighbours=tuple(neighbours)))
+    with_near = {passage.key: passage for passage in result}
+    return [with_near.get(passage.key, passage) for passage in passages]
+
+
+def _beside(role: str | None, position: int,
+            docs: Mapping[int, Mapping[str, object]]) -> list[tuple[str, Mapping[str, object]]]:
+    """The turns :func:`with_neighbours` gives beside an entry of ``role`` at ``position``
+    of a session whose entries around it are ``docs`` (by position), in their order."""
+    entry = docs[position]
+    earlier = [docs[at] for at in range(position - 1, position - REACH - 1, -1) if at in docs]
+    roles = [doc.get("role") for doc in earlier]
+    found: list[tuple[str, Mapping[str, object]]] = []
+    if role == "assistant":
+        asked = roles.index("user") if "user" in roles else len(roles)
+        if asked < len(roles):
+            found.append(("before", earlier[asked]))
+        if "toolResult" in roles[:asked]:  # (an output it read since the user's message)
+            found.append(("before", earlier[roles.index("toolResult")]))
+        later = [docs[at] for at in range(position + 1, position + REACH + 1) if at in docs]
+        after = next((doc for doc in later if _answers(doc, entry)), None)
+        if after is None and later and later[0].get("role") in ("toolResult", "user"):
+            after = later[0]
+        if after is not None:
+            found.append(("after", after))
+    elif role == "toolResult" and "assistant" in roles:
+        found.append(("before", next((doc for doc in earlier if _answers(entry, doc)),
+                                     earlier[roles.index("assistant")])))
+    return found
+
+
+def _answers(output: Mapping[str, object], call: Mapping[str, object]) -> bool:
+    """Whether the tool output ``output`` answers the reply ``call``: an output's text ends
+    with the id of the call it answers (``toolu_…``, ``call_…``: the index keeps it so),
+    which the call's text names too (a host may write parallel calls first, then their
+    outputs, in any order)."""
+    if output.get("role") != "toolResult" or call.get("role") != "assistant":
+        return False
+    said = str(output.get("text", "")).split()
+    return bool(said) and len(said[-1]) >= ID_CHARS and said[-1] in str(call.get("text", ""))
+
+
 def render_context(passages: Iterable[Passage], own: str,
                    max_bytes: int = MAX_CONTEXT_BYTES) -> tuple[str, list[Passage]]:
     """The context text within ``max_bytes`` and the passages it holds ("" when none fits):
@@ -306,13 +432,20 @@ def render_context(passages: Iterable[Passage], own: str,
     groups: dict[str, list[Passage]] = {}
     used = len(head.encode())
     shown: list[Passage] = []
+    seen: set[str] = set()
     for passage in passages:
+        # (a turn shown once; a passage shown beside an earlier one still shows its words)
+        passage = replace(passage, neighbours=tuple(
+            near for near in passage.neighbours if f"{passage.session} {near.address}"
+            not in seen and passage.beside(near.address) not in seen))
         heading = 0 if passage.session in groups else len(_heading(passage, own).encode())
         line = _line(passage)
         if used + heading + len(line.encode()) > max_bytes:
             continue
         groups.setdefault(passage.session, []).append(passage)
         shown.append(passage)
+        seen.update(passage.given())
+        seen.update(f"{passage.session} {near.address}" for near in passage.neighbours)
         used += heading + len(line.encode())
     if not shown:
         return "", []
@@ -328,7 +461,9 @@ def _heading(passage: Passage, own: str) -> str:
 
 
 def _line(passage: Passage) -> str:
-    return f"- [{passage.address}] {passage.label}: {passage.text}\n"
+    return f"- [{passage.address}] {passage.label}: {passage.text}\n" + "".join(
+        f"  {near.side} it, [{near.address}] {near.label}: {near.text}\n"
+        for near in passage.neighbours)
 
 
 # --- what was given ---------------------------------------------------------------------
@@ -355,10 +490,12 @@ class Given:
         return key in self.keys
 
     def add(self, passages: Iterable[Passage]) -> None:
-        """Remember ``passages`` (written whole by a rename: a reader never sees half)."""
+        """Remember ``passages`` and their neighbours (written whole by a rename: a reader
+        never sees half)."""
         from .memory.locations import make_private_dirs
 
-        self.keys = (self.keys + [passage.key for passage in passages])[-MAX_GIVEN:]
+        self.keys = (self.keys + [key for passage in passages
+                                  for key in passage.given()])[-MAX_GIVEN:]
         make_private_dirs(self.path.parent)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -391,6 +528,8 @@ def prompt_context(data: bytes, home: Path, *, index: str | None = None,
     state = Given(given.session_id, home)
     fresh = [p for p in recalled(query, view, index=index, sessions=sessions)
              if p.key not in state]
+    if fresh:
+        fresh = with_neighbours(fresh, view, index, state)
     text, shown = render_context(fresh, given.session_id)
     if not shown:
         return None

@@ -507,6 +507,15 @@ def _parse(
     )
 
 
+def _not_json(data: bytes, exc: orjson.JSONDecodeError) -> str:
+    """Why a line before any header is no session's first line."""
+    if exc.msg == _UNEXPECTED_END and data.lstrip()[:1] in (b"{", b"["):
+        return ("not JSON Lines: this line opens a JSON value it does not close (a document "
+                "written over several lines, or cut short), and no agent's reader recognises "
+                "the file (the session files read: docs/agents.md)")
+    return f"not JSON ({_short(exc)})"
+
+
 def _scan_line(
     path: str, scan: _Scan, number: int, offset: int, data: bytes, ended: bool
 ) -> None:
@@ -525,7 +534,7 @@ def _scan_line(
                                    f"({_short(exc)})") from None
         if scan.header is None:
             scan.not_a_session = scan.not_a_session or NotASessionError(
-                path, number, f"not JSON ({_short(exc)})"
+                path, number, _not_json(data, exc)
             )
         elif not ended:
             scan.truncated = LineProblem(number, "truncated_tail: half-written last line ignored")
@@ -566,6 +575,8 @@ _TOO_DEEP = "depth limit exceeded"
 """orjson's message for JSON nested past its limit (1,024 levels)."""
 _TRAILING = "unexpected content after document"
 """orjson's message for a complete JSON value followed by more text."""
+_UNEXPECTED_END = "unexpected end of data"
+"""orjson's message for a JSON value cut short (a document's first line alone)."""
 MAX_GLUED_OBJECTS = 64
 
 

@@ -1043,6 +1043,23 @@ def test_cli_compact_append_then_inspect(
     assert inspection["activeBranch"][-1] == report["appended"]["id"]
 
 
+
+def test_cli_nothing_to_compact_says_what_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session that fits in the kept recent context is refused with the two ways to a
+    summary, and each of them, run as printed, gives one."""
+    path = _writable(_corpus("fabric-valid-5"), tmp_path)
+    assert main(["compact", str(path)]) != 0
+    error = capsys.readouterr().err
+    assert "nothing to compact: the whole branch fits" in error
+    assert "--keep-recent-tokens N" in error and "--until ADDRESS" in error
+    last = read_session(path).active_branch()[-1].id
+    assert main(["compact", str(path), "--keep-recent-tokens", "1", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["compaction"]["summary"]
+    assert main(["compact", str(path), "--until", last]) == 0
+    assert "# Compacted session context" in capsys.readouterr().out
+
 def test_cancelled_hook_for_an_aborted_signal() -> None:
     """An aborted signal cancels without compacting."""
     event = _event(read_session(_corpus("plain-chat-1")), SMALL)

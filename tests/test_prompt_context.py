@@ -72,6 +72,18 @@ def _index(memory: dict[str, Path]) -> None:
     reindex(sessions=memory["sessions"], index=memory["index"])
 
 
+def _indexed(memory: dict[str, Path], transcript: Path) -> Path:
+    """``transcript``, once the sessions folder holding it is indexed."""
+    _index(memory)
+    return transcript
+
+
+def _compacted(memory: dict[str, Path], t: ClaudeTranscript, summary: str) -> Path:
+    """``t`` compacted with ``summary`` now, written to the sessions folder and indexed."""
+    t.compact(summary)
+    return _indexed(memory, t.write(memory["sessions"] / f"{t.session_id}.jsonl"))
+
+
 def _context(memory: dict[str, Path], data: bytes) -> str | None:
     output = prompt_context(data, memory["home"], index=str(memory["index"]),
                             sessions=str(memory["sessions"]))
@@ -209,6 +221,99 @@ def test_the_context_stays_within_its_bound(memory: dict[str, Path]) -> None:
                                                           "deploy quota exceeded?"))
     assert context is not None and len(context.encode()) <= MAX_CONTEXT_BYTES
     assert context.count("\n- [") >= 3 and context.endswith("\n")
+
+
+def test_a_passage_comes_with_the_turns_beside_it(memory: dict[str, Path]) -> None:
+    """A reply comes with the user message it answers and the user's answer to its question;
+    a command comes with its output: what the passage alone does not say ("let's go 100",
+    "3 failed") is given beside it, with its address, once."""
+    t = ClaudeTranscript()
+    asked = t.user("The ledger scan walks every commit back to the first one.")
+    question = t.assistant("Should the ledger scan stop at a maxDepth of commits? Which "
+                           "value do you want?")
+    answer = t.user("50 is too few. let's go 100")
+    noted = t.assistant("Noted. The invoice export keeps its rounding as it is.")
+    output = t.tool("Bash", {"command": "pytest tests/test_invoice_rounding.py"},
+                    "3 failed, 9 passed in 0.41s")
+    path = _compacted(memory, t, "The scan was limited.")
+    context = _context(memory, _event(t.session_id, path, "Which maxDepth value should the "
+                                                          "ledger scan use?"))
+    assert context is not None
+    assert f"- [{_line(question)}] assistant" in context
+    assert f"  before it, [{_line(asked)}] user: The ledger scan walks" in context
+    assert f"  after it, [{_line(answer)}] user: 50 is too few. let's go 100" in context
+    assert len(context.encode()) <= MAX_CONTEXT_BYTES
+    tests = _context(memory, _event(t.session_id, path, "Did the invoice rounding tests "
+                                                        "pass under pytest?"))
+    assert tests is not None and "pytest tests/test_invoice_rounding.py" in tests
+    assert f"  after it, [{_line(output)}] Bash: Bash 3 failed, 9 passed" in tests
+    # The answer given beside a passage is not given beside another one again (a home
+    # where nothing was given yet shows it there).
+    rounding = _event(t.session_id, path, "Does the invoice export keep its rounding?")
+    fresh = {**memory, "home": memory["home"] / "fresh"}
+    first = _context(fresh, rounding)
+    assert first is not None and f"  before it, [{_line(answer)}] user" in first
+    again = _context(memory, rounding)
+    assert again is not None and f"[{_line(noted)}]" in again and "go 100" not in again
+
+
+def test_a_reply_comes_with_the_output_it_read(memory: dict[str, Path]) -> None:
+    """A reply that reads a tool's output comes with that output (the hash it names) and
+    with the user message it answers, in their order."""
+    t = ClaudeTranscript()
+    asked = t.user("Check what the last commit did.")
+    output = t.tool("Bash", {"command": "git show --stat HEAD"},
+                    "9f2c1ab (HEAD -> main)\n 7 files changed, 88 insertions(+)")
+    reading = t.assistant("That commit landed the currency pin for the ledger.")
+    path = _compacted(memory, t, "The commit was checked.")
+    context = _context(memory, _event(t.session_id, path, "Which commit landed the ledger "
+                                                          "currency pin?"))
+    assert context is not None
+    passage = context.index(f"- [{_line(reading)}] assistant")
+    user = context.index(f"  before it, [{_line(asked)}] user: Check what the last commit")
+    read = context.index(f"  before it, [{_line(output)}] Bash: Bash 9f2c1ab (HEAD -> main)")
+    assert passage < user < read
+
+
+def test_a_call_comes_with_its_own_output_among_parallel_ones(
+        memory: dict[str, Path]) -> None:
+    """Parallel calls are written first, their outputs after them in any order: a call comes
+    with the output that names its id, an output with the call it answers."""
+    t = ClaudeTranscript()
+    t.user("Check the money rounding.")
+    tests, notes = t.parallel(  # (the calls at L2 and L3, their outputs at L5 and L4)
+        ("Bash", {"command": "pytest tests/test_money_rounding.py -q"},
+         "4 failed, 12 passed in 0.52s"),
+        ("Read", {"file_path": "docs/currency.md"}, "Amounts round half up to the cent."))
+    path = _compacted(memory, t, "Rounding was checked.")
+    context = _context(memory, _event(t.session_id, path, "Did the money rounding tests pass "
+                                                          "under pytest?"))
+    assert context is not None
+    assert f"  after it, [{_line(tests)}] Bash: Bash 4 failed, 12 passed" in context
+    assert f"[{_line(notes)}]" not in context
+    fresh = {**memory, "home": memory["home"] / "fresh"}  # (where the call was not given)
+    failed = _context(fresh, _event(t.session_id, path, "Which run had 4 failed and 12 "
+                                                        "passed?"))
+    assert failed is not None and f"- [{_line(tests)}] Bash" in failed
+    assert "  before it, [L2] assistant: Bash pytest tests/test_money_rounding.py" in failed
+    assert "docs/currency.md" not in failed
+
+
+def test_a_turn_the_model_still_sees_is_not_given_beside_a_passage(
+        memory: dict[str, Path]) -> None:
+    """Codex keeps the user's own messages through a compaction: the reply before it comes
+    without the user message it answers, which the model still sees."""
+    r = CodexRollout()
+    r.user("Set up the ledger database behind the staging firewall.")
+    reply = r.assistant("The staging firewall only opens port 5433, so the ledger database "
+                        "will listen on 5433.")
+    r.compacted("The user set up the ledger database.")
+    path = _indexed(memory, r.write(
+        memory["sessions"] / f"rollout-2026-07-01T10-00-00-{r.session_id}.jsonl"))
+    context = _context(memory, _event(r.session_id, path, "Which port does the ledger "
+                                                          "database listen on?"))
+    assert context is not None and f"[L{reply}]" in context
+    assert "before it," not in context and "behind the staging firewall" not in context
 
 
 def test_prompt_input_errors_name_the_json_path() -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from fabric_memory.errors import LineTooLongError, NotASessionError, SessionError
 from fabric_memory.session import iter_session_files, migrated_id, read_line, read_session
+from fabric_memory.sources import read_source
 
 from .conftest import CORPUS, FIXTURES
 from .corpus import corpus_index, corpus_json
@@ -314,6 +315,20 @@ def test_garbage_before_the_header_is_skipped(tmp_path: Path) -> None:
         read_session(_write(tmp_path, b"", _message("a", None, "x")))
     assert caught.value.line == 2
 
+
+
+def test_a_json_document_over_several_lines_is_named_as_such(tmp_path: Path) -> None:
+    """A pretty-printed JSON file no reader recognises (an agent's metadata file handed to
+    ``compact``) is told apart from garbage: its first line opens a value it never closes."""
+    document = tmp_path / "task_metadata.json"
+    document.write_bytes(orjson.dumps({"files_in_context": [{"path": "README.md"}]},
+                                      option=orjson.OPT_INDENT_2))
+    with pytest.raises(NotASessionError, match="opens a JSON value it does not close") as caught:
+        read_source(document)
+    assert caught.value.line == 1
+    assert "docs/agents.md" in str(caught.value)
+    with pytest.raises(NotASessionError, match=r"not JSON \(") as caught:
+        read_session(_write(tmp_path, b"{not json at all}"))
 
 def _v1(*entries: object, header: object = None) -> list[object]:
     return [header or {"type": "session", "id": "s", "timestamp": "2025-01-01T00:00:00Z"},

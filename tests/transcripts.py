@@ -57,6 +57,21 @@ class ClaudeTranscript:
         extra = {"toolUseResult": structured} if structured is not None else {}
         return self._add("user", {"message": {"role": "user", "content": [block]}}, **extra)
 
+    def parallel(self, *calls: tuple[str, dict[str, Any], str]) -> list[str]:
+        """Parallel ``tool_use`` lines ``(name, arguments, result)``, then the user lines
+        answering them, the last call's first; returns the result lines' uuids in call
+        order."""
+        ids = []
+        for name, arguments, _ in calls:
+            self.calls += 1
+            ids.append(f"toolu_{self.calls:04d}")
+            self._add("assistant", {"message": {"role": "assistant", "content": [
+                {"type": "tool_use", "id": ids[-1], "name": name, "input": arguments}]}})
+        results = {call_id: self._add("user", {"message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call_id, "content": result}]}})
+            for call_id, (_, _, result) in reversed(list(zip(ids, calls, strict=True)))}
+        return [results[call_id] for call_id in ids]
+
     def compact(self, summary: str) -> str:
         """Claude's compaction: the boundary line (a new chain) and its summary line."""
         before = self.last

@@ -31,6 +31,7 @@ from ..session import (
 )
 from .compactor import Cancel, Compaction, compact_branch
 from .prepare import (
+    NOTHING_TO_COMPACT,
     CompactionSettings,
     Preparation,
     build_session_context,
@@ -123,7 +124,8 @@ def compact_session(
         context = project_branch(branch)
         prepared = explain_preparation(branch, settings, context)
         if not isinstance(prepared, Preparation):
-            raise CompactionError(f"{session.path}: nothing to compact ({prepared.reason})")
+            why = _nothing_to_compact(prepared.reason, settings)
+            raise CompactionError(f"{session.path}: {why}")
         # Pi's tokensBefore is this same projected estimate of the context.
         tokens = prepared.tokens_before
         outcome = compact_branch(
@@ -181,6 +183,15 @@ def compaction_entry(
     if system is not None:
         entry["systemMessage"] = {**system, "timestamp": int(moment.timestamp() * 1000)}
     return entry
+
+
+def _nothing_to_compact(reason: str, settings: CompactionSettings) -> str:
+    """Why ``compact`` made nothing, with what would make something."""
+    if reason != NOTHING_TO_COMPACT:
+        return f"nothing to compact ({reason})"
+    return (f"nothing to compact: the whole branch fits in the recent context Pi keeps "
+            f"verbatim ({settings.keep_recent_tokens:,} tokens); a smaller "
+            f"--keep-recent-tokens N, or --until ADDRESS to summarize through an entry")
 
 
 def append_compaction(

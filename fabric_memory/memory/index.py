@@ -751,10 +751,11 @@ class MemoryIndex:
                            plan, all_words)
 
     def lookup(
-        self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
+        self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = (),
+        fields: Sequence[str] = LOCATION_FIELDS,
     ) -> list[dict[str, Any]]:
         """Where the session's documents with these addresses or entry positions are: their
-        :data:`LOCATION_FIELDS`."""
+        :data:`LOCATION_FIELDS` (or the stored ``fields`` named)."""
         wanted: list[tuple[tantivy.Occur, tantivy.Query]] = []
         if addresses:
             wanted.append((tantivy.Occur.Should,
@@ -773,7 +774,7 @@ class MemoryIndex:
             (tantivy.Occur.Must, tantivy.Query.boolean_query(wanted)),
         ])
         expected = 2 * (len(addresses) + len(positions)) + 8
-        return self._all_docs(query, expected, LOCATION_FIELDS)
+        return self._all_docs(query, expected, fields)
 
     def session_records(self) -> list[bytes]:
         """The catalog record of every indexed session."""

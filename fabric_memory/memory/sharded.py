@@ -34,6 +34,7 @@ import xxhash
 
 from ..errors import MemoryIndexError
 from .index import (
+    LOCATION_FIELDS,
     MASK_KIND,
     REBUILD,
     SCHEMA_TAG,
@@ -284,10 +285,12 @@ class ShardedIndex:
         return total, counts
 
     def lookup(
-        self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = ()
+        self, path: str, *, addresses: Sequence[str] = (), positions: Sequence[int] = (),
+        fields: Sequence[str] = LOCATION_FIELDS,
     ) -> list[dict[str, Any]]:
         """The session's documents where they are: its shard, or the delta."""
-        return self._holder(path).lookup(path, addresses=addresses, positions=positions)
+        return self._holder(path).lookup(path, addresses=addresses, positions=positions,
+                                         fields=fields)
 
     def count(self, kind: str, path: str | None = None, excluded: Sequence[str] = ()) -> int:
         if path is not None:
