@@ -116,6 +116,14 @@ MAIN = "9ffe03d9-8440-498b-a7d0-015281c1d74b"
 CANCELLED = "f30a70f3-3071-4388-805d-f1aed0d24e13"
 
 
+def _whisper(base: Path) -> Path:
+    """A copy of the real database (SQLite leaves ``-shm`` and ``-wal`` files beside a WAL
+    database it opens, so the fixture is never opened in place)."""
+    folder = base / "OpenSuperWhisper" / ".crush"
+    shutil.copytree(WHISPER, folder)
+    return folder / "crush.db"
+
+
 def _rows(path: Path) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
     """``(id, session, role, parts)`` of every message, in each session's order."""
     db = sqlite3.connect(path)
@@ -127,13 +135,13 @@ def _rows(path: Path) -> list[tuple[str, str, str, list[dict[str, Any]]]]:
     return [(row[0], row[1], row[2], orjson.loads(row[3])) for row in rows]
 
 
-def test_a_real_database_keeps_every_message_call_and_result_in_order() -> None:
+def test_a_real_database_keeps_every_message_call_and_result_in_order(tmp_path: Path) -> None:
     """The real Crush database (three sessions, two of them started from the first): every
     message is an entry (one per tool result), each chained after the one before it in its
     session; every call in order with its result paired by id; the failed edits and the
     three builds that exit 65 are errors; a reply the user cancelled, holding nothing but
     its ``finish``, is kept with ``stopReason`` and ``errorMessage``."""
-    path = WHISPER / "crush.db"
+    path = _whisper(tmp_path)
     session = read_source(path)
     rows = _rows(path)
     assert len(rows) == 132 and session.malformed == ()
@@ -176,11 +184,12 @@ def test_a_real_database_keeps_every_message_call_and_result_in_order() -> None:
                       MAIN]]
 
 
-def test_the_real_database_packet_names_the_failed_edit_builds_and_edits() -> None:
+def test_the_real_database_packet_names_the_failed_edit_builds_and_edits(
+        tmp_path: Path) -> None:
     """The trail reads Crush's tools in the real main session: the edit refused (the
     text appears twice) is still open, the builds that failed passed later, the edits
     made are named."""
-    session = read_source(WHISPER / "crush.db")
+    session = read_source(_whisper(tmp_path))
     leaf = next(entry.id for entry in reversed(session.entries)
                 if session.branch(entry.id)[0].raw.get("ids", [None])[0] == MAIN)
     views = [entry.view for entry in session.branch(leaf)]
@@ -205,8 +214,7 @@ def test_the_real_database_is_indexed_recalled_and_expanded_to_its_rows(
     of the user's (a typo) and the cancelled reply's message are recalled to their
     entries, and expand --raw returns each row with its parts."""
     fake_home(tmp_path, monkeypatch)
-    folder = tmp_path / "OpenSuperWhisper" / ".crush"
-    shutil.copytree(WHISPER, folder)
+    folder = _whisper(tmp_path).parent
     monkeypatch.setenv("FABRIC_MEMORY_EXTRA_SESSIONS", str(folder))
     report = reindex()
     assert (report["indexed"], report["invalid"]) == (1, [])
