@@ -336,12 +336,13 @@ def recalled(query: Sequence[str], view: InView, *, index: str | None = None,
 
 def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None,
                     given: Given) -> list[Passage]:
-    """``passages``, each with the turns beside it that say what it does not: a reply with
-    the user message it answers (the nearest within :data:`REACH` entries before it), the
-    tool output it read (the nearest since that message) and its call's output (the one
-    within :data:`REACH` entries after it that :func:`_answers` it, else the entry right
-    after it when that is an output or the user's answer); a tool's output with the call
-    that ran it (the one it answers, else the nearest reply before it). A passage alone
+    """``passages``, each with the turns beside it that say what it does not: a reply or a
+    tool's output with the user message it answers (the nearest within :data:`REACH`
+    entries before it); a reply with the tool output it read (the nearest since that
+    message) and its call's output (the one within :data:`REACH` entries after it that
+    :func:`_answers` it, else the entry right after it when that is an output or the
+    user's answer); a tool's output with the call that ran it (the one it answers, else
+    the nearest reply before it). A passage alone
     says "All tests pass" or "let's go 100"; beside it, what passed and what the 100 is. A
     turn of this session the model still sees and one given already in it are left out
     (each at most :data:`NEIGHBOUR_BYTES`)."""
@@ -391,10 +392,10 @@ def _beside(role: str | None, position: int,
     earlier = [docs[at] for at in range(position - 1, position - REACH - 1, -1) if at in docs]
     roles = [doc.get("role") for doc in earlier]
     found: list[tuple[str, Mapping[str, object]]] = []
+    asked = roles.index("user") if "user" in roles else len(roles)
+    if role in ("assistant", "toolResult") and asked < len(roles):
+        found.append(("before", earlier[asked]))
     if role == "assistant":
-        asked = roles.index("user") if "user" in roles else len(roles)
-        if asked < len(roles):
-            found.append(("before", earlier[asked]))
         if "toolResult" in roles[:asked]:  # (an output it read since the user's message)
             found.append(("before", earlier[roles.index("toolResult")]))
         later = [docs[at] for at in range(position + 1, position + REACH + 1) if at in docs]

@@ -259,7 +259,8 @@ def test_a_passage_comes_with_the_turns_beside_it(memory: dict[str, Path]) -> No
 
 def test_a_reply_comes_with_the_output_it_read(memory: dict[str, Path]) -> None:
     """A reply that reads a tool's output comes with that output (the hash it names) and
-    with the user message it answers, in their order."""
+    with the user message it answers, in their order; the output with that user message and
+    the call that ran it."""
     t = ClaudeTranscript()
     asked = t.user("Check what the last commit did.")
     output = t.tool("Bash", {"command": "git show --stat HEAD"},
@@ -273,6 +274,13 @@ def test_a_reply_comes_with_the_output_it_read(memory: dict[str, Path]) -> None:
     user = context.index(f"  before it, [{_line(asked)}] user: Check what the last commit")
     read = context.index(f"  before it, [{_line(output)}] Bash: Bash 9f2c1ab (HEAD -> main)")
     assert passage < user < read
+    # The output itself comes with the user message that asked for it and its call.
+    fresh = {**memory, "home": memory["home"] / "fresh"}
+    stat = _context(fresh, _event(t.session_id, path, "Which commit had 7 files changed and "
+                                                      "88 insertions?"))
+    assert stat is not None and f"- [{_line(output)}] Bash" in stat
+    asked_at = stat.index(f"  before it, [{_line(asked)}] user: Check what the last commit")
+    assert asked_at < stat.index("  before it, [L2] assistant: Bash git show --stat HEAD")
 
 
 def test_a_call_comes_with_its_own_output_among_parallel_ones(
