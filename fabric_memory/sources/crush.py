@@ -10,7 +10,10 @@ is a JSON array of ``{type, data}`` (``text``, ``reasoning``, ``tool_call`` with
 
 Each message is one entry addressed by its id (a UUID Crush gives it), chained within its
 Crush session in the order Crush shows them (``created_at``, then the row); a message
-holding several tool results is one entry per result (``<id>``, ``<id>.1``, …). Its raw
+holding several tool results is one entry per result (``<id>``, ``<id>.1``, …). A reply
+whose ``finish`` says it failed (``error``: the provider's message and details;
+``canceled``) keeps that as its ``stopReason`` and ``errorMessage``, as Pi writes a failed
+reply, even when it holds nothing else. Its raw
 source is its row, as JSON, with ``parts`` as the JSON Crush stored (decompressed).
 """
 
@@ -147,6 +150,7 @@ def _message(entries: Entries, line: SourceLine, role: str, parts: list[Any],
     """The entries of one message: text, thinking and calls as one; each result its own."""
     blocks: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
+    ended: dict[str, Any] = {}
     for part in parts:
         kind = part.get("type") if type(part) is dict else None
         data = part.get("data") if type(part) is dict else None
@@ -167,13 +171,27 @@ def _message(entries: Entries, line: SourceLine, role: str, parts: list[Any],
             results.append(tool_result(call_id, string(data.get("name")) or tools.get(call_id),
                                        text, is_error=data.get("is_error") is True or bool(code),
                                        exit_code=code))
-    raws = ([message("assistant" if role == "assistant" else "user", blocks)]
-            if blocks and role in ("user", "assistant") else []) + results
+        elif kind == "finish" and role == "assistant":
+            ended = _ending(data)
+    raws = ([message("assistant" if role == "assistant" else "user", blocks, **ended)]
+            if (blocks or ended) and role in ("user", "assistant") else []) + results
     for number, raw in enumerate(raws):
         entry = (entries.add(line, raw, address=address, parent=parent, timestamp=timestamp)
                  if number == 0 else entries.follow(raw))
         entry.source = source
     return entries.entries[-1] if raws else None
+
+
+def _ending(finish: dict[str, Any]) -> dict[str, Any]:
+    """How a reply ended when it failed, in Pi's fields: a ``finish`` of reason ``error``
+    (the provider's error: its ``message`` and ``details``) or ``canceled`` (the user
+    stopped it); nothing for a reply that ended normally."""
+    reason = finish.get("reason")
+    if reason not in ("error", "canceled"):
+        return {}
+    said = [text for key in ("message", "details") if (text := string(finish.get(key)))]
+    return {"stopReason": "error" if reason == "error" else "aborted",
+            "errorMessage": ": ".join(said) or str(reason)}
 
 
 def _arguments(value: object) -> dict[str, Any]:
