@@ -66,10 +66,11 @@ from .memory.recall import REQUEST_KINDS as RECALL_KINDS
 from .memory.render import Door, render_expand, render_recall, render_sessions
 
 INSTRUCTIONS = """\
-Memory of past coding-agent sessions (Pi, oh-my-pi, Claude Code, Codex, Catui and Fabro),
-searchable by words and by structure. Use `recall` before redoing work or when the user
-refers to something from an earlier session (a decision, an error, a file, a command, an
-identifier): ask in plain words, as you would ask a colleague. Answers are text that
+Memory of past coding-agent sessions (Claude Code, Codex, Gemini CLI, Copilot CLI, OpenCode,
+Cline, Aider, Pi and more: `sessions` lists them), searchable by words and by structure.
+Use `recall` before redoing work or when the user refers to something from an earlier
+session (a decision, an error, a file, a command, an identifier): ask in plain words, as
+you would ask a colleague. Answers are text that
 prints the exact next calls as a tool name and its JSON arguments: under each session's
 hits, `expand: expand {...}` reads them; `more: ...` continues a paged answer; a long
 entry cut in a range says the `expand` call that reads it on. Make those calls as

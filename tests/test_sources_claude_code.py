@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fabric_memory.compaction.span import summarize_session
 from fabric_memory.errors import NotASessionError
 from fabric_memory.memory.expand import expand, expand_request
 from fabric_memory.memory.normalize import normalize_session
@@ -16,6 +17,7 @@ from fabric_memory.memory.recall import recall
 from fabric_memory.session import read_line
 from fabric_memory.sources import read_source
 from fabric_memory.sources.claude_code import BOOKKEEPING
+from fabric_memory.sources.reader import HOST_CONTEXT
 
 from .memory_builder import indexed_copy
 
@@ -23,6 +25,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents" / "claude-code"
 SIDECHAIN = FIXTURES / "sidechain_integrated.jsonl"
 COMPACTED = FIXTURES / "dag_compact_after_rewind.jsonl"
 TOOLS = FIXTURES / "tools_and_summary.jsonl"
+COLOURED = FIXTURES / "compact_coloured.jsonl"
 UUID = "c0000000-0000-4000-8000-00000000000"
 """The fixture's uuids but their last digit."""
 
@@ -234,3 +237,32 @@ def test_the_results_of_parallel_calls_stay_on_the_active_branch(tmp_path: Path)
     assert [r for r in branch if r in results] == results
     assert branch.index(calls[-1]) < branch.index(results[0]) < branch.index(reply)
     assert old not in branch  # the edited message stays on its own branch
+
+
+def test_what_claude_code_writes_into_user_turns_is_not_the_users_words(tmp_path: Path) -> None:
+    """The caveat Claude Code marks ``isMeta`` and a local command's output are its own
+    context (kept, found by recall, never the user's words nor the goal); a slash command
+    reads as the user typed it. Real lines (``compact_coloured.jsonl``)."""
+    session = read_source(COLOURED)
+    by_line = {entry.line: entry for entry in session.entries}
+    for line in (2, 4, 13, 15):
+        assert (by_line[line].type, by_line[line].raw["customType"]) == (
+            "custom_message", HOST_CONTEXT), line
+    assert [by_line[line].view.text for line in (3, 6, 14)] == [
+        "/clear", "how are you doing", "/compact"]
+    summary = summarize_session(str(COLOURED), None).summary
+    assert "## Goal\n- [L6] how are you doing" in summary
+    assert "Caveat" not in summary and "local-command-stdout" not in summary
+    _, where = indexed_copy(COLOURED, tmp_path)
+    hits = recall("messages generated while running local commands", **where)["hits"]
+    assert hits and hits[0]["address"] in (by_line[2].id, by_line[13].id)
+
+
+def test_a_slash_command_with_arguments_reads_as_typed(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(orjson.dumps({
+        "type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s1",
+        "message": {"role": "user", "content": (
+            "<command-name>/review</command-name>\n<command-message>review</command-message>\n"
+            "<command-args>the parser change</command-args>")}}) + b"\n")
+    assert read_source(path).entries[0].view.text == "/review the parser change"

@@ -31,13 +31,14 @@ def test_a_rollout_pairs_calls_and_keeps_codexs_compaction() -> None:
     """Each line with something to remember is one entry addressed L<line>, chained to the
     one before; the shell call's output is paired by call_id with its exit code as the error
     flag; the compacted line is a compaction entry; duplicated events and token counts are
-    not read."""
+    not read; the environment block Codex writes into a user turn is its own context, not
+    the user's words."""
     session = read_source(CURRENT)
     assert (session.agent, session.session_id, session.project) == (
         "codex", "0199a7c4-1e2f-7a3b-8c4d-5e6f7a8b9c0d", "/home/dev/projects/ledger")
     items = normalize_session(session).items
     assert [(i.address, i.type, i.role) for i in items] == [
-        ("L1", "custom_message", None), ("L2", "message", "user"),
+        ("L1", "custom_message", None), ("L2", "custom_message", None),
         ("L3", "custom_message", None), ("L4", "message", "user"),
         ("L6", "message", "assistant"), ("L7", "message", "assistant"),
         ("L8", "message", "toolResult"), ("L10", "message", "assistant"),

@@ -18,6 +18,7 @@ from fabric_memory.memory.reindex import reindex
 from fabric_memory.session import Session
 from fabric_memory.sources import read_source, reader_for, session_files
 from fabric_memory.sources.gemini import GEMINI
+from fabric_memory.sources.reader import HOST_CONTEXT
 
 from .agent_homes import fake_home
 from .conftest import FIXTURES
@@ -167,7 +168,9 @@ REAL = FIXTURES / "agents" / "gemini" / "cli-0.61.0" / "session-2026-12-07T14-15
 def test_a_chat_the_real_cli_wrote_reads_its_checkpoint_and_skips_echoed_results() -> None:
     """Gemini CLI 0.61.0's own file: the context message inside the `$set` checkpoint is an
     entry spanning its node within that line (the project read from it); the user messages
-    that echo the calls' results are not entries again; the command's exit code 2."""
+    that echo the calls' results are not entries again; the command's exit code 2. The
+    context message is Gemini CLI's own (the date, the workspace, the servers'
+    instructions), not the user's words: the user's first words are their question."""
     session = read_source(REAL)
     data = REAL.read_bytes()
     assert session.project == "/tmp/ajgem/work" and not session.malformed
@@ -175,8 +178,10 @@ def test_a_chat_the_real_cli_wrote_reads_its_checkpoint_and_skips_echoed_results
     assert first.line == 2 and data[first.offset:first.offset + 1] == b"{"
     assert orjson.loads(data[first.offset:first.offset + first.length])["id"] == first.id
     roles = [entry.view.role for entry in session.entries]
-    assert roles == ["user", "user", "assistant", "toolResult", "assistant", "toolResult",
+    assert roles == [None, "user", "assistant", "toolResult", "assistant", "toolResult",
                      "assistant"]
+    assert first.raw["customType"] == HOST_CONTEXT and "<session_context>" in first.raw["content"]
+    assert session.entries[1].view.text == "what about zephyrine?"
     failed = session.entries[5].view.message
     assert failed is not None and (failed["exitCode"], failed["isError"]) == (2, True)
 

@@ -46,6 +46,7 @@ from .reader import (
     tokens,
     tool_call_block,
     tool_result,
+    user_message,
 )
 from .tools import Action, FileWork, Tool, Use, argument, plan_tool
 
@@ -53,6 +54,10 @@ if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reade
     from ..session import Session
 
 AGENT: Final = "codex"
+HOST_MARKS: Final = ("<environment_context>", "<user_instructions>",
+                                 "# AGENTS.md instructions for ", "<INSTRUCTIONS>")
+"""How the user turns Codex writes itself begin: the working folder and shell, the
+project's AGENTS.md."""
 HOME_ENV: Final = "CODEX_HOME"
 LINE_TYPES: Final = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
                                "compacted"})
@@ -211,8 +216,9 @@ def _item(entries: Entries, line: SourceLine, item: dict[str, Any], stamp: str |
     if kind == "message":
         role = string(item.get("role")) or ""
         text = block_text(item.get("content"))
-        raw = message(role, [text_block(text)]) if role in ("user", "assistant") else event(
-            f"message:{role}", text)
+        raw = (user_message(text, HOST_MARKS) if role == "user"
+               else message(role, [text_block(text)]) if role == "assistant"
+               else event(f"message:{role}", text))
         _add(entries, line, raw, stamp)
     elif kind == "reasoning":
         parts = (block_text(item.get("summary")), block_text(item.get("content")))

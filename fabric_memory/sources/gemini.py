@@ -46,6 +46,7 @@ from .reader import (
     thinking_block,
     tool_call_block,
     tool_result,
+    user_message,
 )
 from .tools import Tool, file_tool, plan_tool, search_tool, shell_tool
 
@@ -53,6 +54,10 @@ if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reade
     from ..session import Session
 
 AGENT: Final = "gemini"
+HOST_MARKS: Final = ("<session_context>",
+                                 "This is the Gemini CLI. We are setting up the context")
+"""How the first user turn begins that Gemini CLI writes itself: the date, the system, the
+workspace's files and the loaded instructions (``GEMINI.md``, MCP servers')."""
 HOME_ENV: Final = "GEMINI_CLI_HOME"
 _EXIT_CODE: Final = re.compile(r"^Exit Code: (-?\d+)", re.MULTILINE)
 """How ``run_shell_command`` reports a command that failed (``Exit Code: 1``)."""
@@ -211,8 +216,7 @@ def _message(line: SourceLine, message_id: str, parent: str | None, entries: Ent
              "timestamp": string(value.get("timestamp"))}
     content = value.get("content")
     if kind == "user":
-        text = _parts_text(content)
-        entries.add(line, message("user", [text_block(text)] if text else []), **where)
+        entries.add(line, user_message(_parts_text(content), HOST_MARKS), **where)
         return
     if kind != "gemini":
         entries.add(line, event(f"gemini:{kind}" if isinstance(kind, str) else "gemini",

@@ -400,6 +400,20 @@ def message(role: str, content: list[dict[str, Any]], **fields: Any) -> dict[str
     return {"type": "message", "message": {"role": role, "content": content, **fields}}
 
 
+HOST_CONTEXT: Final = "host-context"
+"""The event kind of text a host wrote into a user turn itself (see :func:`user_message`)."""
+
+
+def user_message(text: str, host_marks: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A user turn's text as the user's words; when it starts with one of ``host_marks``
+    (what the host itself writes into a user turn: an environment block, a caveat, the
+    project's instructions) as the event :data:`HOST_CONTEXT`, found and expanded like any
+    entry, never taken for something the user said."""
+    if host_marks and text.lstrip().startswith(host_marks):
+        return event(HOST_CONTEXT, text)
+    return message("user", [text_block(text)] if text else [])
+
+
 def tool_result(call_id: str, tool: str | None, text: str, *, is_error: bool,
                 exit_code: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """A ``toolResult`` message answering ``call_id`` (its ``tool`` name paired from the call;
