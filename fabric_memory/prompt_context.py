@@ -23,6 +23,7 @@ failing-open wrapper, time budget and log are :func:`fabric_memory.handoff.run_h
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -340,12 +341,12 @@ def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None
     tool's output with the user message it answers (the nearest within :data:`REACH`
     entries before it); a reply with the tool output it read (the nearest since that
     message) and its call's output (the one within :data:`REACH` entries after it that
-    :func:`_answers` it, else the entry right after it when that is an output or the
-    user's answer); a tool's output with the call that ran it (the one it answers, else
-    the nearest reply before it). A passage alone
-    says "All tests pass" or "let's go 100"; beside it, what passed and what the 100 is. A
-    turn of this session the model still sees and one given already in it are left out
-    (each at most :data:`NEIGHBOUR_BYTES`)."""
+    :func:`_answers` it or the call it goes on to make, else the entry right after it when
+    that is an output or the user's answer); a tool's output with the call that ran it
+    (the one it answers, else the nearest reply before it). A passage alone says "All
+    tests pass" or "let's go 100"; beside it, what passed and what the 100 is. A turn of
+    this session the model still sees and one given already in it are left out (each at
+    most :data:`NEIGHBOUR_BYTES`)."""
     from .compaction.text import clip_collapsed, collapse
     from .memory.locations import index_root
     from .memory.sharded import open_memory
@@ -399,7 +400,10 @@ def _beside(role: str | None, position: int,
         if "toolResult" in roles[:asked]:  # (an output it read since the user's message)
             found.append(("before", earlier[roles.index("toolResult")]))
         later = [docs[at] for at in range(position + 1, position + REACH + 1) if at in docs]
-        after = next((doc for doc in later if _answers(doc, entry)), None)
+        # Its own call's output, else the output of the call it goes on to make (a host
+        # writes a reply's text and each of its calls as entries of their own).
+        calls = [entry, *itertools.takewhile(lambda doc: doc.get("role") == "assistant", later)]
+        after = next((doc for call in calls for doc in later if _answers(doc, call)), None)
         if after is None and later and later[0].get("role") in ("toolResult", "user"):
             after = later[0]
         if after is not None:

@@ -283,6 +283,20 @@ def test_a_reply_comes_with_the_output_it_read(memory: dict[str, Path]) -> None:
     assert asked_at < stat.index("  before it, [L2] assistant: Bash git show --stat HEAD")
 
 
+def test_a_reply_comes_with_the_output_of_the_call_it_makes(memory: dict[str, Path]) -> None:
+    """A reply's text and its call are entries of their own: the reply comes with the output
+    of the call it goes on to make (the hash the commit printed)."""
+    t = ClaudeTranscript()
+    reply = t.assistant("Let me commit the invoice rounding fix.")
+    t.tool("Bash", {"command": "git commit -am 'Round invoices half up'"},
+           "[main 4c0ffee] Round invoices half up")
+    path = _compacted(memory, t, "The fix was committed.")
+    context = _context(memory, _event(t.session_id, path, "Which commit landed the invoice "
+                                                          "rounding fix?"))
+    assert context is not None and f"- [{_line(reply)}] assistant" in context
+    assert "  after it, [L3] Bash: Bash [main 4c0ffee] Round invoices half up" in context
+
+
 def test_a_call_comes_with_its_own_output_among_parallel_ones(
         memory: dict[str, Path]) -> None:
     """Parallel calls are written first, their outputs after them in any order: a call comes
