@@ -1,5 +1,6 @@
-"""The real Claude Code, Codex, GitHub Copilot and Gemini CLIs of ``tests/hosts`` (README's test
-command runs ``npm ci`` there), and an environment in which they never reach the network."""
+"""The real Claude Code, Codex, GitHub Copilot, Gemini CLI, Qwen Code and OpenCode CLIs of
+``tests/hosts`` (README's test command runs ``npm ci`` there), and an environment in which
+they never reach the network."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ CLAUDE = HOSTS / "node_modules" / ".bin" / "claude"
 CODEX = HOSTS / "node_modules" / ".bin" / "codex"
 COPILOT = HOSTS / "node_modules" / ".bin" / "copilot"
 GEMINI = HOSTS / "node_modules" / ".bin" / "gemini"
+QWEN = HOSTS / "node_modules" / ".bin" / "qwen"
+OPENCODE = HOSTS / "node_modules" / "opencode-linux-x64" / "bin" / "opencode"
+"""OpenCode's linux-x64 build: the binary ``opencode-ai``'s launcher runs on this machine."""
 
 
 def host_cli(path: Path) -> str:
@@ -35,6 +39,11 @@ QUIET = {
     "CODEX_DISABLE_UPDATE_CHECK": "1",
     # Copilot CLI: no auto-update (telemetry: --disable-client-telemetry on each run).
     "COPILOT_AUTO_UPDATE": "false",
+    # OpenCode: no update, no models.dev catalogue fetch, no sharing.
+    "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    # Qwen Code: no notice about --yolo on every headless run.
+    "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
     # Neither may leave this machine: any proxy-honouring request goes nowhere.
     "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
     "NO_PROXY": "127.0.0.1,localhost",

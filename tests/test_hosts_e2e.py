@@ -12,7 +12,9 @@ a closed local port."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -502,3 +504,153 @@ def test_gemini_lists_our_server_calls_recall_and_its_session_is_remembered(
     node = expand_request({**hit["follow"], "raw": True})["entries"][0]["text"]
     assert orjson.loads(node)["id"] == hit["entryId"].split(".")[0]
     assert node.encode() in written.read_bytes()
+
+
+# --- Qwen Code -----------------------------------------------------------------------------
+
+
+def test_qwen_lists_our_server_calls_recall_and_its_session_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `fabric-memory install qwen`, the real Qwen Code lists our server as
+    connected (`qwen mcp list`); in a session against the stub (OpenAI-compatible, its
+    `OPENAI_BASE_URL`), the model's `mcp__fabric-memory__recall` call reaches our server and
+    comes back with the hit of an earlier Qwen Code chat; then a failing command. The chat
+    Qwen Code writes is read by our reader (the calls, the command's exit code 2), recalled
+    with `--agent qwen` and its entry expanded to its line byte for byte."""
+    from fabric_memory.memory.expand import expand_request
+    from fabric_memory.memory.recall import recall
+    from fabric_memory.memory.reindex import reindex
+    from fabric_memory.sources import read_source
+
+    from .agent_homes import line_at
+    from .host_clis import QWEN
+    from .test_sources_qwen import CHAT
+
+    home = fake_home(tmp_path, monkeypatch)
+    earlier = home / ".qwen" / "projects" / "-home-dev-projects-tern" / "chats"
+    earlier.mkdir(parents=True)
+    (earlier / CHAT.name).write_bytes(CHAT.read_bytes())
+    (home / ".qwen" / "settings.json").write_text(orjson.dumps(
+        {"privacy": {"usageStatisticsEnabled": False}}).decode())
+    work = tmp_path / "work"
+    work.mkdir()
+    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    reindex()
+    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", "qwen"],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+    qwen = host_cli(QWEN)
+    program = Path(sys.executable).parent / "fabric-memory"
+    listed = run_host([qwen, "mcp", "list"], work, env)
+    assert f"fabric-memory: {program} serve (stdio) - Connected" in listed, listed
+    steps = [Step("mcp__fabric-memory__recall", {"query": "gannet_id", "agent": "qwen"}, ""),
+             Step("run_shell_command", {"command": "ls /no-such-dir-for-qwen"}, "")]
+    chats = home / ".qwen" / "projects"
+    before = set(chats.rglob("*.jsonl"))
+    with serving(StubModel(steps)) as stub:
+        env.update(OPENAI_API_KEY="sk-stub", OPENAI_BASE_URL=f"{stub.url}/v1",
+                   OPENAI_MODEL="qwen3-coder-plus")
+        run_host([qwen, "what broke in the tern migration?", "--yolo", "--auth-type",
+                  "openai"], work, env)
+        results = [message for body in stub.bodies("chat") for message in body["messages"]
+                   if message.get("role") == "tool"]
+    recalled = _text(results[0]["content"])
+    assert CHAT.stem in recalled and "gannet_id" in recalled, recalled
+    (written,) = set(chats.rglob("*.jsonl")) - before  # the chat this run wrote
+    session = read_source(written)
+    assert session.agent == "qwen" and session.project == str(work)
+    calls = [call.name for entry in session.entries for call in entry.view.tool_calls]
+    assert calls == ["mcp__fabric-memory__recall", "run_shell_command"]
+    failed = [e.view.message for e in session.entries
+              if e.view.role == "toolResult" and e.view.message][-1]
+    assert (failed["isError"], failed["exitCode"]) == (True, 2)
+    reindex()
+    hit = recall("no-such-dir-for-qwen", agent="qwen")["hits"][0]
+    assert hit["sessionId"] == session.session_id
+    entry = expand_request({**hit["follow"], "raw": True})["entries"][0]
+    assert entry["text"] == line_at(written, entry["line"])
+
+
+# --- OpenCode ------------------------------------------------------------------------------
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_opencode_lists_our_server_calls_recall_and_its_session_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed with `fabric-memory install opencode`, the real OpenCode lists our server as
+    connected (`opencode mcp list`); in a session against the stub (its Anthropic provider's
+    `baseURL` in `opencode.json`), the model's `fabric-memory_recall` call reaches our server
+    and comes back with the hit of an earlier OpenCode session in the same database; then a
+    failing command. The session OpenCode adds to its database is read by our reader (its
+    chain: the prompt, the calls, the command's exit code 2), recalled with `--agent
+    opencode` and the command's result expanded to its part's row."""
+    from fabric_memory.memory.expand import expand_request
+    from fabric_memory.memory.recall import recall
+    from fabric_memory.memory.reindex import reindex
+    from fabric_memory.sources import read_source
+
+    from .host_clis import OPENCODE
+    from .test_sources_opencode import DATABASE, SESSION
+
+    home = fake_home(tmp_path, monkeypatch)
+    database = home / ".local" / "share" / "opencode" / DATABASE.name
+    database.parent.mkdir(parents=True)
+    database.write_bytes(DATABASE.read_bytes())
+    work = tmp_path / "work"
+    work.mkdir()
+    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    reindex()
+    opencode = host_cli(OPENCODE)
+    program = Path(sys.executable).parent / "fabric-memory"
+    steps = [Step("fabric-memory_recall", {"query": "zephyrine", "agent": "opencode"}, ""),
+             Step("bash", {"command": "ls /no-such-quokka-dir", "description": "list"}, "")]
+    with serving(StubModel(steps)) as stub:
+        config = home / ".config" / "opencode" / "opencode.json"
+        config.parent.mkdir(parents=True)
+        config.write_text(orjson.dumps({
+            "autoupdate": False, "share": "disabled", "model": "anthropic/claude-sonnet-4-5",
+            "provider": {"anthropic": {"options": {"baseURL": f"{stub.url}/v1",
+                                                   "apiKey": "sk-stub"}}}}).decode())
+        done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install",
+                               "opencode"], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+        listed = ANSI.sub("", run_host([opencode, "mcp", "list"], work, env))
+        assert re.search(rf"✓ fabric-memory\s+connected\s+│\s+{re.escape(str(program))} serve",
+                         listed), listed
+        run_host([opencode, "run", "what did we find out before?", "--auto"], work, env)
+        results = [block for body in stub.bodies("messages")
+                   for block in body["messages"][-1]["content"]
+                   if isinstance(block, dict) and block.get("type") == "tool_result"]
+    recalled = _text(results[0]["content"])
+    assert SESSION in recalled and "zephyrine" in recalled, recalled
+    session = read_source(database)
+    assert session.agent == "opencode" and not session.malformed
+    (start,) = [n for n, entry in enumerate(session.entries)
+                if entry.parent_id is None and entry.raw["ids"][-1] == str(work)]
+    chain = [session.entries[start]]
+    for entry in session.entries[start + 1:]:
+        if entry.parent_id != chain[-1].id:
+            break
+        chain.append(entry)
+    assert [(e.view.role, e.view.tool_name) for e in chain] == [
+        ("user", None), ("assistant", None), ("toolResult", "fabric-memory_recall"),
+        ("assistant", None), ("toolResult", "bash"), ("assistant", None)]
+    assert [call.name for e in chain for call in e.view.tool_calls] == [
+        "fabric-memory_recall", "bash"]
+    failed = chain[4].view.message
+    assert failed is not None and (failed["isError"], failed["exitCode"]) == (True, 2)
+    # OpenCode 1.18.33 exits with its session still in the write-ahead log, which `reindex`
+    # sees once it is checkpointed (docs/agents.md): as SQLite does after 1,000 pages.
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    reindex()
+    hits = recall("no-such-quokka-dir", mode="phrase", agent="opencode")["hits"]
+    result = next(hit for hit in hits if hit.get("role") == "toolResult")
+    assert (result["sessionId"], result["entryId"]) == (session.session_id, chain[4].id)
+    raw = expand_request({**result["follow"], "raw": True})["entries"][0]["text"]
+    assert raw.encode() == chain[4].source
