@@ -62,3 +62,47 @@ def test_found_in_continues_folder_recalled_and_expanded(
     assert [(hit["address"], hit["agent"]) for hit in hits] == [("m6", "continue")]
     raw = expand_request({**hits[0]["follow"], "raw": True})["entries"][0]["text"]
     assert orjson.loads(raw) == orjson.loads(SESSION.read_bytes())["history"][6]
+
+
+REAL_SESSIONS = FIXTURES / "agents" / "continue" / "Developer" / "sessions"
+REAL = REAL_SESSIONS / "7bc6e275-126c-4a65-ab0a-0607c64789f9.json"
+"""A real Continue session (oleg121203/Developer, fixtures/agents/continue/Developer)."""
+
+
+def test_a_real_session_keeps_every_history_item_and_its_words() -> None:
+    """The real session (Continue, 2024-12): each of its four history items is an entry
+    m<i> spanning its exact node, in order, user and assistant in turn; the user's words
+    are their text parts (the code they quoted, then the question), the assistant's its
+    whole reply; the project is the session's workspace; nothing is a note."""
+    session = read_source(REAL)
+    assert (session.agent, session.session_id, session.project) == (
+        "continue", "7bc6e275-126c-4a65-ab0a-0607c64789f9", "/workspace")
+    assert session.malformed == ()
+    data = REAL.read_bytes()
+    history = orjson.loads(data)["history"]
+    assert [entry.id for entry in session.entries] == ["m0", "m1", "m2", "m3"]
+    assert [entry.parent_id for entry in session.entries] == [None, "m0", "m1", "m2"]
+    for entry, item in zip(session.entries, history, strict=True):
+        assert orjson.loads(data[entry.offset:entry.offset + entry.length]) == item
+        content = item["message"]["content"]
+        said = content if isinstance(content, str) else "".join(
+            part["text"] for part in content if part["type"] == "text")
+        assert entry.view.role == item["message"]["role"]
+        assert entry.view.text == said
+    assert session.entries[0].view.text.endswith(
+        'how to solve it: Не удается разрешить импорт "watchdog.events"')
+
+
+def test_the_real_session_is_found_recalled_and_expanded_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Laid out as ~/.continue/sessions with Continue's own index beside it, the real
+    session is found with no option (the index skipped); a rare word of a reply is recalled
+    to it and expands raw to its node."""
+    home = fake_home(tmp_path, monkeypatch)
+    shutil.copytree(REAL_SESSIONS, home / ".continue" / "sessions")
+    report = reindex(workers=1)
+    assert (report["indexed"], report["invalid"], report["sessions"]) == (1, [], 1)
+    hits = recall("pycharm", agent="continue")["hits"]
+    assert [(hit["address"], hit["sessionId"]) for hit in hits] == [("m1", REAL.stem)]
+    raw = expand_request({**hits[0]["follow"], "raw": True})["entries"][0]["text"]
+    assert orjson.loads(raw) == orjson.loads(REAL.read_bytes())["history"][1]
