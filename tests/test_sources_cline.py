@@ -130,8 +130,9 @@ def test_each_agent_is_found_in_its_editor_storage_and_recalled(
 def test_a_real_task_answers_native_calls_with_text_results_in_order() -> None:
     """The real Cline 3.58 task: every ``tool_use`` is answered by a user text
     ``[tool for '…'] Result:`` (no ``tool_result`` block), paired in order; nothing is lost:
-    each call and each answer, in the file's order, and the user's words; the extension's
-    environment details and checklist reminders are no words of the user's; the failed
+    each call and each answer, in the file's order, and the user's words (out of the
+    ``<task>`` and ``<feedback>`` tags); the extension's environment details, checklist
+    reminders and the line it puts before feedback are no words of the user's; the failed
     ``cp`` (``Command failed with exit code 1.``) is the only error; each entry's bytes
     are its message's node."""
     session = read_source(REAL)
@@ -152,9 +153,10 @@ def test_a_real_task_answers_native_calls_with_text_results_in_order() -> None:
     assert [(address, code, failed) for address, _, code, failed in _results(session)
             if failed or code] == [("m40", 1, True)]
     said = [(entry.id, entry.view.text) for entry in session.entries if entry.view.role == "user"]
-    assert said[0] == ("m0", "<task>\ntell me abouth this repo\n</task>")
+    assert said[0] == ("m0", "tell me abouth this repo")  # unwrapped from <task>
     assert [address for address, _ in said] == ["m0", "m4"]
-    assert "<feedback>\nadd a new plugin for a new coding agent cline." in said[1][1]
+    assert said[1][1].startswith("add a new plugin for a new coding agent cline.")  # <feedback>
+    assert "<feedback>" not in said[1][1] and "The user has provided" not in said[1][1]
     for entry in session.entries:
         index = int(entry.id.removeprefix("m").split(".")[0])
         assert orjson.loads(data[entry.offset:entry.offset + entry.length]) == messages[index]
@@ -163,15 +165,16 @@ def test_a_real_task_answers_native_calls_with_text_results_in_order() -> None:
 def test_the_real_task_summary_names_its_reads_commands_and_the_failed_copy() -> None:
     """The trail reads the real task's tools: the files read, each command with its exit
     status, the failed ``cp`` as the outstanding error; the user's request is the feedback
-    they gave, not the extension's checklist reminder."""
+    they gave, not the extension's checklist reminder nor the line it puts before it."""
     summary = summarize_session(REAL).summary
     for line in ("[m6.4] packages/shared/src/schemas.ts (read)",
                  "[m8] `ls /Users/bee/.cline/data/tasks/ 2>/dev/null | head -5` -> ok",
                  "[m40] `cp /Users/bee/.cline/data/tasks/1770913324799/api_conversation_history"
                  ".json /Users/bee/dev/agentlogs/fixtures/cline/crud.json` -> exit 1",
-                 '[m4] last user request: "The user has provided feedback on the results.'):
+                 '[m4] last user request: "add a new plugin for a new coding agent cline.',
+                 "## Goal\n- [m0] tell me abouth this repo\n"):
         assert line in summary, summary
-    assert "TODO LIST UPDATE REQUIRED" not in summary
+    assert "TODO LIST UPDATE REQUIRED" not in summary and "The user has provided" not in summary
     assert "[m40] error: execute_command `cp /Users/bee/" in _packet(read_source(REAL))
 
 

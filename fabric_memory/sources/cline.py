@@ -61,9 +61,13 @@ _XML_RESULT: Final = re.compile(r"\[(\w+)(?: for '.*?')?\] Result:", re.S)
 ENVIRONMENT: Final = "<environment_details>"
 """How the text block the extension adds to each user message begins: its listing of the
 open files and the folder, kept in the node (``--raw``), not in the user's words."""
-REMINDERS: Final = (ENVIRONMENT, "# task_progress", "# TODO LIST UPDATE REQUIRED")
-"""How the text blocks the extension adds begin: the environment details and Cline's
-reminders to keep its checklist (``task_progress``), no words of the user's either."""
+REMINDERS: Final = (ENVIRONMENT, "# task_progress", "# TODO LIST UPDATE REQUIRED",
+                     "The user has provided feedback on the results.", "[TASK RESUMPTION]")
+"""How the text blocks the extension adds begin: the environment details, Cline's
+reminders to keep its checklist (``task_progress``), the line it puts before the user's
+feedback and its note on resuming a task: no words of the user's either."""
+_WRAPPED: Final = re.compile(r"\s*<(task|feedback|answer|user_message)>(.*?)</\1>(.*)", re.DOTALL)
+"""The tag the extension wraps a user's words in, the words, and what follows."""
 _CWD: Final = re.compile(r"# Current (?:Working Directory|Workspace Directory) \((.+?)\)")
 _TODO: Final = re.compile(r"^\s*[-*]?\s*\[([ xX-])\]\s*(.+)$", re.MULTILINE)
 
@@ -253,7 +257,7 @@ def _user(line: SourceLine, content: object, where: dict[str, Any], entries: Ent
             at = next((i for i, (_, name) in enumerate(pending)
                        if header and name == header.group(1)), None)
             if header is None or at is None:
-                texts.append(text)
+                texts.append(_unwrapped(text))
                 continue
             call = pending.pop(at)
             body = text[header.end():].strip()
@@ -270,6 +274,16 @@ def _user(line: SourceLine, content: object, where: dict[str, Any], entries: Ent
         entries.add(line, results.pop(0), **where)
     for result in results:
         entries.follow(result)
+
+
+def _unwrapped(text: str) -> str:
+    """The user's words without the tag the extension wraps them in (``<task>`` for the
+    first message, ``<feedback>``, ``<answer>``, ``<user_message>`` later); what follows
+    the tag (a file's contents the user attached) stays."""
+    found = _WRAPPED.match(text)
+    if found is None:
+        return text
+    return "\n".join(part for part in (found.group(2).strip(), found.group(3).strip()) if part)
 
 
 def _failed(text: str) -> bool:
