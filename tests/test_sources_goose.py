@@ -109,6 +109,17 @@ def test_a_database_being_written_is_read_without_blocking_or_writing(db: Path) 
     assert after == before
 
 
+
+def test_a_closed_wal_database_is_read_leaving_no_file_beside_it(db: Path) -> None:
+    """Goose closed its WAL database (no -wal beside it): reading it, as every reindex
+    does, leaves the folder as it was (no -wal or -shm file made), byte for byte."""
+    sqlite3.connect(db).close()  # a clean close: SQLite removes the log and its index
+    folder = db.parent
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert db.read_bytes()[18:20] == b"\x02\x02" and "sessions.db-wal" not in before
+    assert len(read_source(db).entries) == 17
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+
 def test_a_locked_database_is_a_clear_error(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A rollback-journal database its agent holds an exclusive lock on is reported as
