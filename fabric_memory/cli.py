@@ -688,12 +688,13 @@ def _run_quickstart(args: argparse.Namespace) -> Outcome:
 def _install_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="host", metavar="HOST", required=True)
     claude = sub.add_parser("claude", help="Claude Code: the MCP server in ~/.claude.json, the "
-                            "SessionStart(compact) hook in ~/.claude/settings.json "
-                            "($CLAUDE_CONFIG_DIR when set)")
+                            "SessionStart(compact) and UserPromptSubmit hooks in "
+                            "~/.claude/settings.json ($CLAUDE_CONFIG_DIR when set)")
     claude.add_argument("--project", default=None, metavar="DIR",
                         help="the project's .mcp.json and .claude/settings.json instead")
-    sub.add_parser("codex", help="Codex: the MCP server, the SessionStart(compact) hook and "
-                   "its trust in $CODEX_HOME/config.toml (~/.codex/config.toml)")
+    sub.add_parser("codex", help="Codex: the MCP server, the SessionStart(compact) and "
+                   "UserPromptSubmit hooks and their trust in $CODEX_HOME/config.toml "
+                   "(~/.codex/config.toml)")
     sub.add_parser("copilot", help="GitHub Copilot CLI: the MCP server in "
                    "$COPILOT_HOME/mcp-config.json (~/.copilot/mcp-config.json)")
     sub.add_parser("cursor", help="Cursor (editor and cursor-agent): the MCP server in "
@@ -869,7 +870,8 @@ COMMANDS: list[Command] = [
             "own index) and show a recall and the sessions", _quickstart_arguments,
             _run_quickstart),
     Command("install", "make a host use fabric-memory: claude and codex get the MCP server "
-            "and the SessionStart(compact) handoff hook, pi the extension", _install_arguments,
+            "and the handoff hooks (after a compaction, with each prompt), pi the extension, "
+            "every other host the MCP server", _install_arguments,
             _run_install, json_flag=False),
     Command("certify", "run the certification (compaction endurance, memory, "
             "continuation QA) and report every check", _certify_arguments, _run_certify,

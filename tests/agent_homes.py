@@ -122,13 +122,12 @@ def mcp_answers(calls: list[tuple[str, dict[str, Any]]], cwd: Path | None = None
 AGENT_FIXTURES = FIXTURES / "agents"
 
 
-def agent_home(home: Path, agent: str) -> Path:
-    """The ``agent``'s fixtures copied where the agent writes by default under ``home``
-    (``fixtures/agents/<agent>/<folder>`` → ``home/.<agent>/<folder>``); the copy's root."""
-    source = AGENT_FIXTURES / agent
-    folder = next(path for path in source.iterdir() if path.is_dir())
-    target = home / f".{agent}" / folder.name
-    shutil.copytree(folder, target)
+def agent_home(home: Path, agent: str, folder: str) -> Path:
+    """The ``agent``'s fixture ``folder`` copied where the agent writes by default under
+    ``home`` (``fixtures/agents/<agent>/<folder>`` → ``home/.<agent>/<folder>``); the copy's
+    root."""
+    target = home / f".{agent}" / folder
+    shutil.copytree(AGENT_FIXTURES / agent / folder, target)
     return target
 
 

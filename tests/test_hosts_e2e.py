@@ -402,7 +402,7 @@ def test_copilot_lists_our_server_calls_recall_and_its_session_is_remembered(
     from .host_clis import COPILOT
 
     home = fake_home(tmp_path, monkeypatch)
-    agent_home(home, "copilot")
+    agent_home(home, "copilot", "session-state")
     work = tmp_path / "work"
     work.mkdir()
     env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))

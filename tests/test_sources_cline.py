@@ -139,6 +139,8 @@ def test_a_real_task_answers_native_calls_with_text_results_in_order() -> None:
     assert (session.agent, session.session_id, session.project) == (
         "cline", "1770913324799", "/Users/bee/dev/agentlogs")
     assert session.malformed == ()
+    # The task folder's name is when it began: the first message's time (Cline writes none).
+    assert session.entries[0].timestamp == "2026-02-12T16:22:04.799Z"
     data = REAL.read_bytes()
     messages = orjson.loads(data)
     uses = [(block["id"], block["name"]) for m in messages if m["role"] == "assistant"

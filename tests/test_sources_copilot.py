@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import orjson
 import pytest
 
+from fabric_memory.compaction.span import summarize_session
 from fabric_memory.errors import NotASessionError
 from fabric_memory.handoff import Span, packet_sections, render_packet
 from fabric_memory.memory.expand import expand_request
@@ -127,10 +129,10 @@ def test_found_in_its_home_recalled_and_expanded_exactly(
     verbatim line, byte for byte."""
     home = fake_home(tmp_path, monkeypatch)
     if moved:
-        root = agent_home(tmp_path / "elsewhere", "copilot")
+        root = agent_home(tmp_path / "elsewhere", "copilot", "session-state")
         monkeypatch.setenv("COPILOT_HOME", str(root.parent))
     else:
-        root = agent_home(home, "copilot")
+        root = agent_home(home, "copilot", "session-state")
     report = reindex()
     assert (report["indexed"], report["invalid"]) == (2, [])
     assert str(root.resolve()) in report["sessionsRoots"]
@@ -147,3 +149,69 @@ def test_found_in_its_home_recalled_and_expanded_exactly(
     assert shells and all(h["tool"] == "bash" for h in shells)
     failed = {h["address"] for h in shells if h.get("isError")}
     assert failed == {ID.format(20), "e10"}  # the failing pytest and make runs
+
+
+ENGRAM = AGENT_FIXTURES / "copilot" / "agent-engram" / "session-state"
+REAL = ENGRAM / "07c40cd0-ff51-4d6e-bdcd-ac2f90877203" / "events.jsonl"
+"""A real Copilot CLI 1.0.10 session, its first 125 lines (softwaresalt/agent-engram,
+fixtures/agents/copilot/agent-engram)."""
+
+
+def test_a_real_session_is_one_chain_with_every_message_call_and_result() -> None:
+    """The real session (Copilot CLI 1.0.10 on Windows): most events name a parent the file
+    does not hold (Copilot does not write its streaming events), yet the session is one
+    chain from its start, every entry on the active branch; nothing is lost: both user
+    messages, every call (from ``toolRequests``) in order with its arguments, each result
+    paired by id; the two ``powershell`` runs that print ``<exited with exit code 1>`` are
+    the errors, every other command exited 0."""
+    session = read_source(REAL)
+    assert (session.agent, session.session_id, session.project) == (
+        "copilot", "07c40cd0-ff51-4d6e-bdcd-ac2f90877203", "D:\\Source\\GitHub\\agent-engram")
+    assert session.malformed == ()
+    events = [orjson.loads(line) for line in REAL.read_bytes().splitlines()]
+    assert len(events) == 125
+    assert [entry.id for entry in session.entries if entry.parent_id is None] == [events[0]["id"]]
+    assert len(session.active_branch()) == len(session.entries) == 37
+    users = [(entry.id, entry.view.text) for entry in session.entries if entry.view.role == "user"]
+    assert users == [(event["id"], event["data"]["content"]) for event in events
+                     if event["type"] == "user.message"]
+    requests = [(call["toolCallId"], call["name"], call["arguments"]) for event in events
+                if event["type"] == "assistant.message"
+                for call in event["data"].get("toolRequests", [])]
+    assert len(requests) == 20
+    assert [(call.call_id, call.name, dict(call.arguments)) for entry in session.entries
+            for call in entry.view.tool_calls] == requests
+    results = [entry.view.message for entry in session.entries if entry.view.role == "toolResult"]
+    assert [result["toolCallId"] for result in results] == [
+        event["data"]["toolCallId"] for event in events
+        if event["type"] == "tool.execution_complete"]
+    codes = [(result["exitCode"], result["isError"]) for result in results
+             if result["toolName"] == "powershell"]
+    assert codes == [(0, False)] * 10 + [(1, True)] * 2
+
+
+def test_the_real_session_summary_names_the_failed_commands() -> None:
+    """The trail reads Copilot's ``powershell`` tool in the real session: each command with
+    its exit status, the two that could not reach agent-intercom outstanding."""
+    summary = summarize_session(REAL).summary
+    for line in ("[L54] `bd ready --json 2>&1 | Select-Object -First 50` -> ok",
+                 '[L110] `agent-intercom-ctl steer "Starting Feature 007 breakdown into beads.',
+                 "-> exit 1: Failed to connect to server",
+                 "## Outstanding errors (2)", "[L15 ... L36] D:\\Source\\GitHub\\agent-engram"
+                 "\\.context\\backlog.md (read)"):
+        assert line in summary, summary
+
+
+def test_the_real_session_is_found_recalled_and_expanded_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Laid out in ~/.copilot/session-state the real session is found with nothing named; a
+    rare word of the user's is recalled to their message and ``expand --raw`` returns its
+    line byte for byte."""
+    home = fake_home(tmp_path, monkeypatch)
+    shutil.copytree(ENGRAM, home / ".copilot" / "session-state")
+    report = reindex()
+    assert (report["indexed"], report["invalid"]) == (1, [])
+    hits = recall("harness-architect", agent="copilot")["hits"]
+    assert [hit["address"] for hit in hits] == ["174f75b5-f6cb-452d-b520-39a6637c15ab"]
+    entry = expand_request({**hits[0]["follow"], "raw": True})["entries"][0]
+    assert (entry["line"], entry["text"]) == (3, line_at(REAL, 3))

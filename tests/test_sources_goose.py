@@ -3,6 +3,7 @@ the earlier JSON Lines files (fixtures/agents/goose)."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -108,6 +109,17 @@ def test_a_database_being_written_is_read_without_blocking_or_writing(db: Path) 
     assert after == before
 
 
+
+def test_a_closed_wal_database_is_read_leaving_no_file_beside_it(db: Path) -> None:
+    """Goose closed its WAL database (no -wal beside it): reading it, as every reindex
+    does, leaves the folder as it was (no -wal or -shm file made), byte for byte."""
+    sqlite3.connect(db).close()  # a clean close: SQLite removes the log and its index
+    folder = db.parent
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert db.read_bytes()[18:20] == b"\x02\x02" and "sessions.db-wal" not in before
+    assert len(read_source(db).entries) == 17
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+
 def test_a_locked_database_is_a_clear_error(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A rollback-journal database its agent holds an exclusive lock on is reported as
@@ -180,3 +192,44 @@ def test_the_session_goose_updated_last_is_the_active_branch(db: Path) -> None:
     session = read_source(db)
     assert [e.id for e in session.active_branch()] == ["msg_late"]
     assert session.entries[-1].id == "msg_late"
+
+
+REAL_SHARE = AGENT_FIXTURES / "goose" / "jwp23-dotfiles" / ".local" / "share" / "goose"
+"""A real Goose sessions.db (schema 5, 2025-12) from jwp23/dotfiles: one session Goose
+opened and left without a message (fixtures/agents/goose/jwp23-dotfiles)."""
+
+
+def test_a_real_database_is_read_by_its_own_schema(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real database, in Goose's own DDL (schema 5, messages without ``message_id``), is
+    found in ~/.local/share/goose/sessions and read as Goose's: its one session has no
+    message, so no entry and no note, and reindex takes it without a complaint. A message
+    added to the copy in Goose's ``content_json`` shape is then an entry addressed as Goose
+    loads it (``msg_<session>_<n>``), naming its session and folder, recalled and expanded
+    to its row."""
+    home = fake_home(tmp_path, monkeypatch)
+    share = home / ".local" / "share" / "goose"
+    shutil.copytree(REAL_SHARE, share)
+    path = share / "sessions" / "sessions.db"
+    session = read_source(path)
+    assert (session.agent, session.entries, session.malformed) == ("goose", (), ())
+    report = reindex()
+    assert (report["indexed"], report["invalid"]) == (1, [])
+    db = sqlite3.connect(path)
+    try:
+        db.execute("INSERT INTO messages (session_id, role, content_json, created_timestamp) "
+                   "VALUES ('20251202_1', 'user', ?, 1764694800)",
+                   (orjson.dumps([{"type": "text", "text": "list the vsl fixtures"}]).decode(),))
+        db.commit()
+    finally:
+        db.close()
+    session = read_source(path)
+    assert [(entry.id, entry.view.role, entry.view.text) for entry in session.entries] == [
+        ("msg_20251202_1_0", "user", "list the vsl fixtures")]
+    assert session.entries[0].raw["ids"] == [  # the root names its session and folder
+        "20251202_1", "CLI Session", "/Users/jpresley/workspace/tmp/vsl"]
+    reindex()
+    hits = recall("vsl fixtures", agent="goose", match="all")["hits"]
+    assert [hit["address"] for hit in hits] == ["msg_20251202_1_0"]
+    row = orjson.loads(expand_request({**hits[0]["follow"], "raw": True})["entries"][0]["text"])
+    assert (row["session_id"], row["role"]) == ("20251202_1", "user")

@@ -102,10 +102,10 @@ def test_found_in_its_home_recalled_and_expanded_exactly(
     --agent kimi and expand returns the verbatim line."""
     home = fake_home(tmp_path, monkeypatch)
     if moved:
-        root = agent_home(tmp_path / "share", "kimi")
+        root = agent_home(tmp_path / "share", "kimi", "sessions")
         monkeypatch.setenv("KIMI_SHARE_DIR", str(root.parent))
     else:
-        root = agent_home(home, "kimi")
+        root = agent_home(home, "kimi", "sessions")
     flat = root / REAL.relative_to(SESSIONS)
     current = flat.parent / flat.stem / "context.jsonl"  # the same file in today's layout
     current.parent.mkdir()

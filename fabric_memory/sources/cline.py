@@ -165,12 +165,17 @@ def _read(path: str, agent: str) -> Session:
     pending: list[tuple[str, str]] = []
     """XML calls of the last assistant message not yet answered: (call id, tool)."""
     project = None
+    session_id = os.path.basename(os.path.dirname(path)) or path
+    # A task's folder is named by the time it began (milliseconds): the first message's
+    # time when the extension records none per message (Cline does not; its forks do).
+    started = _time({"ts": int(session_id)}) if session_id.isdigit() else None
     for index, line in enumerate(document.nodes()):
         value = line.value
         if type(value) is not dict or value.get("role") not in ("user", "assistant"):
             entries.note(line.number, f"element {index} is no user or assistant message; skipped")
             continue
-        where = {"address": f"m{index}", "parent": entries.last_id, "timestamp": _time(value)}
+        where = {"address": f"m{index}", "parent": entries.last_id,
+                 "timestamp": _time(value) or (started if index == 0 else None)}
         content = value.get("content")
         if value["role"] == "assistant":
             pending = []
@@ -178,7 +183,6 @@ def _read(path: str, agent: str) -> Session:
             continue
         project = project or _project(content)
         _user(line, content, where, entries, calls, pending)
-    session_id = os.path.basename(os.path.dirname(path)) or path
     return build_session(document, entries, agent=agent, session_id=session_id,
                          project=project, header={"taskId": session_id, "cwd": project})
 

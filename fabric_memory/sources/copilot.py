@@ -9,6 +9,8 @@ session's id, folder, git state), ``user.message``, ``assistant.message`` (its t
 ``toolCallId``), ``session.compaction_complete`` (Copilot's own summary), errors, warnings,
 and events that hold no conversation (turn marks, permissions, hooks, usage, the system
 prompt), which are not read but passed through, so the parent chain goes on across them.
+An event whose ``parentId`` names an event the file does not hold (Copilot 1.0.x chains
+events it never writes, its streaming deltas) hangs on the event before it in the file.
 Each entry's address is its event's ``id`` (``L<line>`` for an event without one).
 """
 
@@ -132,7 +134,8 @@ def read(path: str, max_line_bytes: int) -> Session:
 class _State:
     """What reading one file keeps between its lines."""
 
-    __slots__ = ("announced", "entries", "events", "links", "project", "session_id", "tools")
+    __slots__ = ("announced", "entries", "events", "links", "previous", "project", "seen",
+                 "session_id", "tools")
 
     def __init__(self, entries: Entries) -> None:
         self.entries = entries
@@ -142,6 +145,10 @@ class _State:
         """Calls an ``assistant.message`` already made (its ``tool.execution_start`` adds none)."""
         self.links: dict[str, str | None] = {}
         """id -> parentId of the events passed through."""
+        self.seen: set[str] = set()
+        """The ids of the events read so far (entries and those passed through)."""
+        self.previous: str | None = None
+        """The id of the last event read that has one."""
         self.session_id: str | None = None
         self.project: str | None = None
         self.events = 0
@@ -155,9 +162,18 @@ def _read_event(line: SourceLine, value: dict[str, Any], state: _State) -> None:
         return
     state.events += 1
     event_id = string(value.get("id"))
-    parent = _through(string(value.get("parentId")), state.links)
+    given = string(value.get("parentId"))
     if event_id is None:  # an event without an id hangs on the one before it
         parent = state.entries.last_id
+    elif given is not None and given not in state.seen:
+        # Copilot 1.0.x does not write every event it chains (streaming deltas, usage):
+        # one whose parent the file does not hold hangs on the event before it.
+        parent = _through(state.previous, state.links)
+    else:
+        parent = _through(given, state.links)
+    if event_id is not None:
+        state.seen.add(event_id)
+        state.previous = event_id
     where = {"address": event_id, "parent": parent, "timestamp": string(value.get("timestamp"))}
     raw = _entry(kind, data, state, line)
     if raw is None:

@@ -6,7 +6,9 @@ writes to it.
 A database is hashed as every other session file is (``sourceHash``: its main file's
 bytes, :func:`fabric_memory.session.hash_file`), before and after its rows are read; when
 the two differ the agent wrote meanwhile and the rows are read once more. Rows that SQLite
-still holds in the write-ahead log (``-wal``) are read too; a change that is only there is
+still holds in the write-ahead log (``-wal``) are read too; a WAL database with no log
+beside it (its agent closed it) is opened ``immutable``, so reading it leaves no ``-wal``
+or ``-shm`` file in the agent's folder; a change that is only there is
 seen by ``reindex`` once the agent checkpoints it into the main file (SQLite does on close
 and every 1,000 pages). Each entry's raw source is its row, as JSON
 (:attr:`fabric_memory.session.Entry.source`), addressed by the agent's own id of the
@@ -108,7 +110,12 @@ def read_rows(path: str, query: Callable[[sqlite3.Connection], T]) -> Database:
 def _query(path: str, query: Callable[[sqlite3.Connection], T]) -> T:
     import sqlite3
 
-    uri = f"file:{quote(os.path.abspath(path))}?mode=ro"
+    # A WAL database its agent closed (no -wal beside it) is read as the immutable file it
+    # is: opened read-only, SQLite would make -wal and -shm files beside it and, unable to
+    # remove them, leave them in the agent's folder. A change made meanwhile is caught by
+    # the hash taken before and after the read.
+    closed = _wal_mode(path) and not os.path.exists(f"{path}-wal")
+    uri = f"file:{quote(os.path.abspath(path))}?mode=ro{'&immutable=1' if closed else ''}"
     db = sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, isolation_level=None,
                          check_same_thread=False)
     try:
@@ -121,6 +128,16 @@ def _query(path: str, query: Callable[[sqlite3.Connection], T]) -> T:
             db.execute("COMMIT")
     finally:
         db.close()
+
+
+def _wal_mode(path: str) -> bool:
+    """Whether the database's header says it is in WAL mode (its read and write versions,
+    bytes 18 and 19, are 2)."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(20)[18:20] == b"\x02\x02"
+    except OSError:
+        return False
 
 
 def _located(path: str, exc: Exception) -> SessionError:
