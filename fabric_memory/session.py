@@ -25,6 +25,7 @@ import orjson
 import xxhash
 
 from ._gc import no_cyclic_gc
+from ._wal import write_ahead_log
 from .errors import LineTooLongError, NotASessionError, SessionError
 from .view import EntryView, view_entry
 
@@ -217,27 +218,48 @@ def open_regular(path: str) -> int:
     raise OSError(errno.EINVAL, f"not a regular file ({kind})")
 
 
-def fingerprint_file(source: str | int) -> FileFingerprint:
+def fingerprint_file(source: str | int, path: str | None = None) -> FileFingerprint:
     """Hash every byte of a file (a path, or an open descriptor read positionally from 0
-    without moving its offset), the way :func:`read_session` computes ``sourceHash``."""
+    without moving its offset), the way :func:`read_session` computes ``sourceHash``.
+
+    A session store's write-ahead log (:func:`write_ahead_log`) beside the file (``path``
+    names it when ``source`` is a descriptor) is part of it: its rows are read from the
+    log too, so its bytes follow the file's in the hash and the size."""
     fd = open_regular(source) if isinstance(source, str) else source
     digest = xxhash.xxh3_128()
-    offset = 0
-    last = b""
     try:
-        while chunk := os.pread(fd, CHUNK_BYTES, offset):
-            digest.update(chunk)
-            offset += len(chunk)
-            last = chunk[-1:]
+        size, last = _digest(fd, digest)
     finally:
         if fd is not source:
             os.close(fd)
-    return FileFingerprint(offset, digest.hexdigest(), last)
+    log = write_ahead_log(source if isinstance(source, str) else path)
+    if log is not None:
+        try:
+            fd = open_regular(log)
+        except OSError:
+            pass  # gone since (the agent checkpointed and closed): the file holds its rows
+        else:
+            try:
+                size += _digest(fd, digest)[0]
+            finally:
+                os.close(fd)
+    return FileFingerprint(size, digest.hexdigest(), last)
 
 
-def hash_file(source: str | int) -> str:
+def _digest(fd: int, digest: Any) -> tuple[int, bytes]:
+    """Feed every byte of ``fd`` to ``digest``: their count and the last byte."""
+    offset = 0
+    last = b""
+    while chunk := os.pread(fd, CHUNK_BYTES, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+        last = chunk[-1:]
+    return offset, last
+
+
+def hash_file(source: str | int, path: str | None = None) -> str:
     """``sourceHash`` of a file's current bytes (see :func:`fingerprint_file`)."""
-    return fingerprint_file(source).source_hash
+    return fingerprint_file(source, path).source_hash
 
 
 def iter_session_files(root: str | os.PathLike[str],

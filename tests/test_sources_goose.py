@@ -233,3 +233,47 @@ def test_a_real_database_is_read_by_its_own_schema(tmp_path: Path,
     assert [hit["address"] for hit in hits] == ["msg_20251202_1_0"]
     row = orjson.loads(expand_request({**hits[0]["follow"], "raw": True})["entries"][0]["text"])
     assert (row["session_id"], row["role"]) == ("20251202_1", "user")
+
+
+def test_rows_only_in_the_write_ahead_log_are_indexed_and_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that keeps its store open (OpenCode does not even checkpoint on exit) holds
+    its newest rows only in ``sessions.db-wal``, the main file unchanged: reindex sees the
+    log's change, indexes them, recalls and expands them, takes an unchanged log as
+    unchanged, and follows the checkpoint that folds the log into the file."""
+    home = fake_home(tmp_path, monkeypatch)
+    db = goose_home(home) / "sessions.db"
+    assert reindex()["indexed"] == 2
+    file_bytes = db.read_bytes()
+    writer = sqlite3.connect(db, isolation_level=None)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")  # the rows stay in the log
+        for n, word in enumerate(("kestrelwing", "ospreyquill")):
+            writer.execute("INSERT INTO messages (message_id, session_id, role, content_json, "
+                           "created_timestamp) VALUES (?, '20261104_2', 'user', ?, ?)",
+                           (f"msg_wal_{n}", orjson.dumps([{"type": "text", "text": word}])
+                            .decode(), 1793786600 + n))
+            assert db.read_bytes() == file_bytes and db.with_name("sessions.db-wal").exists()
+            report = reindex()
+            assert (report["indexed"], report["skipped"]) == (1, 1), report
+            hits = recall(word, agent="goose")["hits"]
+            assert [hit["address"] for hit in hits] == [f"msg_wal_{n}"]
+            row = orjson.loads(expand_request({**hits[0]["follow"], "raw": True})
+                               ["entries"][0]["text"])
+            assert row["message_id"] == f"msg_wal_{n}"
+        assert reindex()["skipped"] == 2  # nothing new in the log: nothing read again
+    finally:
+        writer.close()  # the last connection checkpoints the log into the file
+    assert db.read_bytes() != file_bytes and not db.with_name("sessions.db-wal").exists()
+    assert reindex()["indexed"] == 1
+    assert [hit["address"] for hit in recall("ospreyquill", agent="goose")["hits"]] == [
+        "msg_wal_1"]
+
+
+def test_a_change_to_a_stores_log_is_a_change_to_the_store(db: Path) -> None:
+    """The live index hears of a write to ``sessions.db-wal`` as a change to the store."""
+    from fabric_memory.memory.live import _session_paths
+
+    assert _session_paths([f"{db}-wal"]) == {str(db)}
+    assert _session_paths([f"{db}-shm", str(db.with_name("notes.txt-wal"))]) == set()

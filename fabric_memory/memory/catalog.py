@@ -18,6 +18,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 import orjson
 
 from .._js import iso_ms, iso_time
+from .._wal import write_ahead_log
 from ..arguments import check_names, check_range
 from ..errors import ExpandError, MemoryIndexError, QueryError, UsageError, clipped
 from ..sources.registry import AGENTS
@@ -133,7 +134,16 @@ def stat_key(path: str) -> StatKey | None:
         st = os.stat(path)
     except OSError:
         return None
-    return (_clamp(st.st_mtime_ns), st.st_size, _clamp(st.st_ctime_ns))
+    key = (_clamp(st.st_mtime_ns), st.st_size, _clamp(st.st_ctime_ns))
+    log = write_ahead_log(path)
+    if log is None:
+        return key
+    try:  # a store's log is part of it (fingerprint_file): a change there is a change
+        wal = os.stat(log)
+    except OSError:
+        return key
+    return (max(key[0], _clamp(wal.st_mtime_ns)), key[1] + wal.st_size,
+            max(key[2], _clamp(wal.st_ctime_ns)))
 
 
 def _clamp(value: int) -> int:

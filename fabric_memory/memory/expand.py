@@ -504,7 +504,7 @@ def _open_source(handle: Memory, record: SessionRecord) -> Source:
             f"{record.path}: cannot read the session file ({exc.strerror or exc})",
         ) from None
     try:
-        current = hash_file(fd)
+        current = hash_file(fd, record.path)
     except OSError as exc:
         os.close(fd)
         raise ExpandError("source_unavailable", f"{record.path}: cannot read the session file "

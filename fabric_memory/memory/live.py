@@ -260,12 +260,15 @@ def _step(
 
 
 def _session_paths(paths: Iterable[str]) -> set[str]:
-    """The session files among changed paths; a folder that appeared counts with every
-    session file in it (its files may have been written before it was watched)."""
+    """The session files among changed paths (a store's ``-wal`` log stands for the store);
+    a folder that appeared counts with every session file in it (its files may have been
+    written before it was watched)."""
     found: set[str] = set()
     for path in paths:
         if path.endswith(".jsonl") or listed(path):
             found.add(path)
+        elif path.endswith("-wal") and listed(store := path.removesuffix("-wal")):
+            found.add(store)  # a store's write-ahead log: the store changed
         elif os.path.isdir(path) and not os.path.islink(path):
             found.update(str(file) for file in session_files(path))
     return {path for path in found if not skipped(path)}

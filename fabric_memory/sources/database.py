@@ -4,15 +4,14 @@ one transaction, so the rows are one consistent state of the database even while
 writes to it.
 
 A database is hashed as every other session file is (``sourceHash``: its main file's
-bytes, :func:`fabric_memory.session.hash_file`), before and after its rows are read; when
-the two differ the agent wrote meanwhile and the rows are read once more. Rows that SQLite
-still holds in the write-ahead log (``-wal``) are read too; a WAL database with no log
-beside it (its agent closed it) is opened ``immutable``, so reading it leaves no ``-wal``
-or ``-shm`` file in the agent's folder; a change that is only there is
-seen by ``reindex`` once the agent checkpoints it into the main file (SQLite does on close
-and every 1,000 pages). Each entry's raw source is its row, as JSON
-(:attr:`fabric_memory.session.Entry.source`), addressed by the agent's own id of the
-message (never a row's place in the file, which a rewrite moves).
+bytes, then its write-ahead log's while there is one, :func:`fabric_memory.session.hash_file`),
+before and after its rows are read; when the two differ the agent wrote meanwhile and the
+rows are read once more. Rows that SQLite still holds in the log (``-wal``) are read too,
+and a change only there is a change of the database (:mod:`fabric_memory._wal`); a WAL
+database with no log beside it (its agent closed it) is opened ``immutable``, so reading it
+leaves no ``-wal`` or ``-shm`` file in the agent's folder. Each entry's raw source is its
+row, as JSON (:attr:`fabric_memory.session.Entry.source`), addressed by the agent's own id
+of the message (never a row's place in the file, which a rewrite moves).
 """
 
 from __future__ import annotations
