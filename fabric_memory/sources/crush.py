@@ -84,6 +84,13 @@ def recognises(first: Any, path: str) -> bool:
 
 
 def read(path: str, max_line_bytes: int) -> Session:
+    return read_store(path, AGENT)
+
+
+def read_store(path: str, agent: str) -> Session:
+    """A database of Crush's schema as ``agent``'s: Crush's own, or the one OpenCode kept
+    before 1.0, the Go program Crush grew from (:data:`fabric_memory.sources.opencode.LEGACY`);
+    its session is named ``<agent>-<project folder>``."""
     database = read_rows(path, _rows)
     sessions, rows = database.value
     entries = Entries()
@@ -110,7 +117,7 @@ def read(path: str, max_line_bytes: int) -> Session:
                                                                               ())])
         last[crush_session] = entry.id
     project = str(Path(path).resolve().parent.parent)
-    return build_session(database, entries, agent=AGENT, session_id=f"crush-{Path(project).name}",
+    return build_session(database, entries, agent=agent, session_id=f"{agent}-{Path(project).name}",
                          project=project, header={"sessions": len(sessions)})
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from . import crush
 from .database import has_tables, json_column, read_rows, row_json
 from .pi import TOOLS as PI_TOOLS
 from .reader import (
@@ -185,3 +186,36 @@ def _homes(projects: Collection[str]) -> tuple[Path, ...]:
 
 OPENCODE = SourceReader(AGENT, recognises, read, _homes, tools=TOOLS, lists=lists,
                         by_line=False)
+
+
+LEGACY_FOLDER: Final = ".opencode"
+"""Where OpenCode before 1.0 (the Go program Crush grew from) kept its database: in each
+project it ran in, ``<project>/.opencode/opencode.db``, in the schema Crush kept."""
+
+
+def lists_legacy(path: str) -> bool:
+    return (os.path.basename(path) == DATABASE
+            and os.path.basename(os.path.dirname(path)) == LEGACY_FOLDER)
+
+
+def recognises_legacy(first: Any, path: str) -> bool:
+    """OpenCode's database before 1.0: ``.opencode/opencode.db`` with Crush's tables."""
+    return lists_legacy(path) and has_tables(path, crush.TABLES)
+
+
+def read_legacy(path: str, max_line_bytes: int) -> Session:
+    return crush.read_store(path, AGENT)
+
+
+def _legacy_homes(projects: Collection[str]) -> tuple[Path, ...]:
+    """The ``.opencode`` folder of each project of the indexed sessions, where OpenCode
+    before 1.0 was set up (its ``~/.opencode.json``)."""
+    if not Path.home().joinpath(".opencode.json").is_file():
+        return ()
+    folders = (Path(project) / LEGACY_FOLDER for project in projects)
+    return tuple(folder for folder in folders if not folder.is_symlink())
+
+
+LEGACY = SourceReader(AGENT, recognises_legacy, read_legacy, _legacy_homes, tools=crush.TOOLS,
+                      by_line=False, lists=lists_legacy)
+"""OpenCode before 1.0 (its tools are Crush's: the same program then)."""

@@ -43,6 +43,7 @@ ORDER: Final = (
     ("gemini", "GEMINI"),
     ("continue_dev", "CONTINUE"),
     ("opencode", "OPENCODE"),
+    ("opencode", "LEGACY"),
     ("cline", "ROO_CODE"),
     ("cline", "KILO_CODE"),
     ("cline", "CLINE"),
