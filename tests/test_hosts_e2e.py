@@ -40,12 +40,26 @@ def reindex(env: dict[str, str]) -> None:
 
 
 def install(host: str, env: dict[str, str]) -> None:
-    """``fabric-memory install HOST`` as a user runs it, in the host's environment."""
+    """``fabric-memory install HOST`` as a user runs it, in the host's environment: the MCP
+    server added, and Claude Code's and Codex's hooks besides."""
     done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", host],
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("added ") >= 2, done.stdout
+    assert "added MCP server fabric-memory" in done.stdout, done.stdout
+    assert done.stdout.count("added ") >= (2 if host in ("claude", "codex") else 1), done.stdout
 
+
+
+def indexed_home(home: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A work folder for a host and its environment over ``home``, whose sessions (the
+    earlier ones a test laid there) are indexed first."""
+    from fabric_memory.memory.reindex import reindex
+
+    work = tmp_path / "work"
+    work.mkdir()
+    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
+    reindex()
+    return work, env
 
 def run_host(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     done = run_host_cli(argv, cwd, env, timeout=RUN_SECONDS)
@@ -401,13 +415,8 @@ def test_copilot_lists_our_server_calls_recall_and_its_session_is_remembered(
 
     home = fake_home(tmp_path, monkeypatch)
     agent_home(home, "copilot", "session-state")
-    work = tmp_path / "work"
-    work.mkdir()
-    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
-    reindex()
-    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", "copilot"],
-                          env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+    work, env = indexed_home(home, tmp_path)
+    install("copilot", env)
     copilot = host_cli(COPILOT)
     listed = orjson.loads(run_host([copilot, "mcp", "list", "--json"], work, env))
     ours = listed["mcpServers"]["fabric-memory"]
@@ -466,15 +475,10 @@ def test_gemini_lists_our_server_calls_recall_and_its_session_is_remembered(
     (earlier / LEGACY.name).write_bytes(LEGACY.read_bytes())
     (home / ".gemini" / "settings.json").write_text(orjson.dumps(
         {"security": {"auth": {"selectedType": "gemini-api-key"}}}).decode())
-    work = tmp_path / "work"
-    work.mkdir()
+    work, env = indexed_home(home, tmp_path)
     (home / ".gemini" / "trustedFolders.json").write_text(
         orjson.dumps({str(work): "TRUST_FOLDER"}).decode())
-    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
-    reindex()
-    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", "gemini"],
-                          env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+    install("gemini", env)
     gemini = host_cli(GEMINI)
     program = Path(sys.executable).parent / "fabric-memory"
     listed = run_host_cli([gemini, "mcp", "list"], work, env, timeout=RUN_SECONDS)
@@ -531,13 +535,8 @@ def test_qwen_lists_our_server_calls_recall_and_its_session_is_remembered(
     (earlier / CHAT.name).write_bytes(CHAT.read_bytes())
     (home / ".qwen" / "settings.json").write_text(orjson.dumps(
         {"privacy": {"usageStatisticsEnabled": False}}).decode())
-    work = tmp_path / "work"
-    work.mkdir()
-    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
-    reindex()
-    done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install", "qwen"],
-                          env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+    work, env = indexed_home(home, tmp_path)
+    install("qwen", env)
     qwen = host_cli(QWEN)
     program = Path(sys.executable).parent / "fabric-memory"
     listed = run_host([qwen, "mcp", "list"], work, env)
@@ -598,10 +597,7 @@ def test_opencode_lists_our_server_calls_recall_and_its_session_is_remembered(
     database = home / ".local" / "share" / "opencode" / DATABASE.name
     database.parent.mkdir(parents=True)
     database.write_bytes(DATABASE.read_bytes())
-    work = tmp_path / "work"
-    work.mkdir()
-    env = host_env(home, FABRIC_MEMORY_HOME=str(tmp_path / "fm"))
-    reindex()
+    work, env = indexed_home(home, tmp_path)
     opencode = host_cli(OPENCODE)
     program = Path(sys.executable).parent / "fabric-memory"
     steps = [Step("fabric-memory_recall", {"query": "zephyrine", "agent": "opencode"}, ""),
@@ -613,10 +609,7 @@ def test_opencode_lists_our_server_calls_recall_and_its_session_is_remembered(
             "autoupdate": False, "share": "disabled", "model": "anthropic/claude-sonnet-4-5",
             "provider": {"anthropic": {"options": {"baseURL": f"{stub.url}/v1",
                                                    "apiKey": "sk-stub"}}}}).decode())
-        done = subprocess.run([sys.executable, "-m", "fabric_memory.cli", "install",
-                               "opencode"], env=env, capture_output=True, text=True,
-                              timeout=60, check=False)
-        assert done.returncode == 0 and "added MCP server fabric-memory" in done.stdout, done
+        install("opencode", env)
         listed = ANSI.sub("", run_host([opencode, "mcp", "list"], work, env))
         assert re.search(rf"✓ fabric-memory\s+connected\s+│\s+{re.escape(str(program))} serve",
                          listed), listed
