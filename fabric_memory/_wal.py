@@ -5,6 +5,9 @@ file, so the log is part of the session (its hash, its size, its change) while i
 from __future__ import annotations
 
 import os
+from typing import Final
+
+SUFFIX: Final = "-wal"
 
 
 def write_ahead_log(path: str | None) -> str | None:
@@ -12,5 +15,10 @@ def write_ahead_log(path: str | None) -> str | None:
     file (only a store has a log)."""
     if path is None or path.endswith(".jsonl"):
         return None
-    log = f"{path}-wal"
+    log = f"{path}{SUFFIX}"
     return log if os.path.isfile(log) else None
+
+
+def store_of(path: str) -> str | None:
+    """The store whose log ``path`` would be (``<file>`` of ``<file>-wal``), else None."""
+    return path.removesuffix(SUFFIX) if path.endswith(SUFFIX) else None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from .._wal import store_of
 from ..errors import FabricMemoryError, MissingExtraError, UsageError, WatchError
 from ..sources import listed, session_files, skipped
 from .catalog import StatKey, default_roots, stat_key
@@ -267,7 +268,7 @@ def _session_paths(paths: Iterable[str]) -> set[str]:
     for path in paths:
         if path.endswith(".jsonl") or listed(path):
             found.add(path)
-        elif path.endswith("-wal") and listed(store := path.removesuffix("-wal")):
+        elif (store := store_of(path)) is not None and listed(store):
             found.add(store)  # a store's write-ahead log: the store changed
         elif os.path.isdir(path) and not os.path.islink(path):
             found.update(str(file) for file in session_files(path))

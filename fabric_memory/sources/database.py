@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import orjson
 
+from .._wal import write_ahead_log
 from ..errors import NotASessionError, SessionError
 
 if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reader)
@@ -32,6 +33,9 @@ if TYPE_CHECKING:  # loaded when a file is read (see fabric_memory.sources.reade
     from ..session import LineProblem
 
 HEADER: Final = b"SQLite format 3\x00"
+WAL_VERSIONS: Final = b"\x02\x02"
+"""Bytes 18 and 19 of the header (its read and write versions) of a database in WAL mode."""
+HEAD_BYTES: Final = 20
 BUSY_MS: Final = 2000
 """How long a read waits for an agent's write lock (a rollback-journal database locks its
 readers out while it commits; a WAL database never does)."""
@@ -43,11 +47,16 @@ T = TypeVar("T")
 
 def is_database(path: str) -> bool:
     """Whether ``path`` is a SQLite database file (its 16-byte header)."""
+    return _head(path)[:len(HEADER)] == HEADER
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of the database header this module reads (b"" when unreadable)."""
     try:
         with open(path, "rb") as stream:
-            return stream.read(len(HEADER)) == HEADER
+            return stream.read(HEAD_BYTES)
     except OSError:
-        return False
+        return b""
 
 
 def has_tables(path: str, names: frozenset[str]) -> bool:
@@ -113,7 +122,7 @@ def _query(path: str, query: Callable[[sqlite3.Connection], T]) -> T:
     # is: opened read-only, SQLite would make -wal and -shm files beside it and, unable to
     # remove them, leave them in the agent's folder. A change made meanwhile is caught by
     # the hash taken before and after the read.
-    closed = _wal_mode(path) and not os.path.exists(f"{path}-wal")
+    closed = _head(path)[18:20] == WAL_VERSIONS and write_ahead_log(path) is None
     uri = f"file:{quote(os.path.abspath(path))}?mode=ro{'&immutable=1' if closed else ''}"
     db = sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, isolation_level=None,
                          check_same_thread=False)
@@ -127,16 +136,6 @@ def _query(path: str, query: Callable[[sqlite3.Connection], T]) -> T:
             db.execute("COMMIT")
     finally:
         db.close()
-
-
-def _wal_mode(path: str) -> bool:
-    """Whether the database's header says it is in WAL mode (its read and write versions,
-    bytes 18 and 19, are 2)."""
-    try:
-        with open(path, "rb") as stream:
-            return stream.read(20)[18:20] == b"\x02\x02"
-    except OSError:
-        return False
 
 
 def _located(path: str, exc: Exception) -> SessionError:
