@@ -27,7 +27,7 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -284,6 +284,11 @@ class Passage:
         come as a passage of its own: its words matched, not only its start)."""
         return f"{self.session} {address} beside"
 
+    def shown(self, address: str, keys: Container[str]) -> bool:
+        """Whether the turn at ``address`` is in ``keys`` already, as a passage of its own
+        or beside one."""
+        return f"{self.session} {address}" in keys or self.beside(address) in keys
+
     def given(self) -> list[str]:
         """Its key and its neighbours' (what giving it gives)."""
         return [self.key, *(self.beside(near.address) for near in self.neighbours)]
@@ -374,8 +379,7 @@ def with_neighbours(passages: Sequence[Passage], view: InView, index: str | None
                         continue
                     address = view.short.get(address, address)
                 text = str(doc.get("text", ""))
-                if not text.strip() or f"{passage.session} {address}" in given \
-                        or passage.beside(address) in given:
+                if not text.strip() or passage.shown(address, given):
                     continue
                 label = doc.get("tool") or doc.get("role") or doc["type"]
                 neighbours.append(Neighbour(side, address, str(label),
@@ -441,8 +445,7 @@ def render_context(passages: Iterable[Passage], own: str,
     for passage in passages:
         # (a turn shown once; a passage shown beside an earlier one still shows its words)
         passage = replace(passage, neighbours=tuple(
-            near for near in passage.neighbours if f"{passage.session} {near.address}"
-            not in seen and passage.beside(near.address) not in seen))
+            near for near in passage.neighbours if not passage.shown(near.address, seen)))
         heading = 0 if passage.session in groups else len(_heading(passage, own).encode())
         line = _line(passage)
         if used + heading + len(line.encode()) > max_bytes:
@@ -491,7 +494,7 @@ class Given:
         self.keys: list[str] = [k for k in value if isinstance(k, str)] \
             if isinstance(value, list) else []
 
-    def __contains__(self, key: str) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self.keys
 
     def add(self, passages: Iterable[Passage]) -> None:
