@@ -168,14 +168,14 @@ def _read(path: str, agent: str) -> Session:
     session_id = os.path.basename(os.path.dirname(path)) or path
     # A task's folder is named by the time it began (milliseconds): the first message's
     # time when the extension records none per message (Cline does not; its forks do).
-    started = _time({"ts": int(session_id)}) if session_id.isdigit() else None
+    started = _ms_time(int(session_id)) if session_id.isdigit() else None
     for index, line in enumerate(document.nodes()):
         value = line.value
         if type(value) is not dict or value.get("role") not in ("user", "assistant"):
             entries.note(line.number, f"element {index} is no user or assistant message; skipped")
             continue
         where = {"address": f"m{index}", "parent": entries.last_id,
-                 "timestamp": _time(value) or (started if index == 0 else None)}
+                 "timestamp": _ms_time(value.get("ts")) or (started if index == 0 else None)}
         content = value.get("content")
         if value["role"] == "assistant":
             pending = []
@@ -187,9 +187,9 @@ def _read(path: str, agent: str) -> Session:
                          project=project, header={"taskId": session_id, "cwd": project})
 
 
-def _time(value: dict[str, Any]) -> str | None:
-    """Roo Code's and Kilo Code's ``ts`` (milliseconds) as ISO time."""
-    ts = value.get("ts")
+def _ms_time(ts: object) -> str | None:
+    """Milliseconds since the epoch (Roo Code's and Kilo Code's ``ts``, a task folder's
+    name) as ISO time."""
     if type(ts) is not int:
         return None
     from datetime import UTC, datetime
